@@ -1,0 +1,56 @@
+# theano_ocl: the two commands for a fresh machine are `make demo` and `make test`.
+# Both first run scripts/bootstrap.sh (creates .venv with Python 3.11, installs the pinned
+# stack and this checkout, the start-up hook, and PoCL if no OpenCL platform is visible).
+#
+#   make demo        bench/demo.py in .venv
+#   make test        the CI suite: pytest tests/ + the quick Theano conformance subset
+#   make test-full   pytest tests/ + the full Theano conformance run (hours on 2 cores)
+#   make info        python -m theano_ocl info (the OpenCL devices)
+#   make pth         regenerate theano_ocl_startup.pth from theano_ocl/_startup.py
+#   make bootstrap   only set up .venv
+#   make clean-venv  remove .venv
+SHELL := /bin/bash
+VENV ?= $(CURDIR)/.venv
+PY := $(VENV)/bin/python
+CONFORMANCE := tests/conformance/run.py
+
+.PHONY: all bootstrap demo test test-full info pth clean-venv
+
+all: test
+
+bootstrap:
+	@VENV="$(VENV)" scripts/bootstrap.sh
+
+demo: bootstrap
+	@if [ ! -f bench/demo.py ]; then echo "bench/demo.py is missing from this checkout" >&2; exit 1; fi
+	$(PY) bench/demo.py
+
+# Runs both parts even when the first fails; exits non-zero when either failed.
+test: bootstrap
+	@rc=0; \
+	echo "== pytest tests/"; \
+	$(PY) -m pytest -q tests || rc=1; \
+	if [ -f $(CONFORMANCE) ]; then \
+	    echo "== $(CONFORMANCE) --quick"; \
+	    $(PY) $(CONFORMANCE) --quick || rc=1; \
+	fi; \
+	exit $$rc
+
+test-full: bootstrap
+	@rc=0; \
+	echo "== pytest tests/"; \
+	$(PY) -m pytest -q tests || rc=1; \
+	if [ -f $(CONFORMANCE) ]; then \
+	    echo "== $(CONFORMANCE) --group all"; \
+	    $(PY) $(CONFORMANCE) --group all || rc=1; \
+	fi; \
+	exit $$rc
+
+info: bootstrap
+	$(PY) -m theano_ocl info
+
+pth:
+	python3 scripts/render_pth.py
+
+clean-venv:
+	rm -rf "$(VENV)"

@@ -1,0 +1,772 @@
+#!/usr/bin/env python
+"""Theano's own test suite as the judge of "drop-in".
+
+Runs modules of the *installed* Theano 1.0.5's test suite twice, once with the C backend
+(``THEANO_FLAGS=mode=FAST_RUN``) and once with theano_ocl as the default mode
+(``THEANO_FLAGS=mode=OCL``), and reports per module: passed / failed / errors / skipped
+under each mode, the tests that pass under C but not under OCL (the regressions), the
+share of Apply nodes that ran on the device and the most frequent host fallbacks.
+
+    python tests/conformance/run.py                       # group issue3, both modes
+    python tests/conformance/run.py --group all           # the full documented run
+    python tests/conformance/run.py --quick               # the CI subset; exit 1 on regression
+    python tests/conformance/run.py --modes c --write-docs
+    python tests/conformance/run.py -k elemwise -k ifelse # only modules matching
+
+Every module runs in its own interpreter through pynose (``nose_main.py`` = ``python -m
+nose`` plus a crash-proof result stream), with the xunit plugin writing junit XML into a
+per-run temporary directory.  See docs/conformance.md.
+
+The last line printed is ``conformance: N passed, M failed``: N = tests that pass under
+C and under OCL, M = regressions (pass under C, not under OCL, not listed in
+expected_failures.txt).  With ``--modes c`` N is the C pass count and M is 0.
+Exit status: 0 = no regression, 1 = regressions, 2 = the run itself could not be done.
+"""
+from __future__ import print_function
+
+import argparse
+import collections
+import datetime
+import fnmatch
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+SHIM_DIR = os.path.join(HERE, 'shim')
+NOSE_MAIN = os.path.join(HERE, 'nose_main.py')
+EXPECTED_FILE = os.path.join(HERE, 'expected_failures.txt')
+DOCS_FILE = os.path.join(REPO, 'docs', 'conformance.md')
+
+# ---------------------------------------------------------------------------------------
+# The module table.
+#   group   : issue3 / issue4 (``--group all`` = every row)
+#   module  : dotted name of the Theano test module
+#   quick   : what ``--quick`` runs of it: True = the whole module, False = nothing,
+#             a list = those nose selectors ("Class", "Class.method", "function").
+#   c_s     : wall seconds of the whole module under C on the reference 2-core machine
+#             (warm compiledir), for planning; see docs/conformance.md.
+# All modules run through pynose: pytest 9 collects differently (it takes the helper
+# ``SharedTester.test_internal_type`` for a test, no longer runs nose-style ``setup``
+# methods, and skips yield tests), nose's counts match the source.
+# ---------------------------------------------------------------------------------------
+ELEMWISE_QUICK = [
+    # All of test_elemwise except its seven long dtype/compilation sweeps
+    # (test_CAReduce.test_c, T_mean_dtype.test_mean_custom_dtype,
+    # T_reduce_dtype.test_reduce_custom_dtype, T_prod_without_zeros_dtype.*custom*,
+    # test_Prod.test_other_grad_tests, test_Prod.test_prod_no_zeros_in_input):
+    # about 90 s of the module's 615 s under C with a cold compiledir.
+    'test_DimShuffle',
+    'test_reduce_axes',
+    'test_Broadcast',
+    'test_CAReduce.test_perform', 'test_CAReduce.test_perform_noopt',
+    'test_CAReduce.test_perform_nan', 'test_CAReduce.test_c_noopt',
+    'test_CAReduce.test_c_nan', 'test_CAReduce.test_infer_shape',
+    'test_Prod.test_verify_grad', 'test_Prod.test_verify_grad_with_zeros',
+    'test_Prod.test_mul_without_zeros_zeros', 'test_Prod.test_prod_without_zeros',
+    'test_Prod.test_prod_without_zeros_grad', 'test_Prod.test_pickle_bug',
+    'test_IsInf_IsNan',
+    'T_mean_dtype.test_mean_default_dtype', 'T_mean_dtype.test_mean_precision',
+    'T_reduce_dtype.test_reduce_default_dtype', 'T_reduce_dtype.test_reduce_default_acc_dtype',
+    'T_reduce_dtype.test_reduce_custom_acc_dtype', 'T_reduce_dtype.test_reduce_precision',
+    'T_prod_without_zeros_dtype.test_prod_without_zeros_default_dtype',
+    'T_prod_without_zeros_dtype.test_prod_without_zeros_default_acc_dtype',
+    'TestBitOpReduceGrad',
+    'TestElemwise',
+    'test_clip_grad', 'test_clip_grad_int', 'test_grad_useless_sum',
+    'test_elemwise_grad_broadcast', 'test_gt_grad', 'test_not_implemented_elemwise_grad',
+]
+
+MODULES = [
+    # group     module                                              quick
+    ('issue3', 'theano.compile.tests.test_function_module',         True),
+    ('issue3', 'theano.compile.tests.test_pfunc',                   True),
+    ('issue3', 'theano.compile.tests.test_shared',                  True),
+    ('issue3', 'theano.tensor.tests.test_sharedvar',                True),
+    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK),
+    ('issue3', 'theano.tensor.tests.test_subtensor',                False),
+    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True),
+    ('issue3', 'theano.tests.test_ifelse',                          True),
+    ('issue4', 'theano.tensor.tests.test_basic',                    False),
+    ('issue4', 'theano.tensor.tests.test_blas',                     False),
+    ('issue4', 'theano.tensor.tests.test_opt',                      False),
+    ('issue4', 'theano.tensor.tests.test_extra_ops',                False),
+    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False),
+    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False),
+    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False),
+]
+GROUPS = ('issue3', 'issue4', 'all')
+
+MODE_FLAGS = {'c': 'FAST_RUN', 'ocl': 'OCL'}
+MODE_TITLE = {'c': 'C', 'ocl': 'OCL'}
+MAX_RESUMES = 3          # restarts of a module after its interpreter died
+ADDR_RE = re.compile(r' at 0x[0-9a-fA-F]+')
+
+
+def log(*a):
+    print(*a, file=sys.stderr)
+    sys.stderr.flush()
+
+
+# ------------------------------------------------------------------ expected failures ---
+def module_key(text):
+    """'theano/tensor/tests/test_blas.py', 'tensor/tests/test_blas.py' or the dotted name
+    -> 'theano.tensor.tests.test_blas'."""
+    t = text.strip()
+    if t.endswith('.py'):
+        t = t[:-3]
+    t = t.replace('/', '.').strip('.')
+    if not t.startswith('theano.') and t != 'theano':
+        t = 'theano.' + t
+    return t
+
+
+def load_expected(path):
+    """Lines ``module::test_id  # reason``; test_id may be an fnmatch pattern."""
+    out = []
+    if not os.path.exists(path):
+        return out
+    with open(path) as fh:
+        for lineno, raw in enumerate(fh, 1):
+            line = raw.strip()
+            if not line or line.startswith('#'):
+                continue
+            reason = ''
+            if '#' in line:
+                line, reason = line.split('#', 1)
+                line, reason = line.strip(), reason.strip()
+            if '::' not in line:
+                log('%s:%d: ignored (no "::"): %s' % (path, lineno, raw.rstrip()))
+                continue
+            mod, tid = line.split('::', 1)
+            out.append((module_key(mod), tid.strip(), reason))
+    return out
+
+
+def expected_reason(expected, module, tid):
+    for mod, pat, reason in expected:
+        if mod == module and (pat == tid or fnmatch.fnmatchcase(tid, pat)):
+            return reason or '(no reason given)'
+    return None
+
+
+# ------------------------------------------------------------------------- results ---
+def test_id(module, classname, name):
+    if classname == module:
+        tid = name
+    elif classname.startswith(module + '.'):
+        tid = classname[len(module) + 1:] + '.' + name
+    else:
+        tid = classname + '.' + name
+    return ADDR_RE.sub('', tid)
+
+
+def nose_address(module, tid):
+    """The nose selector that runs test ``tid`` (a yield case: its generator)."""
+    base = tid.split('#', 1)[0]
+    if '(' in base:
+        base = base[:base.index('(')]
+    return '%s:%s' % (module, base)
+
+
+class ModuleResult(object):
+    def __init__(self, module, mode):
+        self.module = module
+        self.mode = mode
+        self.tests = collections.OrderedDict()   # id -> dict(outcome, message, tb, time)
+        self.wall = 0.0
+        self.rc = None
+        self.notes = []            # 'crashed in X', 'timeout', ...
+        self.stats = None          # device-share aggregate or None
+        self.log_files = []
+
+    def counts(self):
+        c = collections.Counter(t['outcome'] for t in self.tests.values())
+        return c
+
+    def add(self, tid, rec, overwrite=False):
+        if tid in self.tests and not overwrite:
+            return
+        self.tests[tid] = rec
+
+
+def _dedup(seen, tid):
+    n = seen[tid] = seen.get(tid, 0) + 1
+    return tid if n == 1 else '%s#%d' % (tid, n)
+
+
+def parse_junit(path, module):
+    """junit XML (nose xunit) -> OrderedDict id -> record."""
+    out = collections.OrderedDict()
+    tree = ET.parse(path)
+    seen = {}
+    for tc in tree.iter('testcase'):
+        tid = _dedup(seen, test_id(module, tc.get('classname', ''), tc.get('name', '')))
+        outcome, message, tb = 'pass', '', ''
+        for child in tc:
+            if child.tag in ('failure', 'error', 'skipped'):
+                outcome = {'failure': 'fail', 'error': 'error', 'skipped': 'skip'}[child.tag]
+                message = (child.get('type', '') + ': ' + child.get('message', '')).strip(': ')
+                tb = child.text or ''
+                break
+        try:
+            t = float(tc.get('time', '0') or 0)
+        except ValueError:
+            t = 0.0
+        out[tid] = dict(outcome=outcome, message=message, tb=tb, time=t)
+    return out
+
+
+def parse_stream(path, module):
+    """The ConformanceStream JSONL -> (OrderedDict id -> record, id of the test that
+    started but never ended, or None)."""
+    out = collections.OrderedDict()
+    seen_start, seen_end = {}, {}
+    running = None
+    if not os.path.exists(path):
+        return out, None
+    with open(path) as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue           # a half-written last line
+            tid = test_id(module, rec.get('classname', ''), rec.get('name', ''))
+            if rec.get('ev') == 'start':
+                running = _dedup(seen_start, tid)
+            elif rec.get('ev') == 'end':
+                did = _dedup(seen_end, tid)
+                out[did] = dict(outcome=rec.get('outcome', 'error'),
+                                message=rec.get('message', ''), tb=rec.get('tb', ''),
+                                time=rec.get('time', 0.0))
+                running = None
+    return out, running
+
+
+def read_stats(path):
+    """THEANO_OCL_STATS JSON lines -> aggregate dict, or None when the file is absent."""
+    if not path or not os.path.exists(path):
+        return None
+    agg = dict(functions=0, device=0, meta=0, fallback=0, fallback_ops=collections.Counter())
+    with open(path) as fh:
+        for line in fh:
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                continue
+            agg['functions'] += 1
+            for k in ('device', 'meta', 'fallback'):
+                agg[k] += int(rec.get(k, 0) or 0)
+            for op, n in (rec.get('fallback_ops') or {}).items():
+                agg['fallback_ops'][op] += int(n)
+    return agg
+
+
+def share_text(stats):
+    if stats is None:
+        return 'n/a'
+    total = stats['device'] + stats['meta'] + stats['fallback']
+    if not total:
+        return 'n/a (0 nodes)'
+    return '%.1f%% of %d' % (100.0 * (stats['device'] + stats['meta']) / total, total)
+
+
+def fallback_text(stats, top=4):
+    if stats is None or not stats['fallback_ops']:
+        return '' if stats is None else '-'
+    return ', '.join('%s %d' % (op, n) for op, n in stats['fallback_ops'].most_common(top))
+
+
+# ---------------------------------------------------------------------------- runs ---
+def compose_flags(mode, user_flags):
+    parts = [p for p in (user_flags or '').split(',') if p.strip()]
+    parts = [p for p in parts if not p.strip().startswith('mode=')]
+    if not any(p.strip().startswith('blas.ldflags') for p in parts):
+        # numpy >= 1.22 has no blas_opt_info: Theano's import fails without it (both
+        # modes get the same flag, so BLAS is numpy's C API under C and on the host).
+        parts.insert(0, 'blas.ldflags=')
+    parts.append('mode=' + MODE_FLAGS[mode])
+    return ','.join(parts)
+
+
+def make_env(mode, args, stats_file=None, stream_file=None):
+    env = dict(os.environ)
+    env['CONFORMANCE_SHIM'] = '1'
+    env['PYTHONPATH'] = os.pathsep.join(
+        [SHIM_DIR, REPO] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+    env['THEANO_FLAGS'] = compose_flags(mode, os.environ.get('THEANO_FLAGS', ''))
+    env.pop('THEANO_OCL_STATS', None)
+    env.pop('CONFORMANCE_STREAM', None)
+    env.pop('CONFORMANCE_IMPORT', None)
+    if mode == 'ocl':
+        # Load the plugin even when its start-up .pth hook is not installed in this
+        # interpreter's site-packages (an editable checkout).
+        env['CONFORMANCE_IMPORT'] = 'theano_ocl'
+        if stats_file:
+            env['THEANO_OCL_STATS'] = stats_file
+        if args.device:
+            env['THEANO_OCL_DEVICE'] = args.device
+    if stream_file:
+        env['CONFORMANCE_STREAM'] = stream_file
+    env.setdefault('PYTHONDONTWRITEBYTECODE', '1')
+    return env
+
+
+PREFLIGHT = r'''
+import json, sys
+info = {}
+import theano
+info['theano'] = theano.__version__
+info['floatX'] = theano.config.floatX
+info['mode'] = str(theano.config.mode)
+if sys.argv[1] == 'ocl':
+    import theano_ocl
+    f = theano.function([], [], mode='OCL')
+    f()
+    x = theano.tensor.dvector('x')
+    g = theano.function([x], x * 2 + 1)          # the default mode, i.e. THEANO_FLAGS
+    assert list(g([1.0, 2.0])) == [3.0, 5.0], g([1.0, 2.0])
+    info['default_linker'] = type(g.maker.linker).__name__
+    dev = None
+    try:
+        from theano_ocl import device as _d
+        d = _d.get_device()
+        dev = '%s / %s' % (d.platform_name, d.name)
+    except Exception as e:
+        dev = 'unknown (%r)' % (e,)
+    info['device'] = dev
+print('PREFLIGHT ' + json.dumps(info))
+'''
+
+
+def preflight(mode, args, tmp):
+    env = make_env(mode, args)
+    try:
+        p = subprocess.run([args.python, '-c', PREFLIGHT, mode], env=env, cwd=tmp,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           universal_newlines=True, timeout=600)
+    except subprocess.TimeoutExpired:
+        return None, 'preflight timed out'
+    for line in p.stdout.splitlines():
+        if line.startswith('PREFLIGHT '):
+            return json.loads(line[len('PREFLIGHT '):]), None
+    return None, p.stdout[-3000:]
+
+
+def run_nose(module, mode, targets, args, workdir, tag, timeout):
+    """One interpreter: returns (xml_path or None, stream_path, wall, rc, timed_out, log)."""
+    xml = os.path.join(workdir, '%s.xml' % tag)
+    stream = os.path.join(workdir, '%s.stream.jsonl' % tag)
+    logf = os.path.join(workdir, '%s.log' % tag)
+    stats = os.path.join(workdir, '%s.stats.jsonl' % module.replace('.', '_'))
+    env = make_env(mode, args, stats_file=stats, stream_file=stream)
+    cmd = [args.python, NOSE_MAIN, '-v', '--with-xunit', '--xunit-file=' + xml,
+           '--xunit-testsuite-name=' + module] + targets
+    cwd = os.path.join(workdir, 'cwd-' + mode)
+    if not os.path.isdir(cwd):
+        os.makedirs(cwd)
+    t0 = time.time()
+    timed_out = False
+    with open(logf, 'w') as lf:
+        lf.write('$ THEANO_FLAGS=%s %s\n' % (env['THEANO_FLAGS'], ' '.join(cmd)))
+        lf.flush()
+        p = subprocess.Popen(cmd, env=env, cwd=cwd, stdout=lf, stderr=subprocess.STDOUT,
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            try:
+                os.killpg(p.pid, signal.SIGKILL)   # our own session: the test interpreter
+            except OSError:
+                pass
+            rc = p.wait()
+    wall = time.time() - t0
+    ok_xml = os.path.exists(xml) and os.path.getsize(xml) > 0 and not timed_out
+    return (xml if ok_xml else None), stream, wall, rc, timed_out, logf
+
+
+def collect_ids(module, mode, args, workdir):
+    """All test ids of a module (nose --collect-only through the stream plugin)."""
+    tag = '%s.%s.collect' % (module, mode)
+    stream = os.path.join(workdir, tag + '.stream.jsonl')
+    env = make_env(mode, args, stream_file=stream)
+    cwd = os.path.join(workdir, 'cwd-' + mode)
+    subprocess.run([args.python, NOSE_MAIN, '--collect-only', module], env=env, cwd=cwd,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=900)
+    ids, _ = parse_stream(stream, module)
+    return list(ids)
+
+
+def run_module(module, mode, targets, args, workdir, timeout):
+    res = ModuleResult(module, mode)
+    t_end = time.time() + timeout
+    remaining_targets = targets
+    attempt = 0
+    all_ids = None
+    while True:
+        tag = '%s.%s.%d' % (module, mode, attempt)
+        xml, stream, wall, rc, timed_out, logf = run_nose(
+            module, mode, remaining_targets, args, workdir, tag, max(30, t_end - time.time()))
+        res.wall += wall
+        res.rc = rc
+        res.log_files.append(logf)
+        if xml is not None:
+            try:
+                for tid, rec in parse_junit(xml, module).items():
+                    res.add(tid, rec)
+                break
+            except ET.ParseError as e:
+                res.notes.append('unreadable XML (%s)' % e)
+        # The interpreter died or was killed: recover from the stream.
+        done, running = parse_stream(stream, module)
+        for tid, rec in done.items():
+            res.add(tid, rec)
+        why = 'timeout after %ds' % timeout if timed_out else 'exit status %s' % rc
+        if running is not None:
+            res.add(running, dict(outcome='crash', message='interpreter died (%s) during '
+                                  'this test' % why, tb='see %s' % logf, time=0.0),
+                    overwrite=True)
+            res.notes.append('died in %s (%s)' % (running, why))
+        else:
+            res.notes.append('died outside a test (%s)' % why)
+        if timed_out or attempt >= MAX_RESUMES or time.time() > t_end:
+            break
+        if all_ids is None:
+            if remaining_targets == [module]:
+                all_ids = collect_ids(module, mode, args, workdir)
+            else:
+                all_ids = []   # a selection: do not resume, keep what we have
+        todo = sorted(set(nose_address(module, t) for t in all_ids if t not in res.tests))
+        if not todo:
+            break
+        remaining_targets = todo
+        attempt += 1
+        log('    %s [%s]: resuming with %d remaining selectors' % (module, mode, len(todo)))
+    res.stats = read_stats(os.path.join(workdir, '%s.stats.jsonl' % module.replace('.', '_')))
+    return res
+
+
+def targets_for(module, quick_spec, quick):
+    if not quick or quick_spec is True:
+        return [module]
+    return ['%s:%s' % (module, s) for s in quick_spec]
+
+
+# -------------------------------------------------------------------------- report ---
+def fmt_counts(res):
+    if res is None:
+        return '-'
+    c = res.counts()
+    extra = ''
+    if c.get('crash'):
+        extra = ' / %d crashed' % c['crash']
+    return '%d / %d / %d / %d%s' % (c.get('pass', 0), c.get('fail', 0), c.get('error', 0),
+                                    c.get('skip', 0), extra)
+
+
+def short_tb(rec, lines=6):
+    tb = (rec.get('tb') or '').strip().splitlines()
+    tb = [l for l in tb if l.strip()]
+    return '\n'.join(tb[-lines:]) if tb else rec.get('message', '')
+
+
+def one_line(rec):
+    msg = (rec.get('message') or '').strip().replace('\n', ' ')
+    if not msg:
+        tb = (rec.get('tb') or '').strip().splitlines()
+        msg = tb[-1] if tb else rec['outcome']
+    msg = msg.replace('|', '\\|')
+    return msg[:200] + ('...' if len(msg) > 200 else '')
+
+
+def compare(module, c_res, o_res, expected):
+    regress, xfail, unexpected = [], [], []
+    if c_res is None or o_res is None:
+        return regress, xfail, unexpected
+    for tid, crec in c_res.tests.items():
+        orec = o_res.tests.get(tid, dict(outcome='missing', message='not run under OCL',
+                                         tb='', time=0.0))
+        reason = expected_reason(expected, module, tid)
+        if orec['outcome'] == 'pass':
+            if reason is not None:
+                unexpected.append((tid, reason))
+            continue
+        if crec['outcome'] != 'pass':
+            continue
+        if reason is not None:
+            xfail.append((tid, orec, reason))
+        else:
+            regress.append((tid, orec))
+    return regress, xfail, unexpected
+
+
+def build_report(rows, modes, expected, meta):
+    """rows: [(module, {mode: ModuleResult})] -> (markdown, n_pass, n_regress, details)."""
+    out = []
+    both = 'c' in modes and 'ocl' in modes
+    hdr = ['module']
+    for m in modes:
+        hdr += ['%s pass / fail / error / skip' % MODE_TITLE[m], '%s time' % MODE_TITLE[m]]
+    if both:
+        hdr += ['regressions', 'expected fail', 'unexpected pass']
+    if 'ocl' in modes:
+        hdr += ['on device', 'top fallbacks']
+    out.append('| ' + ' | '.join(hdr) + ' |')
+    out.append('|' + '---|' * len(hdr))
+    n_pass = n_reg = 0
+    totals = collections.defaultdict(float)
+    details = []
+    for module, by_mode in rows:
+        short = module[len('theano.'):] if module.startswith('theano.') else module
+        cells = [short]
+        for m in modes:
+            r = by_mode.get(m)
+            cells.append(fmt_counts(r) + (' (%s)' % '; '.join(r.notes) if r and r.notes else ''))
+            cells.append('%.0f s' % r.wall if r else '-')
+            if r:
+                totals[m] += r.wall
+        if both:
+            reg, xf, up = compare(module, by_mode.get('c'), by_mode.get('ocl'), expected)
+            cells += [str(len(reg)), str(len(xf)), str(len(up))]
+            n_reg += len(reg)
+            c_res, o_res = by_mode.get('c'), by_mode.get('ocl')
+            if c_res and o_res:
+                n_pass += sum(1 for t, rec in c_res.tests.items() if rec['outcome'] == 'pass'
+                              and o_res.tests.get(t, {}).get('outcome') == 'pass')
+            details.append((module, reg, xf, up))
+        elif modes:
+            r = by_mode.get(modes[0])
+            if r:
+                n_pass += r.counts().get('pass', 0)
+        if 'ocl' in modes:
+            r = by_mode.get('ocl')
+            cells += [share_text(r.stats if r else None), fallback_text(r.stats if r else None)]
+        out.append('| ' + ' | '.join(c.replace('|', '\\|') for c in cells) + ' |')
+    tot = ['**total**']
+    for m in modes:
+        agg = collections.Counter()
+        for _, by_mode in rows:
+            if by_mode.get(m):
+                agg.update(by_mode[m].counts())
+        tot += ['%d / %d / %d / %d' % (agg.get('pass', 0), agg.get('fail', 0),
+                                       agg.get('error', 0), agg.get('skip', 0)),
+                '%.0f s' % totals[m]]
+    if both:
+        tot += [str(n_reg), str(sum(len(d[2]) for d in details)),
+                str(sum(len(d[3]) for d in details))]
+    if 'ocl' in modes:
+        agg = None
+        for _, by_mode in rows:
+            r = by_mode.get('ocl')
+            if r and r.stats:
+                if agg is None:
+                    agg = dict(functions=0, device=0, meta=0, fallback=0,
+                               fallback_ops=collections.Counter())
+                for k in ('functions', 'device', 'meta', 'fallback'):
+                    agg[k] += r.stats[k]
+                agg['fallback_ops'].update(r.stats['fallback_ops'])
+        tot += [share_text(agg), fallback_text(agg)]
+    out.append('| ' + ' | '.join(tot) + ' |')
+    return '\n'.join(out), n_pass, n_reg, details
+
+
+def details_markdown(details, with_tb):
+    out = []
+    regs = [(m, t, r) for m, reg, _, _ in details for t, r in reg]
+    if regs:
+        out.append('\n### Regressions (pass under C, not under OCL)\n')
+        for m, t, r in regs:
+            out.append('- `%s::%s` — **%s**: %s' % (m, t, r['outcome'], one_line(r)))
+            if with_tb:
+                out.append('\n  ```\n' + '\n'.join('  ' + l for l in short_tb(r).splitlines())
+                           + '\n  ```')
+    xf = [(m, t, r, why) for m, _, xfl, _ in details for t, r, why in xfl]
+    if xf:
+        out.append('\n### Expected failures (expected_failures.txt)\n')
+        for m, t, r, why in xf:
+            out.append('- `%s::%s` — %s (%s)' % (m, t, r['outcome'], why))
+    up = [(m, t, why) for m, _, _, upl in details for t, why in upl]
+    if up:
+        out.append('\n### Unexpected passes (listed in expected_failures.txt, pass now)\n')
+        for m, t, why in up:
+            out.append('- `%s::%s` — listed as: %s' % (m, t, why))
+    return '\n'.join(out)
+
+
+def machine_text():
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open('/proc/cpuinfo') as fh:
+            for line in fh:
+                if line.startswith('model name'):
+                    cpu = line.split(':', 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return '%s, %d cores, %s %s, Python %s' % (cpu, os.cpu_count() or 0, platform.system(),
+                                               platform.release(), platform.python_version())
+
+
+def write_docs(key, section):
+    begin, end = '<!-- results:%s:begin -->' % key, '<!-- results:%s:end -->' % key
+    block = begin + '\n' + section.strip() + '\n' + end
+    if os.path.exists(DOCS_FILE):
+        with open(DOCS_FILE) as fh:
+            text = fh.read()
+    else:
+        text = '# Conformance: Theano\'s own tests under theano_ocl\n\n## Results\n'
+    if begin in text and end in text:
+        pre, rest = text.split(begin, 1)
+        _, post = rest.split(end, 1)
+        text = pre + block + post
+    else:
+        anchor = '<!-- results:insert-here -->'
+        if anchor in text:
+            text = text.replace(anchor, block + '\n\n' + anchor, 1)
+        else:
+            text = text.rstrip('\n') + '\n\n' + block + '\n'
+    with open(DOCS_FILE, 'w') as fh:
+        fh.write(text)
+
+
+# ---------------------------------------------------------------------------- main ---
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument('--group', choices=GROUPS, default='issue3')
+    ap.add_argument('--modes', default='c,ocl',
+                    help='comma list of c, ocl (default c,ocl)')
+    ap.add_argument('--quick', action='store_true',
+                    help='the CI subset (see MODULES); exit 1 on any regression')
+    ap.add_argument('-k', dest='only', action='append', default=[],
+                    help='only modules whose name contains this (repeatable)')
+    ap.add_argument('--timeout', type=float, default=None,
+                    help='seconds per module and mode (default 3600, --quick 600)')
+    ap.add_argument('--device', default=None, help='THEANO_OCL_DEVICE for the OCL run')
+    ap.add_argument('--python', default=sys.executable,
+                    help='interpreter with Theano installed (default: this one)')
+    ap.add_argument('--expected', default=EXPECTED_FILE)
+    ap.add_argument('--write-docs', action='store_true',
+                    help='write the table into docs/conformance.md')
+    ap.add_argument('--json', default=None, help='write all per-test results here')
+    ap.add_argument('--keep', action='store_true', help='keep the temporary directory')
+    ap.add_argument('--no-tb', action='store_true', help='no tracebacks for regressions')
+    args = ap.parse_args(argv)
+
+    modes = [m.strip() for m in args.modes.split(',') if m.strip()]
+    for m in modes:
+        if m not in MODE_FLAGS:
+            ap.error('unknown mode %r' % m)
+    modes = [m for m in ('c', 'ocl') if m in modes]
+    timeout = args.timeout or (600 if args.quick else 3600)
+    rows_spec = [(mod, quick) for grp, mod, quick in MODULES
+                 if args.group == 'all' or grp == args.group]
+    if args.quick:
+        rows_spec = [(mod, q) for mod, q in rows_spec if q]
+    if args.only:
+        rows_spec = [(mod, q) for mod, q in rows_spec if any(k in mod for k in args.only)]
+    if not rows_spec:
+        log('no module selected')
+        print('conformance: 0 passed, 0 failed')
+        return 2
+    expected = load_expected(args.expected)
+
+    tmp = tempfile.mkdtemp(prefix='theano_ocl_conformance_')
+    log('conformance: %d modules, modes %s, temp dir %s' % (len(rows_spec), ','.join(modes), tmp))
+    t_start = time.time()
+
+    meta = dict(date=datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
+                machine=machine_text(), device='n/a (C only)', theano='?', floatX='?')
+    ocl_broken = None
+    for m in modes:
+        info, err = preflight(m, args, tmp)
+        if info is None:
+            if m == 'c':
+                log('the C-mode preflight failed; cannot run:\n' + (err or ''))
+                print('conformance: 0 passed, 0 failed')
+                return 2
+            ocl_broken = err or 'unknown error'
+            log('OCL preflight FAILED: THEANO_FLAGS=mode=OCL does not work:\n' + ocl_broken)
+            meta['device'] = 'unavailable (preflight failed)'
+        else:
+            meta['theano'] = info.get('theano', '?')
+            meta['floatX'] = info.get('floatX', '?')
+            if m == 'ocl':
+                meta['device'] = info.get('device', '?')
+                meta['ocl_default_linker'] = info.get('default_linker', '?')
+            log('preflight %s: %s' % (m, json.dumps(info)))
+
+    rows = []
+    for module, quick in rows_spec:
+        targets = targets_for(module, quick, args.quick)
+        by_mode = {}
+        for m in modes:
+            if m == 'ocl' and ocl_broken is not None:
+                r = ModuleResult(module, m)
+                c_res = by_mode.get('c')
+                for tid in (c_res.tests if c_res else []):
+                    r.add(tid, dict(outcome='error', message='OCL mode unavailable: '
+                                    + ocl_broken.strip().splitlines()[-1], tb=ocl_broken,
+                                    time=0.0))
+                r.notes.append('not run: OCL preflight failed')
+                by_mode[m] = r
+                continue
+            log('  %-45s [%s] ...' % (module, m))
+            r = run_module(module, m, targets, args, tmp, timeout)
+            by_mode[m] = r
+            log('  %-45s [%s] %s in %.0f s%s%s' % (
+                module, m, fmt_counts(r), r.wall,
+                (' — ' + '; '.join(r.notes)) if r.notes else '',
+                (' — on device ' + share_text(r.stats)) if m == 'ocl' else ''))
+        rows.append((module, by_mode))
+    elapsed = time.time() - t_start
+
+    table, n_pass, n_reg, details = build_report(rows, modes, expected, meta)
+    head = ('**%s** — group `%s`%s, modes %s; %s; Theano %s, floatX=%s; OCL device: %s; '
+            'run took %.0f s.' % (meta['date'], args.group, ' (--quick)' if args.quick else '',
+                                  '+'.join(MODE_TITLE[m] for m in modes), meta['machine'],
+                                  meta['theano'], meta['floatX'], meta['device'], elapsed))
+    cols = ('Counts are passed / failed / errors / skipped as reported by nose; times are the '
+            'wall time of the module\'s interpreter (compiledir warm unless noted). '
+            '"on device" = (device + meta) / all Apply nodes linked by the OCL linker.')
+    body = details_markdown(details, with_tb=not args.no_tb)
+    print(head + '\n\n' + cols + '\n\n' + table + '\n' + body + '\n')
+    if args.write_docs:
+        key = '%s-%s-%s' % (args.group, 'quick' if args.quick else 'full', '+'.join(modes))
+        if args.only:
+            key += '-k-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', k) for k in args.only)
+        doc_body = details_markdown(details, with_tb=False)
+        write_docs(key, '### %s\n\n%s\n\n%s\n\n%s\n%s' % (
+            key, head, cols, table, doc_body))
+        log('wrote %s (section %s)' % (DOCS_FILE, key))
+    if args.json:
+        dump = dict(meta=meta, modes=modes, group=args.group, quick=args.quick, modules={})
+        for module, by_mode in rows:
+            dump['modules'][module] = {
+                m: dict(wall=r.wall, rc=r.rc, notes=r.notes,
+                        stats=(dict(r.stats, fallback_ops=dict(r.stats['fallback_ops']))
+                               if r.stats else None),
+                        tests=r.tests) for m, r in by_mode.items()}
+        with open(args.json, 'w') as fh:
+            json.dump(dump, fh, indent=1)
+    crashed = any(r.notes for _, by_mode in rows for r in by_mode.values())
+    if args.keep or n_reg or crashed:
+        log('logs and XML kept in %s' % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print('conformance: %d passed, %d failed' % (n_pass, n_reg))
+    return 1 if n_reg else 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())

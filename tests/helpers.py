@@ -1,0 +1,64 @@
+"""The one comparison helper every op-family test uses: Theano C vs theano_ocl."""
+import numpy as np
+import theano
+
+import theano_ocl
+
+RTOL = {'float16': 2e-3, 'float32': 1e-5, 'float64': 1e-12}
+ATOL = {'float16': 1e-3, 'float32': 1e-6, 'float64': 1e-12}
+
+
+def ocl_mode():
+    return theano_ocl.OCLMode()
+
+
+def compile_both(inputs, outputs, updates=None, **kwargs):
+    f_c = theano.function(inputs, outputs, updates=updates, mode='FAST_RUN', **kwargs)
+    f_o = theano.function(inputs, outputs, updates=updates, mode=ocl_mode(), **kwargs)
+    return f_c, f_o
+
+
+def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
+    got = np.asarray(got)
+    want = np.asarray(want)
+    assert got.dtype == want.dtype, '%s: dtype %s, Theano C gives %s' % (what, got.dtype, want.dtype)
+    assert got.shape == want.shape, '%s: shape %s, Theano C gives %s' % (what, got.shape, want.shape)
+    dt = str(want.dtype)
+    if dt.startswith('float'):
+        np.testing.assert_allclose(got, want, rtol=rtol or RTOL[dt], atol=atol or ATOL[dt],
+                                   equal_nan=True, err_msg=what)
+    else:
+        np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def compare_with_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
+                   device_only=True, calls=2, **kwargs):
+    """Compile with Theano C and with OCL, call both ``calls`` times, compare every output.
+
+    ``device_only``: also assert no node fell back to the host.
+    Returns the OCL function.
+    """
+    f_c, f_o = compile_both(inputs, outputs, updates=updates, **kwargs)
+    if device_only:
+        fb = theano_ocl.fallback_nodes(f_o)
+        assert not fb, 'nodes fell back to the host: %s' % [str(n) for n in fb]
+    for _ in range(calls):
+        want = f_c(*values)
+        got = f_o(*values)
+        if not isinstance(want, (list, tuple)):
+            want, got = [want], [got]
+        assert len(got) == len(want)
+        for k, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, rtol=rtol, atol=atol, what='output %d' % k)
+    return f_o
+
+
+def rand(shape, dtype, rng=None, low=-3, high=3):
+    rng = rng or np.random.RandomState(42)
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.rand(*shape) > 0.5
+    if dtype.kind in 'iu':
+        lo = max(low, np.iinfo(dtype).min)
+        return rng.randint(lo, high + 1, size=shape).astype(dtype)
+    return rng.uniform(low, high, size=shape).astype(dtype)

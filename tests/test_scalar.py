@@ -1,0 +1,726 @@
+"""theano_ocl.scalar against Theano's C backend: every scalar op on representative dtypes.
+
+A case is one scalar op on one dtype combination. It runs twice: in OpenCL, its
+``elemwise_code`` body pasted between loads and stores as the elemwise template does (many
+cases per kernel, one kernel build per batch), and through ``theano.function`` in FAST_RUN,
+as an ``Elemwise`` whose scalar op is a ``Composite`` of up to 31 cases, so Theano compiles one
+C module per batch rather than per op (Theano's C code of a Composite is its ops' code, and
+Elemwise takes at most 32 operands). Cases where Theano has no C code (float16, ops computed
+with scipy) get Theano's Python result, as Theano itself does. Cases where scalar.py
+deliberately follows numpy instead of C's type promotion (see its docstring) are compared with
+Theano's Python implementation; ``_follows_numpy`` says which.
+"""
+import functools
+import math
+import re
+import zlib
+
+import numpy as np
+import pytest
+
+import theano
+import theano.scalar as S
+import theano.tensor as T
+from theano.scalar import basic_scipy as SS
+from theano.tensor.elemwise import Elemwise, mul_without_zeros
+from theano.tensor.nnet import sigm
+from theano.tensor.nnet.nnet import scalar_softsign
+from theano.tensor.xlogx import scalar_xlogx, scalar_xlogy0
+
+from theano_ocl import scalar as oscalar
+from theano_ocl.errors import NoDeviceImplementation
+
+cl = pytest.importorskip('pyopencl')
+
+_N = 128
+_DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
+           'float16', 'float32', 'float64')
+_SIGNED = ('int8', 'int16', 'int32', 'int64')
+_UNSIGNED = ('uint8', 'uint16', 'uint32', 'uint64')
+_INTS = _SIGNED + _UNSIGNED
+_FLOATS = ('float16', 'float32', 'float64')
+_MIXED_PAIRS = (
+    ('int8', 'uint8'), ('int16', 'uint16'), ('int32', 'uint32'), ('int64', 'uint64'),
+    ('int8', 'uint64'), ('uint8', 'int64'), ('uint32', 'int64'), ('int32', 'int64'),
+    ('bool', 'int8'), ('bool', 'float32'), ('int16', 'float32'), ('int32', 'float32'),
+    ('int64', 'float32'), ('uint8', 'float64'), ('float16', 'float32'), ('float16', 'int8'),
+    ('float32', 'float64'), ('uint64', 'float16'))
+_BINARY_DTYPES = tuple((d, d) for d in _DTYPES) + _MIXED_PAIRS
+
+# Tolerances for float outputs, by output dtype; integer and bool outputs must be equal.
+_TOL = {'float16': (2e-3, 1e-4), 'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-14)}
+# Ops whose OpenCL and Theano results legitimately differ by more, as (rtol, atol) per dtype:
+_SPECIAL_TOL = {
+    # Theano's C algorithms, computed in float for float32; compared with scipy (Theano's
+    # Python code) for integer and float16 inputs, where they are accurate to ~1e-10.
+    SS.psi: {'float32': (1e-5, 1e-5), 'float64': (1e-9, 1e-9)},
+    SS.tri_gamma: {'float32': (1e-5, 1e-5), 'float64': (1e-7, 1e-9)},
+    # series and continued fractions, with lgamma for Theano's tables, in float for float32
+    SS.gammainc: {'float32': (1e-4, 1e-6), 'float64': (1e-10, 1e-14)},
+    SS.gammaincc: {'float32': (1e-4, 1e-6), 'float64': (1e-10, 1e-14)},
+    SS.gammau: {'float32': (1e-4, 1e-6), 'float64': (1e-10, 1e-14)},
+    SS.gammal: {'float32': (1e-4, 1e-6), 'float64': (1e-10, 1e-14)},
+    SS.chi2sf: {'float64': (1e-10, 1e-14)},
+    # erfinv and erfcinv are ill-conditioned near +-1 and 0, 2: relative to the input's ulp
+    SS.erfinv: {'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-13)},
+    SS.erfcinv: {'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-13)},
+}
+# Ops scalar.py leaves to the host, with the dtypes they are tried on.
+_HOST_ONLY = (SS.j0, SS.j1, SS.i0, SS.i1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Cases and how they run
+
+class _Case(object):
+    """One scalar op on input arrays; ``want`` from Theano, ``got`` from OpenCL."""
+
+    def __init__(self, op, inputs, label=None):
+        self.op = op
+        self.inputs = list(inputs)
+        self.in_dtypes = [str(a.dtype) for a in self.inputs]
+        node = op.make_node(*[S.get_scalar_type(d)() for d in self.in_dtypes])
+        self.out_dtypes = [o.type.dtype for o in node.outputs]
+        self.label = label or '%s%s' % (op, tuple(self.in_dtypes))
+        self.support, self.body = oscalar.elemwise_code(op, self.in_dtypes, self.out_dtypes)
+        self.want = self.got = None
+
+    def check(self):
+        for k, (got, want, dtype) in enumerate(zip(self.got, self.want, self.out_dtypes)):
+            what = '%s output %d (%s)' % (self.label, k, dtype)
+            assert got.dtype == np.dtype(dtype), what
+            if dtype in _FLOATS:
+                rtol, atol = _SPECIAL_TOL.get(self.op, {}).get(dtype, _TOL[dtype])
+                np.testing.assert_allclose(got.astype('float64'), want.astype('float64'),
+                                           rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+            else:
+                np.testing.assert_array_equal(got, want, err_msg=what)
+
+
+def _make_cases(op, inputs_list):
+    """Cases of ``op`` for each tuple of input arrays it takes (TypeError: dtypes it refuses)."""
+    cases = []
+    for inputs in inputs_list:
+        try:
+            cases.append(_Case(op, inputs))
+        except TypeError:
+            pass
+    return cases
+
+
+def _has_c_code(case):
+    if any(d == 'float16' for d in case.in_dtypes + case.out_dtypes):
+        return False  # Theano's Elemwise has no C code for float16
+    node = case.op.make_node(*[S.get_scalar_type(d)() for d in case.in_dtypes])
+    try:
+        case.op.c_code(node, 'n', ['x%d' % k for k in range(len(case.inputs))],
+                       ['z%d' % k for k in range(len(node.outputs))], {'fail': ''})
+    except (NotImplementedError, theano.gof.utils.MethodNotDefined):
+        return False
+    return True
+
+
+def _int_promotion(dtype):
+    return 'int32' if dtype in ('bool', 'int8', 'int16', 'uint8', 'uint16') else dtype
+
+
+def _c_promotion(*dtypes):
+    """The type C's usual arithmetic conversions give, as a dtype."""
+    floats = [d for d in dtypes if d in _FLOATS]
+    if floats:
+        return max(floats, key=lambda d: np.dtype(d).itemsize)
+    result = _int_promotion(dtypes[0])
+    for d in map(_int_promotion, dtypes[1:]):
+        (s, u) = (result, d) if d.startswith('u') else (d, result)
+        if s.startswith('u') or not u.startswith('u'):  # same signedness: the wider
+            result = max(s, u, key=lambda t: np.dtype(t).itemsize)
+        elif np.dtype(u).itemsize >= np.dtype(s).itemsize:
+            result = u
+        else:
+            result = s  # a wider signed type holds every value of the unsigned one
+    return result
+
+
+_PROMOTING_OPS = (S.Add, S.Sub, S.Mul, S.TrueDiv, S.IntDiv, S.Mod, S.Maximum, S.Minimum,
+                  S.LogicalComparison, S.OR, S.XOR, S.AND, S.Clip, S.Switch, S.InRange,
+                  type(mul_without_zeros))
+
+
+def _follows_numpy(case):
+    """Whether scalar.py deliberately differs from Theano's C code on this case (and follows
+    Theano's Python code, that is numpy): where C's type promotion differs from numpy's, where
+    Theano's C code passes int64 through double, and trunc of INT_MIN (its C code negates it)."""
+    op, dtypes = case.op, case.in_dtypes
+    if isinstance(op, S.Switch):
+        dtypes = dtypes[1:]
+    if isinstance(op, _PROMOTING_OPS) and len(dtypes) > 1:
+        if isinstance(op, S.TrueDiv) and all(d not in _FLOATS for d in dtypes):
+            return False  # Theano's C code divides in double
+        numpy_type = str(np.result_type(*[np.dtype(d) for d in dtypes]))
+        if _c_promotion(*dtypes) != _int_promotion(numpy_type):
+            return True
+    if isinstance(op, (S.Maximum, S.Minimum)) and case.out_dtypes[0] in ('int64', 'uint64'):
+        return True
+    return isinstance(op, S.Trunc) and dtypes[0] in _SIGNED
+
+
+def _theano_outputs(cases, mode):
+    """Run ``cases`` (sharing arrays) as one Elemwise{Composite} under ``mode``."""
+    arrays = list({id(a): a for case in cases for a in case.inputs}.values())
+    svars = {id(a): S.get_scalar_type(str(a.dtype))() for a in arrays}
+    outs = []
+    for case in cases:
+        outs += case.op(*[svars[id(a)] for a in case.inputs], return_list=True)
+    comp = S.Composite([svars[id(a)] for a in arrays], outs)
+    tvars = [T.TensorType(str(a.dtype), (False,))() for a in arrays]
+    f = theano.function(tvars, Elemwise(comp)(*tvars, return_list=True), mode=mode,
+                        on_unused_input='ignore')
+    results = iter(f(*arrays))
+    for case in cases:
+        case.want = [np.asarray(next(results)) for _ in case.out_dtypes]
+
+
+_PY_MODE = theano.Mode(linker='py', optimizer=None)
+
+
+def _theano_reference(cases):
+    """Fill ``case.want``: C cases in batches of 32 operands, the others in Python."""
+    groups = {}
+    for case in cases:
+        py = _follows_numpy(case)
+        key = ('py' if py else 'c' if _has_c_code(case) else 'host',
+               tuple(sorted(id(a) for a in case.inputs)))
+        groups.setdefault(key, []).append(case)
+    for (kind, _), group in sorted(groups.items(), key=lambda kv: kv[0][0]):
+        nin = len(group[0].inputs)
+        batch = []
+        for case in group + [None]:
+            if case is None or nin + sum(len(c.out_dtypes) for c in batch) + len(
+                    case.out_dtypes) > 32:
+                if batch:
+                    _theano_outputs(batch, _PY_MODE if kind == 'py' else 'FAST_RUN')
+                batch = []
+            if case is not None:
+                batch.append(case)
+
+
+@functools.lru_cache(maxsize=None)
+def _cl_queue():
+    device = cl.get_platforms()[0].get_devices()[0]
+    return cl.CommandQueue(cl.Context([device]))
+
+
+def _kernel_source(cases, in_offsets, out_offsets):
+    supports = list(dict.fromkeys(case.support for case in cases if case.support))
+    blocks = []
+    for case, outs in zip(cases, out_offsets):
+        lines = []
+        for k, (a, d) in enumerate(zip(case.inputs, case.in_dtypes)):
+            where = 'src + %d' % in_offsets[id(a)]
+            if d == 'float16':
+                lines.append('const float i%d = vload_half(gi, (__global const half *)(%s));'
+                             % (k, where))
+            else:
+                lines.append('const %s i%d = ((__global const %s *)(%s))[gi];' % (
+                    oscalar.compute_ctype(d), k, oscalar.ctype(d), where))
+        for k, d in enumerate(case.out_dtypes):
+            lines.append('%s o%d;' % (oscalar.compute_ctype(d), k))
+        lines.append('{\n%s\n}' % case.body)
+        for k, (d, off) in enumerate(zip(case.out_dtypes, outs)):
+            if d == 'float16':
+                lines.append('vstore_half_rte(o%d, gi, (__global half *)(dst + %d));' % (k, off))
+            else:
+                lines.append('((__global %s *)(dst + %d))[gi] = o%d;' % (
+                    oscalar.ctype(d), off, k))
+        blocks.append('{ /* %s */\n%s\n}' % (case.label.replace('*/', '* /'), '\n'.join(lines)))
+    return ('%s\n__kernel void run(__global const uchar *src, __global uchar *dst, '
+            'const long n)\n{\n    const long gi = get_global_id(0);\n    if (gi >= n) return;\n'
+            '%s\n}\n' % ('\n'.join(supports), '\n'.join(blocks)))
+
+
+def _opencl_outputs(cases, per_kernel=60):
+    """Fill ``case.got``: all cases' inputs in one buffer, outputs in another, one kernel per
+    ``per_kernel`` cases."""
+    queue = _cl_queue()
+    n = len(cases[0].inputs[0])
+    for start in range(0, len(cases), per_kernel):
+        chunk = cases[start:start + per_kernel]
+        arrays = list({id(a): a for case in chunk for a in case.inputs}.values())
+        in_offsets, size = {}, 0
+        for a in arrays:
+            assert len(a) == n, 'cases run together need inputs of one length'
+            in_offsets[id(a)] = size
+            size += -(-a.nbytes // 64) * 64
+        src = np.zeros(max(size, 64), np.uint8)
+        for a in arrays:
+            src[in_offsets[id(a)]:in_offsets[id(a)] + a.nbytes] = np.ascontiguousarray(
+                a).view(np.uint8)
+        out_offsets, size = [], 0
+        for case in chunk:
+            out_offsets.append([])
+            for d in case.out_dtypes:
+                out_offsets[-1].append(size)
+                size += -(-n * np.dtype(d).itemsize // 64) * 64
+        dst = np.zeros(max(size, 64), np.uint8)
+        mf = cl.mem_flags
+        src_buf = cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=src)
+        dst_buf = cl.Buffer(queue.context, mf.WRITE_ONLY, dst.nbytes)
+        program = cl.Program(queue.context, _kernel_source(chunk, in_offsets, out_offsets))
+        program.build()
+        program.run(queue, (n,), None, src_buf, dst_buf, np.int64(n))
+        cl.enqueue_copy(queue, dst, dst_buf)
+        queue.finish()
+        for case, offs in zip(chunk, out_offsets):
+            case.got = []
+            for d, off in zip(case.out_dtypes, offs):
+                raw = dst[off:off + n * np.dtype(d).itemsize]
+                if d == 'bool':
+                    assert set(np.unique(raw)) <= {0, 1}, '%s: bool output not 0/1' % case.label
+                case.got.append(raw.view(d).copy())
+
+
+def _run(cases):
+    _theano_reference(cases)
+    _opencl_outputs(cases)
+    return cases
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+
+def _rng(*key):
+    return np.random.RandomState(zlib.crc32(repr(key).encode()))
+
+
+def _values(dtype, key, n=_N, kind='general'):
+    """``n`` values of ``dtype``: edge values first, then random ones of several scales.
+    kind 'positive': finite values > 0 only, the domain of psi and of the incomplete gamma
+    functions (Theano's C code asserts, aborting the process, outside it)."""
+    rng = _rng(dtype, key, kind)
+    if dtype == 'bool':
+        v = rng.randint(0, 2, n).astype(bool)
+        v[:2] = [False, kind != 'positive']
+        return v | (kind == 'positive')
+    if dtype in _INTS:
+        info = np.iinfo(dtype)
+        if kind == 'positive':
+            return rng.randint(1, min(100, int(info.max)), n).astype(dtype)
+        edges = [0, 1, 2, 3, 7, 100, info.max, info.max - 1, info.min, info.min + 1,
+                 -1, -2, -3, -7, -100, 1000, -1000]
+        edges = [e for e in edges if info.min <= e <= info.max]
+        small = rng.randint(-20 if dtype in _SIGNED else 0, 21, n // 3)
+        full = rng.randint(info.min, info.max, n, dtype=dtype)
+        return np.concatenate([np.array(edges, dtype), small.astype(dtype), full])[:n]
+    finfo = np.finfo(dtype)
+    if kind == 'positive':
+        edges = [1e-6, 0.1, 0.5, 1., 1.5, 2., 2.5, 3., 7.75, 10., 30., 100.25]
+        rest = np.concatenate([rng.uniform(0.01, 5, n // 2),
+                               10 ** rng.uniform(-3, 2.5, n)])
+    else:
+        big = min(1e30, float(finfo.max) / 4)
+        tiny = max(1e-30, float(finfo.tiny) * 4)
+        edges = [0., -0., 1., -1., .5, -.5, 1.5, 2.5, -2.5, 3., np.nan, np.inf, -np.inf,
+                 tiny, -tiny, big, -big, 100.25, -7.75, 0.1, 1e-5, 0.999, -0.9999, 1.99]
+        scale = math.log10(float(finfo.max)) * 0.9
+        rest = np.concatenate([rng.uniform(-3, 3, n // 3), rng.uniform(-100, 100, n // 6),
+                               rng.choice([-1, 1], n) * 10 ** rng.uniform(-scale, scale, n)])
+    return np.concatenate([np.array(edges), rest])[:n].astype(dtype)
+
+
+def _pair(d1, d2, key, divisor_safe=True):
+    """Two input arrays; some positions equal. For integer divisors: no 0 (Theano's C code
+    raises ZeroDivisionError) and no INT_MIN // -1 (it traps); test_int_division_edges has them."""
+    x = _values(d1, (key, 0))
+    y = _values(d2, (key, 1))[_rng(key).permutation(_N)]
+    same = min(16, _N)
+    y[:same] = x[:same].astype(d2) if d1 == d2 else y[:same]
+    if divisor_safe and d2 in _INTS + ('bool',):
+        y[y == 0] = 1
+        if d1 in _SIGNED:
+            y[(x == np.iinfo(d1).min) & (y == -1)] = 2 if d2 != 'bool' else 1
+    return x, y
+
+
+# ---------------------------------------------------------------------------------------------
+# The op families
+
+_UNARY_OPS = (
+    S.neg, S.abs_, S.sgn, S.ceil, S.floor, S.trunc, S.round_half_to_even,
+    S.round_half_away_from_zero, S.inv, S.exp, S.exp2, S.expm1, S.log, S.log2, S.log10,
+    S.log1p, S.sqrt, S.sqr, S.cos, S.arccos, S.sin, S.arcsin, S.tan, S.arctan, S.cosh,
+    S.arccosh, S.sinh, S.arcsinh, S.tanh, S.arctanh, S.deg2rad, S.rad2deg, S.isnan, S.isinf,
+    S.invert, S.identity, S.conj, S.real, S.imag, S.angle,
+    SS.erf, SS.erfc, SS.erfcx, SS.erfinv, SS.erfcinv, SS.gamma, SS.gammaln,
+    sigm.scalar_sigmoid, sigm.ultra_fast_scalar_sigmoid, sigm.scalar_softplus, scalar_softsign,
+    scalar_xlogx)
+_POSITIVE_UNARY_OPS = (SS.psi, SS.tri_gamma)
+_BINARY_OPS = (
+    S.add, S.sub, S.mul, S.true_div, S.int_div, S.mod, S.pow, S.maximum, S.minimum, S.lt, S.gt,
+    S.le, S.ge, S.eq, S.neq, S.and_, S.or_, S.xor, S.arctan2, S.second, mul_without_zeros,
+    scalar_xlogy0)
+_POSITIVE_BINARY_OPS = (SS.gammainc, SS.gammaincc, SS.gammau, SS.gammal, SS.chi2sf)
+_TERNARY_OPS = (S.clip, S.switch, S.inclosedrange, S.inopenrange)
+_TERNARY_DTYPES = (
+    ('float32',) * 3, ('float64',) * 3, ('int8',) * 3, ('int64',) * 3, ('uint32',) * 3,
+    ('float16',) * 3, ('int32', 'uint32', 'int64'), ('float32', 'int64', 'int8'),
+    ('bool', 'float32', 'float32'), ('bool', 'uint64', 'int64'), ('float64', 'float16', 'int8'),
+    ('int8', 'int32', 'uint8'), ('uint8', 'bool', 'bool'))
+
+
+def _unary_cases(op):
+    kind = 'positive' if op in _POSITIVE_UNARY_OPS else 'general'
+    return _make_cases(op, [(_values(d, 'unary', kind=kind),) for d in _DTYPES])
+
+
+def _binary_cases(op):
+    if op in _POSITIVE_BINARY_OPS:
+        # Theano's C code takes float first inputs only, and its Python gammaincc swaps
+        # its arguments (float16 and integer inputs run in Python)
+        pairs = [(d, d) for d in _FLOATS if not (op is SS.gammaincc and d == 'float16')]
+        pairs += [('float32', 'float64'), ('float32', 'int8')]
+        inputs = [(_values(a, ('pos', 0), kind='positive'), _values(b, ('pos', 1),
+                                                                    kind='positive'))
+                  for a, b in pairs]
+    else:
+        inputs = [_pair(a, b, 'binary') for a, b in _BINARY_DTYPES]
+    cases = _make_cases(op, inputs)
+    # integer pow: test_int_pow, with values whose results Theano's double computes exactly
+    return [c for c in cases if not (op is S.pow and c.out_dtypes[0] in _INTS)]
+
+
+def _ternary_cases(op):
+    inputs = []
+    for dtypes in _TERNARY_DTYPES:
+        arrays = [_values(d, ('ternary', k)) for k, d in enumerate(dtypes)]
+        arrays[1:] = [a[_rng('ternary', k).permutation(_N)] for k, a in enumerate(arrays[1:])]
+        inputs.append(tuple(arrays))
+    return _make_cases(op, inputs)
+
+
+def _cast_cases():
+    """All dtype pairs. Float sources get values every target represents (out-of-range
+    conversions are test_float_to_int_out_of_range's)."""
+    cases = []
+    for src in _DTYPES:
+        general = _values(src, 'cast')
+        if src in _FLOATS:
+            rng = _rng('cast', src)
+            small = np.concatenate([[0, 0.5, 0.999, 1, 1.5, 126.99, 127, 2.5],
+                                    rng.uniform(0, 127.99, _N - 8)])
+            nonneg = small.astype(src)
+            signed = (small * rng.choice([-1, 1], _N)).astype(src)
+        for dst in _DTYPES:
+            op = S._cast_mapping[dst]
+            if src in _FLOATS and dst in _INTS:
+                x = nonneg if dst in _UNSIGNED else signed
+            else:
+                x = general
+            cases += _make_cases(op, [(x,)])
+    return cases
+
+
+_FAMILIES = {
+    'unary': lambda: [c for op in _UNARY_OPS + _POSITIVE_UNARY_OPS for c in _unary_cases(op)],
+    'binary': lambda: [c for op in _BINARY_OPS + _POSITIVE_BINARY_OPS
+                       for c in _binary_cases(op)],
+    'ternary': lambda: [c for op in _TERNARY_OPS for c in _ternary_cases(op)],
+    'cast': _cast_cases,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _family(name):
+    """All cases of a family, run; by op."""
+    by_op = {}
+    for case in _run(_FAMILIES[name]()):
+        by_op.setdefault(str(case.op), []).append(case)
+    return by_op
+
+
+def _check_all(cases):
+    assert cases, 'no dtype combination was tried'
+    errors = []
+    for case in cases:
+        try:
+            case.check()
+        except AssertionError as e:
+            errors.append(str(e))
+    assert not errors, '%d of %d cases differ:\n%s' % (len(errors), len(cases),
+                                                     '\n'.join(errors))
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests: each op of each family on every dtype combination it takes
+
+@pytest.mark.parametrize('op', _UNARY_OPS + _POSITIVE_UNARY_OPS, ids=str)
+def test_unary(op):
+    _check_all(_family('unary')[str(op)])
+
+
+@pytest.mark.parametrize('op', _BINARY_OPS + _POSITIVE_BINARY_OPS, ids=str)
+def test_binary(op):
+    _check_all(_family('binary')[str(op)])
+
+
+@pytest.mark.parametrize('op', _TERNARY_OPS, ids=str)
+def test_ternary(op):
+    _check_all(_family('ternary')[str(op)])
+
+
+@pytest.mark.parametrize('src', _DTYPES)
+def test_cast(src):
+    _check_all([c for cases in _family('cast').values() for c in cases
+                if c.in_dtypes[0] == src])
+
+
+def test_nary_add_mul():
+    arrays = [_values(d, 'nary') for d in ('int8', 'uint8', 'int16', 'float32')]
+    cases = [_Case(op, inputs, '%s%s' % (op, tuple(str(a.dtype) for a in inputs)))
+             for op in (S.add, S.mul)
+             for inputs in (arrays[:3], arrays[:1] * 4, arrays, [arrays[3]] * 3)]
+    _check_all(_run(cases))
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer semantics Theano's C code gets from x86 (or leaves undefined)
+
+def _int_pow_inputs(dtype):
+    info = np.iinfo(dtype)
+    pairs = [(b, e) for b in range(-12, 13) for e in range(-3, 15)]
+    pairs += [(2, 62), (2, 63), (-2, 63), (2, 64), (2, 100), (3, 40), (3037000500, 2),
+              (-3037000500, 2), (0, -1), (0, 0), (1, -5), (-1, -3), (-1, -4), (46341, 2),
+              (-46341, 2), (46340, 2), (-128, 1), (255, 1), (65536, 2), (10, 9), (10, 10)]
+    keep = []
+    for b, e in pairs:
+        if not (info.min <= b <= info.max and info.min <= e <= info.max):
+            continue
+        if e >= 0:
+            r = b ** e
+            # Theano's double rounds results above 2**53; AVX-512 converts out-of-range
+            # values to unsigned 32/64-bit differently from the documented x86 model
+            if dtype in ('int64', 'uint32', 'uint64') and abs(r) > 2 ** 53:
+                if not (dtype == 'int64' and abs(r) > 2 ** 64):
+                    continue
+        keep.append((b, e))
+    return (np.array([b for b, _ in keep], dtype), np.array([e for _, e in keep], dtype))
+
+
+def test_int_pow():
+    """Integer ** integer as Theano's C code computes it: exact results wrap, others give the
+    x86 integer indefinite value, negative exponents truncate."""
+    cases = [_Case(S.pow, _int_pow_inputs(d)) for d in _INTS]
+    for case in cases:  # one length per run
+        _run([case])
+    x, y = _int_pow_inputs('int8')
+    cases.append(_Case(S.pow, (x.astype('bool'), y.astype('bool'))))
+    cases.append(_Case(S.pow, (x, y.astype('uint8'))))
+    _run(cases[-2:])
+    _check_all(cases)
+
+
+def test_int_division_edges():
+    """Zero divisors give 0 (numpy's result; Theano's C code raises ZeroDivisionError) and
+    INT_MIN // -1 wraps to INT_MIN (it traps in C), for every integer dtype."""
+    cases = []
+    for d in _INTS:
+        info = np.iinfo(d)
+        x = np.array([5, -5, 0, info.min, info.max, info.min, 7, -7] * 4, d)[:32]
+        y = np.array([0, 0, 0, 0, 0, -1 if d in _SIGNED else 1, -1 if d in _SIGNED else 3,
+                      2] * 4, d)[:32]
+        for op, ref in ((S.int_div, np.floor_divide), (S.mod, np.remainder)):
+            case = _Case(op, (x, y))
+            with np.errstate(all='ignore'):
+                case.want = [ref(x, y)]
+            cases.append(case)
+    _opencl_outputs(cases)
+    _check_all(cases)
+
+
+def _x86_float_to_int(values, dtype):
+    """What th_f2i32 / th_f2i64 / th_f2u64 document: x86's cvtt conversions."""
+    def cvtt(v, bits):
+        if math.isnan(v) or not -2.0 ** (bits - 1) <= v < 2.0 ** (bits - 1):
+            return -2 ** (bits - 1)
+        return int(v)
+    out = []
+    for v in values.astype('float64'):
+        if dtype == 'uint64':
+            r = (cvtt(v - 2.0 ** 63, 64) ^ -2 ** 63) if v >= 2.0 ** 63 else cvtt(v, 64)
+        else:
+            r = cvtt(v, 64 if dtype in ('int64', 'uint32') else 32)
+        bits = np.dtype(dtype).itemsize * 8
+        r &= 2 ** bits - 1
+        if dtype in _SIGNED and r >= 2 ** (bits - 1):
+            r -= 2 ** bits
+        out.append(r)
+    return np.array(out, dtype)
+
+
+def test_float_to_int_out_of_range():
+    """NaN, inf and out-of-range floats convert as x86 does, which is numpy's behaviour except
+    for some uint32 targets (numpy's SIMD loops disagree with its scalar code there)."""
+    values = [np.nan, np.inf, -np.inf, 300.7, -300.7, 70000.5, -70000.5, 3e9, -3e9, 5e9,
+              1e10, -1e10, 2.0 ** 31, -2.0 ** 31, 2.0 ** 31 - 128, -2.0 ** 31 - 256, 2.0 ** 32,
+              2.0 ** 63, -2.0 ** 63, 2.0 ** 64, 1e19, 1.8e19, 2e19, -1e19, 1e30, -1e30, 65504,
+              -65504, 255.5, -128.5, 127.5, 0.]
+    cases = []
+    for src in _FLOATS:
+        x = np.array(values, 'float64').astype(src)
+        for dst in _INTS:
+            case = _Case(S._cast_mapping[dst], (x,))
+            case.want = [_x86_float_to_int(x, dst)]
+            if dst != 'uint32':
+                with np.errstate(all='ignore'):
+                    np.testing.assert_array_equal(case.want[0], x.astype(dst),
+                                                  err_msg='model vs numpy %s->%s' % (src, dst))
+            cases.append(case)
+    _opencl_outputs(cases)
+    _check_all(cases)
+
+
+def test_psi_trigamma_nonpositive():
+    """Theano's C psi and tri_gamma give 0 for x <= 0; so does scalar.py."""
+    cases = [_Case(op, (np.array([-2.5, -1, -0.0, 0, 1e-7, 0.3] * 4, d),))
+             for op in (SS.psi, SS.tri_gamma) for d in ('float32', 'float64')]
+    _check_all(_run(cases))
+
+
+# ---------------------------------------------------------------------------------------------
+# Composite
+
+def _fused_cases(inputs, build):
+    """The Elemwise{Composite} nodes FAST_RUN makes of ``build(*tensor inputs)``, as cases with
+    the values their inputs take; ``want`` from the compiled function."""
+    tvars = [T.TensorType(str(a.dtype), (False,))() for a in inputs]
+    outputs = build(*tvars)
+    f = theano.function(tvars, outputs, mode='FAST_RUN')
+    nodes = [n for n in f.maker.fgraph.toposort()
+             if isinstance(n.op, Elemwise) and isinstance(n.op.scalar_op, S.Composite)]
+    assert nodes, 'FAST_RUN fused nothing in %s' % outputs
+    # values of every variable, from a function that returns them all
+    needed = [v for n in nodes for v in n.inputs + n.outputs]
+    g = theano.function(f.maker.fgraph.inputs, needed, mode=theano.Mode(
+        linker='py', optimizer=None), on_unused_input='ignore', accept_inplace=True)
+    values = dict(zip(needed, g(*inputs)))
+    cases = []
+    for node in nodes:
+        ins = [np.asarray(values[v]) for v in node.inputs]
+        ins = [np.broadcast_to(a, (len(inputs[0]),)).copy() if a.ndim == 0 or a.shape[0] == 1
+               else a for a in ins]
+        case = _Case(node.op.scalar_op, ins, 'fused %s' % node.op.scalar_op)
+        case.want = [np.asarray(values[v]) for v in node.outputs]
+        cases.append(case)
+    return cases, f(*inputs)
+
+
+def test_fused_graphs():
+    """Composites FAST_RUN fuses out of ordinary graphs, with constants of every kind."""
+    x32, y32 = _pair('float32', 'float32', 'fuse')
+    x64, y64 = _pair('float64', 'float64', 'fuse')
+    i64, j64 = _pair('int64', 'int64', 'fuse')
+    x16, y16 = _pair('float16', 'float16', 'fuse')
+    i8 = _values('int8', 'fuse')
+    graphs = [
+        ((x32, y32), lambda x, y: T.exp(x) * y + T.sqrt(abs(x)) - np.float32(3.5)),
+        ((x32, y32), lambda x, y: T.tanh(x * y) ** 2 + T.log1p(abs(y)) * np.float32(0.1)),
+        ((x64, y64), lambda x, y: T.switch(x > y, T.sin(x) / 3, T.cos(y) * 1e-300) + np.inf),
+        ((i64, j64), lambda x, y: (x + np.int64(-2 ** 63)) * 3 - y // 7 + (x % np.int64(5))),
+        ((i64, x32), lambda x, y: T.cast(y * 2 + 1, 'int32') // 3 + x),
+        ((x16, y16), lambda x, y: (x * np.float16(2) + np.float16(1)) / (y + np.float16(0.1))),
+        ((i8, x32), lambda x, y: T.maximum(x * 2, 7).astype('float32') * y - x),
+        ((x32, i8), lambda x, y: T.clip(x, -1, 1) * T.eq(y, 0) + T.isnan(x)),
+    ]
+    cases = []
+    for inputs, build in graphs:
+        fused, _ = _fused_cases(list(inputs), build)
+        cases += fused
+    for case in cases:
+        _opencl_outputs([case])
+    _check_all(cases)
+
+
+def test_composite_shapes():
+    """Multi-output, nested, duplicated and constant outputs, float16 temporaries, and
+    literals that need care (INT64_MIN, uint64 max, inexact decimal floats)."""
+    a, b = S.float32(), S.float32()
+    ab = a * b
+    inner = S.Composite([a], [a * a + np.float32(1)])
+    p, q = S.int64(), S.uint64()
+    h = S.float16()
+    composites = [
+        (S.Composite([a, b], [ab + np.float32(1), S.exp(ab)]), ('float32', 'float32')),
+        (S.Composite([a, b], [inner(a) * b, b - a]), ('float32', 'float32')),
+        (S.Composite([a, b], [a + b, a + b]), ('float32', 'float32')),
+        (S.Composite([p, q], [p + np.int64(-2 ** 63), q * np.uint64(2 ** 64 - 1),
+                              S.lt(p, q)]), ('int64', 'uint64')),
+        (S.Composite([h], [(h * np.float16(3) + np.float16(0.1)) * np.float16(1000)]),
+         ('float16',)),
+        (S.Composite([a], [a * np.float32(0.1) + np.float32(1e-38)]), ('float32',)),
+    ]
+    cases = []
+    for comp, dtypes in composites:
+        inputs = [_values(d, ('shapes', k)) for k, d in enumerate(dtypes)]
+        case = _Case(comp, inputs, 'composite %s' % comp)
+        tvars = [T.TensorType(d, (False,))() for d in dtypes]
+        f = theano.function(tvars, Elemwise(comp)(*tvars, return_list=True), mode=_PY_MODE)
+        case.want = [np.asarray(r) for r in f(*inputs)]
+        cases.append(case)
+    for case in cases:
+        _opencl_outputs([case])
+    _check_all(cases)
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties of the generated code
+
+_DOUBLE_LITERAL = re.compile(
+    r'(?<![\w.])(?:\d+\.\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|\d+[eE][+-]?\d+|'
+    r'0[xX][0-9a-fA-F.]+[pP][+-]?\d+)(?![\w.])')
+
+
+def _all_cases():
+    return [c for name in _FAMILIES for cases in _family(name).values() for c in cases]
+
+
+def test_float32_code_has_no_double():
+    """Code whose dtypes are all narrower than float64 builds without cl_khr_fp64: no
+    'double', no pragma, no unsuffixed float literal."""
+    checked = 0
+    for case in _all_cases():
+        if 'float64' in case.in_dtypes + case.out_dtypes:
+            assert 'cl_khr_fp64' in case.support, case.label
+            continue
+        code = re.sub(r'/\*.*?\*/', '', case.support + '\n' + case.body, flags=re.S)
+        assert 'double' not in code and 'cl_khr_fp64' not in code, case.label
+        literals = _DOUBLE_LITERAL.findall(code)
+        assert not literals, '%s: double literals %s' % (case.label, literals)
+        checked += 1
+    assert checked > 500
+
+
+def test_helpers_are_guarded():
+    """Supports of several bodies concatenate into one program without redefinitions."""
+    cases = [c for c in _all_cases() if c.support]
+    source = '\n'.join(dict.fromkeys(c.support for c in cases)) * 2
+    source += '\n__kernel void nothing(__global int *p) { p[0] = 0; }\n'
+    cl.Program(_cl_queue().context, source).build()
+
+
+@pytest.mark.parametrize('op, dtypes', [
+    (S.add, ('complex64', 'complex64', 'complex64')),
+    (S.real, ('complex128', 'float64')),
+    (S.complex, ('float32', 'float32', 'complex64')),
+] + [(op, ('float64', 'float64')) for op in _HOST_ONLY], ids=str)
+def test_no_device_implementation(op, dtypes):
+    with pytest.raises(NoDeviceImplementation):
+        oscalar.elemwise_code(op, dtypes[:-1], dtypes[-1:])
+
+
+def test_ctypes():
+    assert [oscalar.ctype(d) for d in _DTYPES] == [
+        'uchar', 'char', 'short', 'int', 'long', 'uchar', 'ushort', 'uint', 'ulong', 'half',
+        'float', 'double']
+    assert oscalar.compute_ctype('float16') == 'float'
+    assert oscalar.compute_ctype('int8') == 'char'
+    with pytest.raises(NoDeviceImplementation):
+        oscalar.ctype('complex64')

@@ -1,0 +1,277 @@
+"""SimulatorOCL: sim, run_steps, add_method, coherence, pickling, errors -- against Theano C.
+
+Graphs are elementwise-only (other op families may still run on the host) except where
+a test is about host steps. Reference: the same compiled C function called in a loop.
+"""
+import os
+import pickle
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.simulator import SimulatorError
+from helpers import assert_close
+
+F32 = np.float32
+
+
+def _net(n_state=4, size=6, dtype='float32', seed=0):
+    """Several states updated every step from a per-step input; two outputs."""
+    rng = np.random.RandomState(seed)
+    x = T.vector('x', dtype=dtype)
+    ss = [theano.shared(rng.uniform(-1, 1, size).astype(dtype), name='s%d' % k)
+          for k in range(n_state)]
+    c, c1 = np.dtype(dtype).type(0.9), np.dtype(dtype).type(0.1)
+    upd = [(s, s * c + c1 * T.tanh(x + s)) for s in ss]
+    out_a = T.sqr(ss[0]) + x
+    out_b = ss[1] * ss[2] - x
+    out_a.name, out_b.name = 'a', 'b'
+    f = theano.function([x], [out_a, out_b], updates=upd, mode='FAST_RUN')
+    xs = rng.uniform(-1, 1, (9, size)).astype(dtype)
+    return f, ss, xs
+
+
+def _reference(f, ss, xs):
+    """Outputs of f called once per step and the final state; the state is restored."""
+    init = [s.get_value() for s in ss]
+    outs = [f(x) for x in xs]
+    final = [s.get_value() for s in ss]
+    for s, v in zip(ss, init):
+        s.set_value(v)
+    return [np.array([o[j] for o in outs]) for j in range(len(outs[0]))], final
+
+
+@pytest.mark.parametrize('batch,feed', [(False, 'copy'), (False, 'rebind'), (True, 'copy'),
+                                        ('auto', 'auto')])
+def test_run_steps_matches_c(batch, feed):
+    f, ss, xs = _net()
+    want, final = _reference(f, ss, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    got = sim.run_steps(len(xs), inputs={'x': xs}, batch=batch, feed=feed)
+    assert len(got) == 2
+    for j in range(2):
+        assert_close(got[j], want[j], what='probe %d' % j)
+    for s, w in zip(ss, final):
+        assert_close(s.get_value(), w, what=s.name)
+    st = sim.stats
+    assert st['launches_per_step'] <= st['launches_per_step_unbatched']
+    if batch is True:
+        assert st['batched'] and st['launches_per_step'] < st['launches_per_step_unbatched']
+
+
+def test_probe_every_and_names_and_list_inputs():
+    f, ss, xs = _net()
+    want, final = _reference(f, ss, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    got = sim.run_steps(len(xs), inputs=[xs], probes=['b', 0], probe_every=4)
+    assert got[0].shape == (2, 6)
+    assert_close(got[0], want[1][[3, 7]])
+    assert_close(got[1], want[0][[3, 7]])
+    one = sim.run_steps(0, inputs=[xs[:0]], probes='a')
+    assert one.shape[0] == 0
+    for s, w in zip(ss, final):
+        assert_close(s.get_value(), w)
+
+
+def test_call_protocol_and_coherence_with_f():
+    f, ss, xs = _net()
+    want, final = _reference(f, ss, xs)
+    sim = theano_ocl.optimize(f)
+    # alternate: sim, f, sim by keyword, f ... the state is one
+    for i, x in enumerate(xs):
+        if i % 2:
+            got = f(x)
+        else:
+            got = sim(x) if i % 4 else sim(x=x)
+        assert_close(got[0], want[0][i], what='step %d output a' % i)
+        assert_close(got[1], want[1][i], what='step %d output b' % i)
+    for s, w in zip(ss, final):
+        assert_close(s.get_value(), w)
+    # f unchanged: still the C linker
+    assert not getattr(f.fn, 'is_ocl', False)
+    assert getattr(sim.function.fn, 'is_ocl', False)
+
+
+def test_run_steps_then_f_continues():
+    f, ss, xs = _net()
+    want, final = _reference(f, ss, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.run_steps(5, inputs={'x': xs[:5]}, probes=[])
+    rest = [f(x) for x in xs[5:]]
+    for k, r in enumerate(rest):
+        assert_close(r[0], want[0][5 + k])
+    for s, w in zip(ss, final):
+        assert_close(s.get_value(), w)
+
+
+def test_float64_default_input_and_host_steps():
+    """An input with a default value; a reduction (may run on the host) feeding an update."""
+    x = T.dvector('x')
+    k = T.dscalar('k')
+    s = theano.shared(np.linspace(-1, 1, 5), name='s')
+    upd = s * 0.5 + T.sum(s) * 0.1 + x * k
+    f = theano.function([x, theano.In(k, value=2.0)], T.exp(s) - x, updates=[(s, upd)])
+    xs = np.random.RandomState(1).rand(6, 5)
+    init = s.get_value()
+    want = np.array([f(v) for v in xs])
+    final = s.get_value()
+    s.set_value(init)
+    sim = theano_ocl.SimulatorOCL(f)
+    import warnings
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter('always')
+        got = sim.run_steps(6, inputs={'x': xs})
+    assert_close(got[0], want)
+    assert_close(s.get_value(), final)
+    assert sim.stats['host_steps'] >= 0
+
+
+def test_add_method_shares_state():
+    f, ss, xs = _net()
+    s0 = ss[0]
+    g = theano.function([], s0.sum(), updates=[(s0, s0 * F32(2))])
+    h = theano.function([], T.sqr(s0))          # reads only
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.add_method('double', g)
+    sim.add_method('square', h)
+    v0 = s0.get_value()
+    total = sim.double()
+    assert_close(np.asarray(total), np.asarray(v0.sum(), F32), rtol=1e-5)
+    assert_close(sim.square(), np.square(v0 * 2))
+    assert_close(s0.get_value(), v0 * 2)
+    # the main function sees the doubled state
+    out = sim(xs[0])
+    assert_close(out[0], np.square(v0 * 2) + xs[0])
+    # run_steps of a method: output k is the sum before the k-th doubling
+    w = s0.get_value()
+    res = sim.double.run_steps(3, probes=0)
+    assert_close(res, np.array([(w * 2 ** k).sum(dtype=F32) for k in range(3)], F32), rtol=1e-5)
+    assert_close(s0.get_value(), w * 8)
+
+
+def test_add_method_state_after_steps():
+    f, ss, xs = _net()
+    s0 = ss[0]
+    g = theano.function([], [], updates=[(s0, s0 + F32(1))])
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.add_method('bump', g)
+    v0 = s0.get_value()
+    sim.bump.run_steps(4, probes=[])
+    assert_close(s0.get_value(), v0 + 4)
+    sim.bump()
+    assert_close(s0.get_value(), v0 + 5)
+
+
+def test_add_method_conflicts():
+    f, ss, xs = _net()
+    other = theano.shared(np.zeros(6, 'float64'), name='s0')       # same name, other dtype
+    g = theano.function([], other * 2)
+    sim = theano_ocl.SimulatorOCL(f)
+    with pytest.raises(SimulatorError, match="'s0'.*dtype float64.*float32"):
+        sim.add_method('g', g)
+    other2 = theano.shared(np.zeros(3, 'float32'), name='s1')       # same name, other shape
+    with pytest.raises(SimulatorError, match=r"'s1'.*shape \(3,\).*\(6,\)"):
+        sim.add_method('g', theano.function([], other2 * 2))
+    fine = theano.shared(np.ones(6, 'float32'), name='s2')          # same name, same type
+    sim.add_method('g', theano.function([], fine * 2))
+    assert_close(sim.g(), np.full(6, 2, F32))
+    with pytest.raises(SimulatorError, match='already has'):
+        sim.add_method('g', theano.function([], fine * 3))
+
+
+def test_sync_to_and_from_theano():
+    f, ss, xs = _net()
+    want, final = _reference(f, ss, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.run_steps(len(xs), inputs={'x': xs}, probes=[])
+    cell = ss[0].container.storage
+    assert not np.allclose(cell[0], final[0])        # host view stale until read
+    sim.sync_to_theano()
+    assert_close(cell[0], final[0])
+    # an in-place host change is invisible until sync_from_theano
+    ss[3].get_value(borrow=True)[:] = 7
+    sim.sync_from_theano()
+    got = sim.run_steps(1, inputs={'x': xs[:1]}, probes=[])
+    c, c1 = F32(0.9), F32(0.1)
+    assert_close(ss[3].get_value(), (np.full(6, 7, F32) * c + c1 * np.tanh(xs[0] + 7)).astype(F32))
+    assert got == []
+
+
+def test_run_steps_errors():
+    f, ss, xs = _net()
+    sim = theano_ocl.SimulatorOCL(f)
+    with pytest.raises(SimulatorError, match="input 'x' needs a value per step"):
+        sim.run_steps(3)
+    with pytest.raises(SimulatorError, match=r"input 'x'.*shape \(n=3.*got shape \(2, 6\)"):
+        sim.run_steps(3, inputs={'x': xs[:2]})
+    with pytest.raises(SimulatorError, match="no input named 'y'"):
+        sim.run_steps(3, inputs={'y': xs[:3]})
+    with pytest.raises(SimulatorError, match="no output 'zz'"):
+        sim.run_steps(3, inputs={'x': xs[:3]}, probes=['zz'])
+    # nothing ran: the state is the initial one
+    want, _ = _reference(f, ss, xs)
+    assert_close(sim(xs[0])[0], want[0][0])
+
+
+def test_shape_changing_update_is_an_error():
+    s = theano.shared(np.ones(3, 'float32'), name='grow')
+    f = theano.function([], s.sum(), updates=[(s, T.concatenate([s, s[:1]]))])
+    sim = theano_ocl.SimulatorOCL(f)
+    with pytest.raises(SimulatorError, match=r"shared variable 'grow': shape \(3,\) before.*\(4,\) after"):
+        sim.run_steps(3)
+    assert s.get_value().shape == (4,)     # one step ran
+
+
+def test_no_opencl_platform(monkeypatch):
+    f, ss, xs = _net()
+    sim = theano_ocl.SimulatorOCL(f)
+    blob = pickle.dumps(sim)
+    monkeypatch.setattr(theano_ocl.device, 'list_devices', lambda: [])
+    with pytest.raises(theano_ocl.NoOpenCLPlatform, match='No OpenCL platform'):
+        theano_ocl.SimulatorOCL(f)
+    with pytest.raises(theano_ocl.NoOpenCLPlatform, match='pickled SimulatorOCL needs an OpenCL'):
+        pickle.loads(blob)
+
+
+def test_pickle_round_trip_in_subprocess(tmp_path):
+    f, ss, xs = _net()
+    g = theano.function([], T.sqr(ss[0]).sum())
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.add_method('energy', g)
+    want, final = _reference(f, ss, xs)
+    sim.run_steps(4, inputs={'x': xs[:4]}, probes=[])
+    path = tmp_path / 'sim.pkl'
+    with open(str(path), 'wb') as fh:
+        pickle.dump(dict(sim=sim, xs=xs), fh)
+    script = textwrap.dedent('''
+        import pickle, sys
+        import numpy as np
+        import theano_ocl
+        d = pickle.load(open(sys.argv[1], 'rb'))
+        sim, xs = d['sim'], d['xs']
+        assert isinstance(sim, theano_ocl.SimulatorOCL)
+        got = sim.run_steps(5, inputs={'x': xs[4:]})
+        e = sim.energy()
+        np.savez(sys.argv[2], a=got[0], b=got[1], e=e,
+                 **{'s%d' % k: v.get_value() for k, v in enumerate(
+                    [i.variable for i in sim.function.maker.inputs[1:]])})
+    ''')
+    out = tmp_path / 'out.npz'
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join([os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
+                                        + [p for p in [env.get('PYTHONPATH')] if p])
+    r = subprocess.run([sys.executable, '-c', script, str(path), str(out)], env=env,
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    res = np.load(str(out))
+    assert_close(res['a'], want[0][4:])
+    assert_close(res['b'], want[1][4:])
+    assert_close(res['e'], np.asarray(np.square(final[0]).sum(), F32), rtol=1e-5)
+    for k in range(4):
+        assert_close(res['s%d' % k], final[k], what='s%d' % k)

@@ -1,0 +1,95 @@
+"""Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use.
+
+Reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly and
+works before Theano is set up. Exit status: 0 when at least one device is usable, 1 when
+no OpenCL platform/device is visible (the install hint is printed), 2 on a usage error.
+"""
+import argparse
+import os
+import sys
+
+
+def _yes(v):
+    if v is None:
+        return '?'
+    return 'yes' if v else 'no'
+
+
+def _table(rows, header):
+    cols = list(zip(*([header] + rows)))
+    widths = [max(len(str(c)) for c in col) for col in cols]
+    line = '  '.join('%-*s' % (w, h) for w, h in zip(widths, header))
+    out = [line.rstrip(), '  '.join('-' * w for w in widths)]
+    for r in rows:
+        out.append('  '.join('%-*s' % (w, c) for w, c in zip(widths, r)).rstrip())
+    return '\n'.join(out)
+
+
+def cmd_info(args):
+    from theano_ocl import device as devmod
+    try:
+        rows = devmod.device_info()
+    except devmod.NoOpenCLPlatform as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    if not rows:
+        print(devmod.INSTALL_HINT, file=sys.stderr)
+        return 1
+    if args.json:
+        import json
+        print(json.dumps(rows, indent=2, sort_keys=True))
+        return 0
+
+    fmt = devmod.fmt_bytes
+    header = ['', 'spec', 'type', 'platform', 'device', 'CUs', 'global mem', 'max alloc',
+              'local mem', 'fp64', 'fp16', 'unified', 'cmd-buf']
+    table = []
+    for r in rows:
+        table.append(['*' if r['default'] else '', r['spec'], r['type'], r['platform'],
+                      r['device'], str(r['compute_units']), fmt(r['global_mem']),
+                      fmt(r['max_alloc']), fmt(r['local_mem']), _yes(r['fp64']),
+                      _yes(r['fp16']), _yes(r['unified_memory']), _yes(r['command_buffer'])])
+    print('OpenCL devices visible to theano_ocl:\n')
+    print(_table(table, header))
+    print()
+    for r in rows:
+        print('  %s  %s / %s' % (r['spec'], r['platform_version'], r['version']))
+    print()
+
+    env = os.environ.get(devmod.ENV_VAR)
+    default = [r for r in rows if r['default']]
+    if default:
+        d = default[0]
+        why = ('from %s=%r' % (devmod.ENV_VAR, env)) if env else \
+            '(a GPU if there is one, else the first device)'
+        print('* default device: %s  %s / %s  %s' % (d['spec'], d['platform'], d['device'], why))
+    elif env:
+        print('! %s=%r matches no device above; theano_ocl will refuse it.' % (devmod.ENV_VAR, env))
+    print('\nTo pick another device:\n'
+          "  in code:   theano.function(..., mode=theano_ocl.OCLMode(device='P:D'))\n"
+          "  anywhere:  export %s=P:D      (or 'gpu', 'cpu', or a fragment of the\n"
+          '             platform/device name; also applies to mode=\'OCL\' and\n'
+          '             THEANO_FLAGS=linker=ocl / mode=OCL)' % devmod.ENV_VAR)
+    missing64 = [r['spec'] for r in rows if r['fp64'] is False]
+    if missing64:
+        print('\nNote: %s without fp64: float64 graphs run their float64 nodes on the host '
+              '(set floatX=float32 for device speed).' % ', '.join(missing64))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog='python -m theano_ocl',
+        description='theano_ocl: an OpenCL backend for Theano 1.0.5.')
+    sub = parser.add_subparsers(dest='command')
+    p_info = sub.add_parser('info', help='list OpenCL platforms/devices and the default')
+    p_info.add_argument('--json', action='store_true', help='machine-readable output')
+    args = parser.parse_args(argv)
+    if args.command == 'info':
+        return cmd_info(args)
+    parser.print_help()
+    return 2
+
+
+if __name__ == '__main__':
+    sys.exit(main())

@@ -1,0 +1,431 @@
+"""Start-up hook: lets unchanged Theano scripts use theano_ocl through ``THEANO_FLAGS``.
+
+``theano_ocl_startup.pth`` (installed next to the package in site-packages) puts a tiny
+finder on ``sys.meta_path`` at every interpreter start. It reacts only to ``import theano``:
+it then loads this module (by file, without importing the ``theano_ocl`` package) and hands
+over to :func:`find_theano_spec`. From there on:
+
+1. when ``theano.configparser`` has executed, its ``AddConfigVar`` is wrapped so that, when
+   ``theano.configdefaults`` defines them,
+
+   * the ``linker`` flag also accepts ``'ocl'`` and the ``mode`` flag also accepts ``'OCL'``
+     (Theano checks both while it imports, before any plugin could register), and
+   * the default of ``blas.ldflags`` becomes ``''`` when numpy no longer describes its BLAS
+     (``numpy.distutils.__config__.blas_opt_info`` is gone since numpy 1.22, and Theano
+     1.0.5's import fails on it). A value the user sets is never touched. With ``''`` Theano
+     calls numpy's BLAS through numpy's C API.
+
+2. when the ``theano`` package has finished importing, the hook removes itself and calls
+   ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``.
+   A failure there is reported as a warning and never breaks ``import theano``.
+
+``theano_ocl/__init__.py`` calls :func:`apply_theano_patches` so that the same happens
+without the ``.pth`` (a checkout that is not installed): before ``theano`` is imported it
+installs the hook; after, it relaxes the two flags on the live config and registers.
+
+This module runs during interpreter start-up in every process of the environment that
+imports Theano: it imports nothing beyond the standard library at module level, and it
+must never import numpy, pyopencl or theano itself.
+"""
+import sys
+
+__all__ = ['apply_theano_patches', 'install_hook', 'is_registered', 'find_theano_spec',
+           'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth']
+
+#: values the ``linker`` / ``mode`` flags accept on top of Theano's own
+EXTRA_LINKERS = ('ocl',)
+EXTRA_MODES = ('OCL',)
+
+_MARK = '_theano_ocl_patched'
+
+_state = {
+    'registered': False,     # theano_ocl.mode.register() returned
+    'registering': False,    # inside _register (guards the circular import)
+    'configparser': False,   # AddConfigVar is wrapped
+}
+
+
+def _initializing(module):
+    """True while ``module`` is still executing its import."""
+    spec = getattr(module, '__spec__', None)
+    return bool(getattr(spec, '_initializing', False))
+
+
+def _warn(msg):
+    import warnings
+    warnings.warn('theano_ocl: ' + msg, RuntimeWarning, stacklevel=3)
+
+
+# ---------------------------------------------------------------------------------------
+# the import hook
+
+
+class TheanoImportHook(object):
+    """A ``sys.meta_path`` finder that watches the import of ``theano`` and its config.
+
+    It finds nothing itself: for ``theano`` and ``theano.configparser`` it asks the other
+    finders and returns their spec with ``exec_module`` wrapped, so that code runs right
+    after the module executed. It removes itself once ``theano`` has been imported.
+    """
+    _theano_ocl_hook = True
+    _WATCH = ('theano', 'theano.configparser')
+
+    def __init__(self):
+        self._busy = set()
+
+    def __repr__(self):
+        return '<theano_ocl start-up hook>'
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in self._WATCH or fullname in self._busy:
+            return None
+        self._busy.add(fullname)
+        try:
+            spec = _find_spec_elsewhere(fullname, path, target, skip=self)
+        except Exception:
+            spec = None
+        finally:
+            self._busy.discard(fullname)
+        if spec is None:
+            if fullname == 'theano':
+                uninstall_hook()
+            return None
+        after = _after_theano if fullname == 'theano' else _after_configparser
+        try:
+            return _wrap_exec(spec, after, on_error=uninstall_hook if fullname == 'theano' else None)
+        except Exception:
+            return spec
+
+
+def _find_spec_elsewhere(fullname, path, target, skip):
+    for finder in list(sys.meta_path):
+        if finder is skip or getattr(finder, '_theano_ocl_hook', False) \
+                or getattr(finder, '_theano_ocl_bootstrap', False):
+            continue
+        find_spec = getattr(finder, 'find_spec', None)
+        if find_spec is None:
+            continue
+        spec = find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
+
+
+def _wrap_exec(spec, after, on_error=None):
+    """Make ``spec.loader.exec_module`` call ``after(module)`` once the module executed."""
+    loader = spec.loader
+    orig = getattr(loader, 'exec_module', None)
+    if orig is None:  # a legacy loader: leave it alone (no patching, no harm)
+        if on_error is not None:
+            on_error()
+        return spec
+
+    def exec_module(module):
+        try:
+            orig(module)
+        except BaseException:
+            if on_error is not None:
+                on_error()
+            raise
+        finally:
+            # one shot: a reload of the module must not run the hook again
+            if getattr(loader, '__dict__', {}).get('exec_module') is exec_module:
+                try:
+                    del loader.exec_module
+                except AttributeError:
+                    pass
+        try:
+            after(module)
+        except Exception as e:  # the hook must never break `import theano`
+            _warn('start-up hook failed after importing %s: %r' % (module.__name__, e))
+
+    try:
+        loader.exec_module = exec_module      # an instance attribute shadows the method
+    except (AttributeError, TypeError):       # a loader with __slots__: wrap it instead
+        spec.loader = _LoaderProxy(loader, exec_module)
+    return spec
+
+
+class _LoaderProxy(object):
+    def __init__(self, loader, exec_module):
+        self._loader = loader
+        self.exec_module = exec_module
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+_hook = None
+
+
+def install_hook():
+    """Put the hook first on ``sys.meta_path`` (once). Returns True when it is installed."""
+    global _hook
+    if 'theano' in sys.modules:
+        return False
+    # the .pth bootstrap finder has nothing left to do once this module is loaded
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, '_theano_ocl_bootstrap', False)]
+    if _hook is None:
+        _hook = TheanoImportHook()
+    if not any(f is _hook for f in sys.meta_path):
+        sys.meta_path.insert(0, _hook)
+    return True
+
+
+def uninstall_hook():
+    sys.meta_path[:] = [f for f in sys.meta_path
+                        if not getattr(f, '_theano_ocl_hook', False)
+                        and not getattr(f, '_theano_ocl_bootstrap', False)]
+
+
+def find_theano_spec(fullname, path=None, target=None):
+    """Entry point for the ``.pth`` bootstrap finder when ``import theano`` starts."""
+    if not install_hook():
+        return None
+    return _hook.find_spec(fullname, path, target)
+
+
+# ---------------------------------------------------------------------------------------
+# what runs inside Theano's import
+
+
+def _after_configparser(configparser):
+    _wrap_add_config_var(configparser)
+
+
+def _after_theano(theano):
+    uninstall_hook()
+    _register()
+
+
+def _wrap_add_config_var(cp):
+    orig = getattr(cp, 'AddConfigVar', None)
+    if orig is None or getattr(orig, _MARK, False):
+        return
+    root_config = getattr(cp, 'config', None)
+
+    def AddConfigVar(name, doc, configparam, *args, **kwargs):
+        root = kwargs.get('root', args[0] if args else root_config)
+        if root is root_config:     # the top-level call (it recurses per '.' section)
+            try:
+                _adjust_param(name, configparam)
+            except Exception as e:
+                _warn('could not adjust Theano flag %r: %r' % (name, e))
+        return orig(name, doc, configparam, *args, **kwargs)
+
+    AddConfigVar.__doc__ = orig.__doc__
+    AddConfigVar.__wrapped__ = orig
+    setattr(AddConfigVar, _MARK, True)
+    cp.AddConfigVar = AddConfigVar
+    _state['configparser'] = True
+
+
+def _adjust_param(name, param):
+    if getattr(param, _MARK, False):
+        return
+    if name == 'linker':
+        allowed = getattr(param, 'all', None)
+        if allowed is None:
+            return
+        param.all = tuple(allowed) + tuple(v for v in EXTRA_LINKERS if v not in allowed)
+    elif name == 'mode':
+        orig_filter = param.filter
+
+        def filter_mode(val):
+            if isinstance(val, str) and val in EXTRA_MODES:
+                return val
+            return orig_filter(val) if orig_filter is not None else val
+        filter_mode.__wrapped__ = orig_filter
+        param.filter = filter_mode
+    elif name == 'blas.ldflags':
+        orig_default = param.default
+        if not callable(orig_default):
+            return
+
+        def default_blas_ldflags():
+            if not _numpy_describes_blas():
+                _quiet_numpy_blas_notice()
+                return ''
+            return orig_default()
+        default_blas_ldflags.__wrapped__ = orig_default
+        param.default = default_blas_ldflags
+    else:
+        return
+    setattr(param, _MARK, True)
+
+
+def _numpy_describes_blas():
+    """Whether ``numpy.distutils.__config__.blas_opt_info`` (Theano's BLAS probe) exists."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')    # numpy.distutils is deprecated in numpy 1.23
+        try:
+            import numpy.distutils.__config__ as npconf
+        except Exception:
+            return False
+    return hasattr(npconf, 'blas_opt_info')
+
+
+class _DropNumpyBlasNotice(object):
+    # Theano logs 'Using NumPy C-API based implementation for BLAS functions.' at import
+    # when blas.ldflags is empty. It is only dropped when the hook chose that default
+    # (numpy no longer tells Theano where its BLAS is); an explicit blas.ldflags= keeps it.
+    def filter(self, record):
+        return not str(record.msg).startswith('Using NumPy C-API based implementation for BLAS')
+
+
+def _quiet_numpy_blas_notice():
+    import logging
+    logger = logging.getLogger('theano.tensor.blas')
+    if not any(isinstance(f, _DropNumpyBlasNotice) for f in logger.filters):
+        logger.addFilter(_DropNumpyBlasNotice())
+
+
+def _patch_live_config(theano):
+    """Theano is already imported: let later ``config.linker = 'ocl'`` / ``mode = 'OCL'`` pass."""
+    cp = sys.modules.get('theano.configparser')
+    if cp is None:
+        return
+    _wrap_add_config_var(cp)
+    for param in list(getattr(cp, '_config_var_list', ())):
+        name = getattr(param, 'fullname', None)
+        if name in ('linker', 'mode'):
+            try:
+                _adjust_param(name, param)
+            except Exception as e:
+                _warn('could not adjust Theano flag %r: %r' % (name, e))
+
+
+def _register():
+    """Call ``theano_ocl.mode.register()`` once theano is importable. True when done."""
+    if _state['registered']:
+        return True
+    if _state['registering']:
+        return False
+    mode_mod = sys.modules.get('theano_ocl.mode')
+    if mode_mod is not None and _initializing(mode_mod):
+        # theano_ocl.mode is importing theano right now: it registers when it is done.
+        return False
+    pkg = sys.modules.get('theano_ocl')
+    _state['registering'] = True
+    try:
+        import importlib
+        mode_mod = importlib.import_module('theano_ocl.mode')
+        mode_mod.register()
+        _state['registered'] = True
+    except Exception as e:
+        if pkg is not None and _initializing(pkg):
+            # circular: theano_ocl/__init__ is importing theano; it registers at its end
+            return False
+        _warn("could not register linker 'ocl' / mode 'OCL' with Theano "
+              "(theano_ocl.mode failed to import or register): %r. Plain Theano works; "
+              "THEANO_FLAGS=linker=ocl / mode=OCL will not." % (e,))
+        return False
+    finally:
+        _state['registering'] = False
+    return True
+
+
+def is_registered():
+    return _state['registered']
+
+
+def _bind_to_package():
+    # When the .pth loaded this file before the package existed, the package module
+    # does not have the attribute yet.
+    pkg = sys.modules.get('theano_ocl')
+    me = sys.modules.get(__name__)
+    if pkg is not None and me is not None and getattr(pkg, '_startup', None) is not me:
+        try:
+            pkg._startup = me
+        except Exception:
+            pass
+
+
+def apply_theano_patches():
+    """Make Theano accept and know theano_ocl. Idempotent; safe at any time.
+
+    * ``theano`` not imported yet: install the import hook (flags relaxed while Theano
+      imports, ``blas.ldflags`` default fixed, registration once the import completes).
+    * ``theano`` being imported right now: nothing more to do (the hook is at work).
+    * ``theano`` imported: relax the flags on the live config and register.
+
+    Returns True when the linker and mode are registered by now.
+    """
+    _bind_to_package()
+    theano = sys.modules.get('theano')
+    if theano is None:
+        install_hook()
+        return False
+    if _initializing(theano):
+        cp = sys.modules.get('theano.configparser')
+        if cp is not None:
+            _wrap_add_config_var(cp)
+        return False
+    _patch_live_config(theano)
+    return _register()
+
+
+# ---------------------------------------------------------------------------------------
+# the .pth line
+
+#: The one line in ``theano_ocl_startup.pth`` runs at every interpreter start, so it
+#: only compiles and installs the tiny finder below (``_PTH_FINDER``; some Pythons process
+#: site-packages twice: it installs one finder only). When ``import theano`` starts, the
+#: finder compiles ``_PTH_LOADER``, which locates the theano_ocl package on the (by then
+#: complete) sys.path without importing it, loads this file as ``theano_ocl._startup``
+#: and hands over to :func:`find_theano_spec`.
+_PTH_LOADER = '''\
+def find_spec(name, path=None, target=None):
+    try:
+        m = sys.modules.get('theano_ocl._startup')
+        if m is None:
+            import os, importlib.util as u
+            p = u.find_spec('theano_ocl')
+            f = [os.path.join(d, '_startup.py') for d in (p and p.submodule_search_locations or ())]
+            f = [x for x in f if os.path.isfile(x)]
+            if not f:
+                return None
+            s = u.spec_from_file_location('theano_ocl._startup', f[0])
+            m = u.module_from_spec(s)
+            sys.modules[s.name] = m
+            try:
+                s.loader.exec_module(m)
+            except BaseException:
+                del sys.modules[s.name]
+                raise
+        return m.find_theano_spec(name, path, target)
+    except Exception as e:
+        import warnings
+        warnings.warn('theano_ocl start-up hook failed: %r' % (e,))
+        return None
+'''
+
+_PTH_FINDER = '''\
+import sys
+class TheanoOclStartup(object):
+    _theano_ocl_bootstrap = True
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name != 'theano':
+            return None
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not TheanoOclStartup]
+        g = {'sys': sys, '__name__': __name__}
+        exec(LOADER, g)
+        return g['find_spec'](name, path, target)
+for f in sys.meta_path:
+    if getattr(f, '_theano_ocl_bootstrap', False):
+        break
+else:
+    sys.meta_path.insert(0, TheanoOclStartup)
+'''
+
+
+def render_pth():
+    """The exact content of ``theano_ocl_startup.pth`` (one ``import`` line)."""
+    return ('import sys; exec(%r, {"__name__": "theano_ocl_startup_pth", "LOADER": %r})\n'
+            % (_PTH_FINDER, _PTH_LOADER))

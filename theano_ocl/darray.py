@@ -1,0 +1,132 @@
+"""Device array views and host<->device transfers.
+
+A :class:`DArray` is a strided view (shape, byte strides, byte offset) into an
+OpenCL buffer; it is the value the VM keeps for every device variable. Views of a
+variable (DimShuffle, Subtensor, Reshape of contiguous data) share their ``root``,
+so when the root's buffer is swapped (a new zero-copy input, a re-allocated shared
+variable) every view follows without re-planning.
+"""
+import numpy as np
+
+
+class Root(object):
+    """The owner of one buffer; views keep a reference to it, never to the buffer."""
+    __slots__ = ('buf', 'nbytes', 'input_index', 'arena', '__weakref__')
+
+    def __init__(self, buf, nbytes, input_index=None, arena=False):
+        self.buf = buf
+        self.nbytes = nbytes
+        self.input_index = input_index
+        self.arena = arena    # owned by a frame: reusable once its values are dead
+
+
+class DArray(object):
+    __slots__ = ('root', 'offset', 'shape', 'strides', 'dtype')
+
+    def __init__(self, root, shape, dtype, strides=None, offset=0):
+        dtype = np.dtype(dtype)
+        shape = tuple(int(s) for s in shape)
+        if strides is None:
+            strides = c_strides(shape, dtype.itemsize)
+        self.root = root
+        self.offset = int(offset)
+        self.shape = shape
+        self.strides = tuple(int(s) for s in strides)
+        self.dtype = dtype
+
+    @property
+    def buf(self):
+        return self.root.buf
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    def is_c_contiguous(self):
+        return self.size <= 1 or self.strides == c_strides(self.shape, self.dtype.itemsize) \
+            or _contig_ignoring_unit_dims(self.shape, self.strides, self.dtype.itemsize)
+
+    def view(self, shape, strides, offset=None, dtype=None):
+        return DArray(self.root, shape, dtype or self.dtype, strides,
+                      self.offset if offset is None else offset)
+
+    def __repr__(self):
+        return 'DArray(%s, %s, strides=%s, offset=%d)' % (self.shape, self.dtype, self.strides, self.offset)
+
+
+def c_strides(shape, itemsize):
+    strides = []
+    acc = itemsize
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+def _contig_ignoring_unit_dims(shape, strides, itemsize):
+    acc = itemsize
+    for s, st in zip(reversed(shape), reversed(strides)):
+        if s == 1:
+            continue
+        if st != acc:
+            return False
+        acc *= s
+    return True
+
+
+def span(darr):
+    """(lowest byte, one past the highest byte) a view touches, relative to its root."""
+    if darr.size == 0:
+        return darr.offset, darr.offset
+    lo = hi = darr.offset
+    for s, st in zip(darr.shape, darr.strides):
+        if st < 0:
+            lo += (s - 1) * st
+        else:
+            hi += (s - 1) * st
+    return lo, hi + darr.itemsize
+
+
+def overlaps(a, b):
+    if a.root is not b.root or a.size == 0 or b.size == 0:
+        return False
+    alo, ahi = span(a)
+    blo, bhi = span(b)
+    return alo < bhi and blo < ahi
+
+
+def to_pyopencl(darr, queue):
+    """Wrap a DArray as a pyopencl.array.Array sharing its buffer (no copy)."""
+    import pyopencl.array as cla
+    return cla.Array(queue, darr.shape, darr.dtype, strides=darr.strides,
+                     data=darr.root.buf, offset=darr.offset)
+
+
+def is_device_array(value):
+    try:
+        import pyopencl.array as cla
+    except ImportError:  # pragma: no cover
+        return False
+    return isinstance(value, cla.Array)
+
+
+def from_pyopencl(arr, input_index=None):
+    """View a pyopencl.array.Array as a DArray (no copy)."""
+    nbytes = arr.base_data.int_size if hasattr(arr.base_data, 'int_size') else arr.base_data.size
+    root = Root(arr.base_data, nbytes, input_index)
+    return DArray(root, arr.shape, arr.dtype, arr.strides, arr.offset)

@@ -1,0 +1,247 @@
+"""Choosing an OpenCL device and holding one context + in-order queue per device.
+
+Owns: the device specification syntax (``'P:D'``, a name fragment, ``'gpu'``/``'cpu'``),
+the ``THEANO_OCL_DEVICE`` environment variable, the default choice (a GPU if one
+exists, else a CPU device), the capability facts the kernel generators ask for
+(fp64, fp16, unified host memory, local memory, allocation limits), the per-device
+memory pool, and the error that says how to install PoCL when no platform exists.
+"""
+import os
+import threading
+
+import numpy as np
+
+ENV_VAR = 'THEANO_OCL_DEVICE'
+
+INSTALL_HINT = (
+    "No OpenCL platform was found. theano_ocl needs an OpenCL driver (an ICD).\n"
+    "  CPU (any machine):  sudo apt-get install -y pocl-opencl-icd   (Debian/Ubuntu, PoCL)\n"
+    "                      or, where apt cannot be used: pip install pocl-binary-distribution\n"
+    "                      (a generic, much slower PoCL build)\n"
+    "  NVIDIA GPU:         the NVIDIA driver ships libnvidia-opencl; register it with\n"
+    "                      echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd\n"
+    "Then check with: python -m theano_ocl info")
+
+
+class NoOpenCLPlatform(RuntimeError):
+    """Raised when no OpenCL platform/device can be found."""
+
+
+def _cl():
+    try:
+        import pyopencl as cl
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise NoOpenCLPlatform("pyopencl is not installed (pip install pyopencl).\n"
+                               + INSTALL_HINT) from e
+    return cl
+
+
+def list_devices():
+    """All (platform_index, device_index, platform, device) visible to the ICD loader."""
+    cl = _cl()
+    try:
+        platforms = cl.get_platforms()
+    except cl.LogicError:  # CL_PLATFORM_NOT_FOUND_KHR
+        platforms = []
+    out = []
+    for pi, p in enumerate(platforms):
+        try:
+            devs = p.get_devices()
+        except cl.Error:
+            devs = []
+        for di, d in enumerate(devs):
+            out.append((pi, di, p, d))
+    return out
+
+
+def _is_gpu(d):
+    cl = _cl()
+    return bool(d.type & cl.device_type.GPU)
+
+
+def resolve_spec(spec=None):
+    """Return (platform_index, device_index) for a device specification.
+
+    ``spec`` may be None (use ``$THEANO_OCL_DEVICE``, else the default), ``'P:D'``,
+    ``'gpu'``, ``'cpu'``, or a case-insensitive fragment of the platform or device name.
+    """
+    if spec is None:
+        spec = os.environ.get(ENV_VAR) or None
+    devs = list_devices()
+    if not devs:
+        raise NoOpenCLPlatform(INSTALL_HINT)
+    if spec is None or spec == 'default':
+        gpus = [t for t in devs if _is_gpu(t[3])]
+        pick = (gpus or devs)[0]
+        return pick[0], pick[1]
+    spec = str(spec).strip()
+    if ':' in spec and all(part.isdigit() for part in spec.split(':', 1)):
+        pi, di = (int(part) for part in spec.split(':', 1))
+        for t in devs:
+            if t[:2] == (pi, di):
+                return pi, di
+        raise ValueError("OpenCL device %r does not exist; available: %s. "
+                         "See python -m theano_ocl info" % (spec, describe_choices(devs)))
+    low = spec.lower()
+    if low in ('gpu', 'cpu'):
+        want_gpu = low == 'gpu'
+        for t in devs:
+            if _is_gpu(t[3]) == want_gpu:
+                return t[0], t[1]
+        raise ValueError("no OpenCL %s device; available: %s" % (low.upper(), describe_choices(devs)))
+    for t in devs:
+        if low in t[2].name.lower() or low in t[3].name.lower():
+            return t[0], t[1]
+    raise ValueError("no OpenCL device matches %r; available: %s" % (spec, describe_choices(devs)))
+
+
+def describe_choices(devs=None):
+    devs = list_devices() if devs is None else devs
+    return ', '.join("'%d:%d' (%s / %s)" % (pi, di, p.name.strip(), d.name.strip())
+                     for pi, di, p, d in devs)
+
+
+class OCLDevice(object):
+    """One OpenCL device with its context, in-order queue and capability facts.
+
+    Instances are shared per (platform, device) index pair through :func:`get_device`.
+    They never pickle: code that must pickle keeps ``spec`` and calls ``get_device``.
+    """
+
+    def __init__(self, pi, di):
+        cl = _cl()
+        plat = cl.get_platforms()[pi]
+        dev = plat.get_devices()[di]
+        self.cl = cl
+        self.spec = '%d:%d' % (pi, di)
+        self.platform = plat
+        self.device = dev
+        self.name = dev.name.strip()
+        self.platform_name = plat.name.strip()
+        self.context = cl.Context([dev])
+        self.queue = cl.CommandQueue(self.context)
+        self._profiling_queue = None
+        ext = dev.extensions.split()
+        self.extensions = set(ext)
+        self.is_gpu = _is_gpu(dev)
+        self.is_cpu = bool(dev.type & cl.device_type.CPU)
+        self.has_fp64 = 'cl_khr_fp64' in self.extensions or dev.double_fp_config != 0
+        self.has_fp16 = 'cl_khr_fp16' in self.extensions
+        try:
+            self.unified_memory = bool(dev.host_unified_memory)
+        except cl.Error:
+            self.unified_memory = self.is_cpu
+        self.global_mem_size = dev.global_mem_size
+        self.max_alloc = dev.max_mem_alloc_size
+        self.local_mem_size = dev.local_mem_size
+        self.compute_units = dev.max_compute_units
+        self.max_work_group_size = dev.max_work_group_size
+        self.has_command_buffer = 'cl_khr_command_buffer' in self.extensions
+        from pyopencl.tools import MemoryPool, ImmediateAllocator
+        self.pool = MemoryPool(ImmediateAllocator(self.queue))
+        self._programs = {}
+        self._lock = threading.Lock()
+
+    def __repr__(self):
+        return '<OCLDevice %s %s / %s>' % (self.spec, self.platform_name, self.name)
+
+    def __reduce__(self):
+        # Device handles never travel: a pickled device re-resolves by index.
+        return (get_device, (self.spec,))
+
+    @property
+    def profiling_queue(self):
+        """A second in-order queue with event profiling, for ``profile=True`` functions."""
+        if self._profiling_queue is None:
+            cl = self.cl
+            self._profiling_queue = cl.CommandQueue(
+                self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
+        return self._profiling_queue
+
+    def supports_dtype(self, dtype):
+        return np.dtype(dtype) != np.float64 or self.has_fp64
+
+    def build(self, source, options=()):
+        """Build (memoized per device) an OpenCL program; errors show numbered source and log."""
+        key = (source, tuple(options))
+        prg = self._programs.get(key)
+        if prg is None:
+            from .errors import KernelBuildError
+            cl = self.cl
+            try:
+                prg = cl.Program(self.context, source).build(options=list(options))
+            except cl.RuntimeError as e:
+                raise KernelBuildError(source, str(e), self) from None
+            self._programs[key] = prg
+        return prg
+
+    def alloc(self, nbytes):
+        """A device buffer of at least ``nbytes`` from the pool; MemoryError with sizes on failure."""
+        cl = self.cl
+        nbytes = max(int(nbytes), 1)
+        if nbytes > self.max_alloc:
+            raise MemoryError(
+                "OpenCL device %s cannot hold one buffer of %s: its largest allocation is %s "
+                "(global memory %s)" % (self.name, fmt_bytes(nbytes), fmt_bytes(self.max_alloc),
+                                        fmt_bytes(self.global_mem_size)))
+        try:
+            return self.pool.allocate(nbytes)
+        except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as e:
+            self.pool.free_held()
+            try:
+                return self.pool.allocate(nbytes)
+            except (cl.MemoryError, cl.RuntimeError, cl.LogicError):
+                raise MemoryError(
+                    "OpenCL device %s is out of memory allocating %s (global memory %s, "
+                    "pool holds %s): %s" % (self.name, fmt_bytes(nbytes),
+                                            fmt_bytes(self.global_mem_size),
+                                            fmt_bytes(self.pool.managed_bytes), e)) from None
+
+
+def fmt_bytes(n):
+    n = float(n)
+    for unit in ('B', 'KiB', 'MiB', 'GiB', 'TiB'):
+        if n < 1024 or unit == 'TiB':
+            return ('%d %s' % (n, unit)) if unit == 'B' else ('%.1f %s' % (n, unit))
+        n /= 1024.0
+
+
+_devices = {}
+_devices_lock = threading.Lock()
+
+
+def get_device(spec=None):
+    """The shared :class:`OCLDevice` for ``spec`` (see :func:`resolve_spec`)."""
+    key = resolve_spec(spec)
+    with _devices_lock:
+        d = _devices.get(key)
+        if d is None:
+            d = _devices[key] = OCLDevice(*key)
+    return d
+
+
+def device_info():
+    """One dict per visible device, for ``python -m theano_ocl info`` and the docs."""
+    devs = list_devices()
+    try:
+        default = resolve_spec(None)
+    except (NoOpenCLPlatform, ValueError):
+        default = None
+    cl = _cl()
+    rows = []
+    for pi, di, p, d in devs:
+        ext = set(d.extensions.split())
+        try:
+            unified = bool(d.host_unified_memory)
+        except cl.Error:
+            unified = None
+        rows.append(dict(
+            spec='%d:%d' % (pi, di), platform=p.name.strip(), platform_version=p.version.strip(),
+            device=d.name.strip(), type='GPU' if _is_gpu(d) else ('CPU' if d.type & cl.device_type.CPU else 'other'),
+            version=d.version.strip(), compute_units=d.max_compute_units,
+            global_mem=d.global_mem_size, max_alloc=d.max_mem_alloc_size,
+            local_mem=d.local_mem_size, fp64='cl_khr_fp64' in ext or d.double_fp_config != 0,
+            fp16='cl_khr_fp16' in ext, unified_memory=unified,
+            command_buffer='cl_khr_command_buffer' in ext,
+            default=(pi, di) == default))
+    return rows

@@ -1,0 +1,80 @@
+## K launches of one elementwise kernel (kernels/elemwise.cl.mako) as one launch.
+## Work-item gi belongs to the operation whose start (prefix sum of sizes) is the
+## largest one <= gi; grid-stride loops visit increasing gi, so the search resumes.
+## The table holds one record of ${rec} longs per operation:
+##   start, dims[ndim], then per operand: element offset[, element strides[ndim]].
+## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own.
+${support}
+
+__kernel void ${name}(
+    const long total, __global const long *tab
+% for k in range(K):
+%   for o in operands:
+    , __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p${k}
+%   endfor
+% endfor
+)
+{
+    int op = 0;
+    for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
+        while (op + 1 < ${K} && tab[(op + 1) * ${rec}] <= gi)
+            op++;
+        __global const long *r = tab + op * ${rec};
+        const long li = gi - r[0];
+% for o in operands:
+        __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p;
+        switch (op) {
+%   for k in range(1, K):
+        case ${k}: ${o['name']}_p = ${o['name']}_p${k}; break;
+%   endfor
+        default: ${o['name']}_p = ${o['name']}_p0;
+        }
+%   if o['contig']:
+        const long ${o['name']}_i = r[${o['off_at']}] + li;
+%   else:
+        long ${o['name']}_i = r[${o['off_at']}];
+%   endif
+% endfor
+% if any(not o['contig'] for o in operands):
+        {
+            long rem = li;
+%   for d in reversed(range(ndim)):
+%     if d > 0:
+            const long c${d} = rem % r[${1 + d}];
+            rem /= r[${1 + d}];
+%     else:
+            const long c${d} = rem;
+%     endif
+%     for o in operands:
+%       if not o['contig']:
+            ${o['name']}_i += c${d} * r[${o['st_at'] + d}];
+%       endif
+%     endfor
+%   endfor
+        }
+% endif
+% for o in operands:
+%   if not o['is_out']:
+%     if o['half']:
+        const float ${o['name']} = vload_half(${o['name']}_i, ${o['name']}_p);
+%     else:
+        const ${o['cctype']} ${o['name']} = ${o['name']}_p[${o['name']}_i];
+%     endif
+%   else:
+        ${o['cctype']} ${o['name']};
+%   endif
+% endfor
+        {
+${body}
+        }
+% for o in operands:
+%   if o['is_out']:
+%     if o['half']:
+        vstore_half_rte(${o['name']}, ${o['name']}_i, ${o['name']}_p);
+%     else:
+        ${o['name']}_p[${o['name']}_i] = ${o['name']};
+%     endif
+%   endif
+% endfor
+    }
+}

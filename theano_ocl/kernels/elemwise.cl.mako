@@ -1,0 +1,78 @@
+## One elementwise kernel per (scalar expression, dtypes, collapsed ndim, contiguity).
+## Operands are outputs then inputs; each is (pointer, element offset[, element strides]).
+## Contiguous operands index with the flat id; the others with strides over the
+## collapsed shape (broadcast dimensions have stride 0, negative strides are fine).
+<%
+any_strided = any(not o['contig'] for o in operands)
+%>
+${support}
+
+__kernel void ${name}(
+    const long n
+% for d in range(ndim):
+    , const long dim${d}
+% endfor
+% for o in operands:
+    , __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p, const long ${o['name']}_off
+%   if not o['contig']:
+%     for d in range(ndim):
+    , const long ${o['name']}_s${d}
+%     endfor
+%   endif
+% endfor
+)
+{
+    /* one element per work-item: PoCL vectorizes across work-items, and a
+       grid-stride loop measured 5x slower there */
+    const long gi = get_global_id(0);
+    if (gi < n) {
+% for o in operands:
+%   if o['contig']:
+        const long ${o['name']}_i = ${o['name']}_off + gi;
+%   else:
+        long ${o['name']}_i = ${o['name']}_off;
+%   endif
+% endfor
+% if any_strided:
+        {
+            long r = gi;
+%   for d in reversed(range(ndim)):
+%     if d > 0:
+            const long c${d} = r % dim${d};
+            r /= dim${d};
+%     else:
+            const long c${d} = r;
+%     endif
+%     for o in operands:
+%       if not o['contig']:
+            ${o['name']}_i += c${d} * ${o['name']}_s${d};
+%       endif
+%     endfor
+%   endfor
+        }
+% endif
+% for o in operands:
+%   if not o['is_out']:
+%     if o['half']:
+        const float ${o['name']} = vload_half(${o['name']}_i, ${o['name']}_p);
+%     else:
+        const ${o['cctype']} ${o['name']} = ${o['name']}_p[${o['name']}_i];
+%     endif
+%   else:
+        ${o['cctype']} ${o['name']};
+%   endif
+% endfor
+        {
+${body}
+        }
+% for o in operands:
+%   if o['is_out']:
+%     if o['half']:
+        vstore_half_rte(${o['name']}, ${o['name']}_i, ${o['name']}_p);
+%     else:
+        ${o['name']}_p[${o['name']}_i] = ${o['name']};
+%     endif
+%   endif
+% endfor
+    }
+}

@@ -1,0 +1,315 @@
+"""OCLLinker: instruction selection at link time, on Theano's linker contract.
+
+The optimized FunctionGraph is left as Theano made it. For each Apply node the
+linker picks, in this order:
+
+- ``shape``: ``Shape``/``Shape_i`` are read off the device arrays' shapes (no transfer);
+- ``host`` (shape arithmetic): nodes computing small integers (scalars, shape
+  vectors) from values already on the host run as Theano's own thunks, since a
+  kernel launch would cost more than the work and would need a download;
+- ``dev``: a device implementation from the registry (:mod:`theano_ocl.ops`);
+- ``host`` (fallback): Theano's own implementation (its C code, else ``perform``)
+  with automatic transfers, reported by :func:`theano_ocl.report`.
+
+It then decides which values cross between host and device and where shared
+variables live, and hands the resulting :class:`Program` to the VM.
+"""
+import json
+import os
+
+import numpy as np
+import theano
+from theano.gof import link as gof_link
+from theano.gof.graph import Constant
+from theano.compile.sharedvalue import SharedVariable
+from theano.tensor.type import TensorType
+from theano.tensor import basic as tbasic
+from theano.compile import ops as compile_ops
+from theano import scalar as ts
+
+from .device import get_device
+from .errors import NoDeviceImplementation
+from .ops.registry import ocl_impl
+from . import shared as shared_mod
+from .vm import OCLFunction, Task
+
+DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
+          'float16', 'float32', 'float64')
+
+
+class Program(object):
+    """The link-time result: tasks in order, storage, and how values move."""
+
+    def __init__(self, fgraph, tasks, storage_map, compute_map, input_cells, output_cells):
+        self.fgraph = fgraph
+        self.tasks = tasks
+        self.storage_map = storage_map
+        self.compute_map = compute_map
+        self.input_cells = input_cells
+        self.output_cells = output_cells
+        self.input_index = {v: i for i, v in enumerate(fgraph.inputs)}
+        self.input_kinds = []          # per input: 'resident', 'dev' or 'host'
+        self.input_plan = []           # (index, kind) that decide the frame key
+        self.host_read_inputs = set()  # device inputs also read on the host
+        self.residents = {}            # input index -> Resident
+        self.updates = []              # (input index, output index)
+        self.update_outputs = set()
+        self.keep_vars = set()
+        self.last_use = {}
+        self.consts = []
+
+    def counts(self):
+        dev = sum(1 for t in self.tasks if t.kind == 'dev')
+        meta = sum(1 for t in self.tasks if t.kind == 'shape' or (t.kind == 'host' and t.meta))
+        fb = [t for t in self.tasks if t.kind == 'host' and not t.meta]
+        ops = {}
+        for t in fb:
+            name = type(t.node.op).__name__
+            ops[name] = ops.get(name, 0) + 1
+        return dict(device=dev, meta=meta, fallback=len(fb), fallback_ops=ops)
+
+
+class ShapeOfDevice(object):
+    """Shape / Shape_i: the value is read off the array's shape, never its data."""
+
+    def __init__(self, node):
+        op = node.op
+        self.index = getattr(op, 'i', None)
+        self.dtype = node.outputs[0].type.dtype
+
+    def shape_value(self, shape):
+        if self.index is None:
+            return np.asarray(shape, dtype=self.dtype)
+        return np.asarray(shape[self.index], dtype=self.dtype)
+
+
+def _is_small_int(var):
+    t = var.type
+    if isinstance(t, ts.Scalar):
+        return True
+    if isinstance(t, TensorType):
+        return t.ndim <= 1 and (t.dtype.startswith('int') or t.dtype.startswith('uint') or t.dtype == 'bool')
+    return False
+
+
+def _host_available(var, placement):
+    if isinstance(var, Constant):
+        return True
+    if var.owner is None:
+        t = var.type
+        return isinstance(t, ts.Scalar) or (isinstance(t, TensorType) and t.ndim == 0 and _is_small_int(var))
+    return placement.get(var) == 'host'
+
+
+def _device_types_ok(node, impl, dev):
+    host_inputs = set(getattr(impl, 'host_inputs', ()))
+    for j, v in enumerate(node.inputs):
+        if j in host_inputs:
+            continue
+        if not isinstance(v.type, TensorType):
+            return 'input %d is a %s, not a tensor' % (j, type(v.type).__name__)
+        if v.type.dtype not in DTYPES:
+            return 'dtype %s is not supported on devices' % v.type.dtype
+        if not dev.supports_dtype(v.type.dtype):
+            return 'the device has no float64 (cl_khr_fp64)'
+    for v in node.outputs:
+        if not isinstance(v.type, TensorType):
+            return 'output is a %s, not a tensor' % type(v.type).__name__
+        if v.type.dtype not in DTYPES:
+            return 'dtype %s is not supported on devices' % v.type.dtype
+        if not dev.supports_dtype(v.type.dtype):
+            return 'the device has no float64 (cl_khr_fp64)'
+    return None
+
+
+def select(node, dev, placement):
+    """Pick the task kind and implementation for one Apply node."""
+    op = node.op
+    if isinstance(op, (tbasic.Shape, compile_ops.Shape)) or isinstance(op, compile_ops.Shape_i):
+        return Task(node, 'shape', impl=ShapeOfDevice(node))
+    if all(_is_small_int(o) for o in node.outputs) and \
+            all(_host_available(v, placement) for v in node.inputs):
+        return Task(node, 'host', meta=True)
+    try:
+        impl = ocl_impl(op, node, dev)
+    except NoDeviceImplementation as e:
+        return Task(node, 'host', reason=str(e) or 'no device implementation')
+    reason = _device_types_ok(node, impl, dev)
+    if reason is not None:
+        return Task(node, 'host', reason=reason)
+    return Task(node, 'dev', impl=impl)
+
+
+def build_program(fgraph, order, storage_map, compute_map, input_storage, output_storage,
+                  updated_vars, dev, no_recycling):
+    input_cells = list(input_storage)
+    output_cells = list(output_storage)
+    placement = {}
+    tasks = []
+    for node in order:
+        task = select(node, dev, placement)
+        where = 'dev' if task.kind == 'dev' else 'host'
+        if task.kind == 'shape':
+            where = 'host'
+        for o in node.outputs:
+            placement[o] = where
+        tasks.append(task)
+
+    prog = Program(fgraph, tasks, storage_map, compute_map, input_cells, output_cells)
+    inputs = fgraph.inputs
+    index = prog.input_index
+
+    need_dev, need_host, key_inputs = set(), set(), set()
+    producer = {}
+    for t, task in enumerate(tasks):
+        node = task.node
+        for j, v in enumerate(node.inputs):
+            prog.last_use[v] = task
+            if task.kind == 'dev':
+                if j in task.host_inputs:
+                    need_host.add(v)
+                    if v in index:
+                        key_inputs.add(v)
+                else:
+                    need_dev.add(v)
+            elif task.kind == 'host':
+                need_host.add(v)
+                if task.meta and v in index:
+                    key_inputs.add(v)
+        for o in node.outputs:
+            producer[o] = task
+
+    # updates: fgraph input -> output computing its next value
+    out_index = {}
+    for j, o in enumerate(fgraph.outputs):
+        out_index.setdefault(o, j)
+    for ivar, ovar in (updated_vars or {}).items():
+        i = index[ivar]
+        # the same variable may be an output too: the update is the last one
+        j = max(k for k, o in enumerate(fgraph.outputs) if o is ovar)
+        prog.updates.append((i, j))
+        prog.update_outputs.add(j)
+    update_sources = {fgraph.outputs[j] for _, j in prog.updates}
+    prog.keep_vars = set(fgraph.outputs)
+
+    # where each fgraph input lives
+    for i, var in enumerate(inputs):
+        is_shared = isinstance(var, SharedVariable)
+        updated_on_dev = any(i == ii and placement.get(fgraph.outputs[j]) == 'dev'
+                             for ii, j in prog.updates)
+        on_dev = var in need_dev or (is_shared and updated_on_dev)
+        if on_dev and is_shared:
+            kind = 'resident'
+            prog.residents[i] = shared_mod.resident_for(input_cells[i])
+        elif on_dev:
+            kind = 'dev'
+        else:
+            kind = 'host'
+        prog.input_kinds.append(kind)
+        if kind != 'host':
+            prog.input_plan.append((i, kind))
+            if var in need_host:
+                prog.host_read_inputs.add(i)
+        if var in key_inputs:
+            prog.input_plan.append((i, 'meta'))
+
+    # transfers between tasks
+    for var in need_host:
+        p = producer.get(var)
+        if p is not None and p.kind == 'dev':
+            p.download_outputs.append(var)
+    for var in need_dev:
+        p = producer.get(var)
+        if p is not None and p.kind != 'dev':
+            p.upload_outputs.append(var)
+    for var in update_sources:
+        p = producer.get(var)
+        if p is not None and p.kind != 'dev':
+            pass  # committed from the host cell
+    # constants consumed on the device are uploaded once per program
+    prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)
+    for var, task in prog.last_use.items():
+        if var.owner is not None and task.kind != 'shape':
+            task.release.append(var)
+    return prog
+
+
+def _stats(prog):
+    path = os.environ.get('THEANO_OCL_STATS')
+    if not path:
+        return
+    try:
+        with open(path, 'a') as f:
+            f.write(json.dumps(prog.counts()) + '\n')
+    except OSError:
+        pass
+
+
+class OCLLinker(gof_link.LocalLinker):
+    """Links an optimized FunctionGraph onto an OpenCL device (see module doc).
+
+    ``device``: a device specification (``'P:D'``, ``'gpu'``, ``'cpu'`` or a name
+    fragment; default ``$THEANO_OCL_DEVICE``, else a GPU, else the CPU device).
+    ``output_mode``: ``'host'`` (numpy arrays, Theano's behaviour) or ``'device'``
+    (``pyopencl.array.Array`` results that stay on the device).
+    """
+
+    def __init__(self, allow_gc=None, schedule=None, device=None, output_mode='host'):
+        if output_mode not in ('host', 'device'):
+            raise ValueError("output_mode must be 'host' or 'device', got %r" % (output_mode,))
+        self.fgraph = None
+        self.allow_gc = allow_gc
+        self.device = device
+        self.output_mode = output_mode
+        self.updated_vars = {}
+        self.no_recycling = []
+        self.profile = None
+        if schedule:
+            self.schedule = schedule
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        return d
+
+    def accept(self, fgraph, no_recycling=None, profile=None):
+        if no_recycling is None:
+            no_recycling = []
+        if self.fgraph is not None and self.fgraph is not fgraph:
+            return type(self)(allow_gc=self.allow_gc, device=self.device,
+                              output_mode=self.output_mode).accept(fgraph, no_recycling, profile)
+        self.fgraph = fgraph
+        self.no_recycling = no_recycling
+        self.profile = profile
+        return self
+
+    def accept_var_updates(self, updated_vars):
+        self.updated_vars = updated_vars
+
+    def clone(self, allow_gc=None):
+        return type(self)(allow_gc=self.allow_gc if allow_gc is None else allow_gc,
+                          device=self.device, output_mode=self.output_mode)
+
+    def make_all(self, input_storage=None, output_storage=None, storage_map=None):
+        fgraph = self.fgraph
+        order = self.schedule(fgraph)
+        input_storage, output_storage, storage_map = gof_link.map_storage(
+            fgraph, order, input_storage, output_storage, storage_map)
+        # every value is computed before its consumers run (no lazy evaluation), so lazy
+        # host thunks (IfElse) must see all their inputs as computed
+        compute_map = {v: [True] for v in storage_map}
+        dev = get_device(self.device)
+        shared_mod.install_patches()
+        prog = build_program(fgraph, order, storage_map, compute_map, input_storage,
+                             output_storage, self.updated_vars, dev, self.no_recycling)
+        for task in prog.tasks:
+            if task.kind == 'host':
+                task.thunk = task.node.op.make_thunk(task.node, storage_map, compute_map, [])
+                task.thunk.inputs = [storage_map[v] for v in task.node.inputs]
+                task.thunk.outputs = [storage_map[v] for v in task.node.outputs]
+        fn = OCLFunction(prog, dev, profile=self.profile, output_mode=self.output_mode)
+        fn.upload_constants()
+        _stats(prog)
+        in_containers = [gof_link.Container(v, s) for v, s in zip(fgraph.inputs, input_storage)]
+        out_containers = [gof_link.Container(v, s, readonly=True)
+                          for v, s in zip(fgraph.outputs, output_storage)]
+        return fn, in_containers, out_containers, fn.thunks, order

@@ -1,0 +1,37 @@
+"""What every device implementation shares: the planning interface and launch sizing."""
+
+
+class DeviceImpl(object):
+    """Device implementation of one Apply node.
+
+    ``host_inputs``: indices of inputs the implementation needs as host values
+    (sizes, indices, shapes); the others arrive as :class:`~theano_ocl.darray.DArray`.
+    ``plan(ctx, inputs)`` allocates outputs through ``ctx.alloc``, records launches
+    through ``ctx.launch``/``ctx.copy`` and returns one DArray per output. It runs once
+    per input signature; what it records is replayed on later calls, so everything
+    value-dependent must come through ``host_inputs`` (guarded) or be on the device.
+    """
+    host_inputs = ()
+
+    def __init__(self, node, dev):
+        self.node = node
+        self.dev = dev
+
+    def plan(self, ctx, inputs):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def describe(self):
+        return type(self).__name__
+
+
+def launch_geometry(dev, n, local=256):
+    """Global/local sizes for a 1-d kernel with one work-item per item (``if (gi < n)``).
+
+    CPU devices (PoCL) pick their own work-group size and vectorize across work-items;
+    GPUs get ``local``-sized groups.
+    """
+    n = max(int(n), 1)
+    if dev.is_cpu:
+        return (n,), None
+    local = min(local, dev.max_work_group_size)
+    return (((n + local - 1) // local) * local,), (local,)

@@ -1,0 +1,22 @@
+"""Ops that only pass values through: DeepCopyOp, ViewOp, OutputGuard.
+
+On the device they are views: outputs leave the frame through a download (a fresh
+host array) or a fresh device buffer, and updates are committed by copy, so no
+output can alias a buffer the next call overwrites.
+"""
+from theano.compile.ops import DeepCopyOp, ViewOp, OutputGuard
+
+from .base import DeviceImpl
+from .registry import ocl_impl
+
+
+class PassThrough(DeviceImpl):
+    def plan(self, ctx, ins):
+        return [ins[0]]
+
+
+@ocl_impl.register(DeepCopyOp)
+@ocl_impl.register(ViewOp)
+@ocl_impl.register(OutputGuard)
+def _pass_through(op, node, dev):
+    return PassThrough(node, dev)

@@ -1,0 +1,198 @@
+"""Elementwise family: ``Elemwise`` (incl. fused ``Composite``) and strided copies.
+
+One Mako template (``kernels/elemwise.cl.mako``) serves every elementwise kernel; it is
+specialised per (scalar expression, dtypes, collapsed ndim, per-operand contiguity).
+Dimensions that are contiguous in every operand are merged first, so the common
+case (same-shaped C-contiguous operands) becomes a flat 1-d loop whatever the ndim.
+"""
+import os
+
+import numpy as np
+from mako.template import Template
+from theano.tensor.elemwise import Elemwise
+
+from .. import scalar as oscalar
+from ..darray import DArray
+from ..errors import NoDeviceImplementation
+from .base import DeviceImpl, launch_geometry
+from .registry import ocl_impl
+
+_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
+                                           'elemwise.cl.mako'))
+_sources = {}
+
+
+def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig):
+    """Render (memoized) the elementwise kernel; returns (source, kernel name)."""
+    key = (support, body, tuple(out_dtypes), tuple(in_dtypes), ndim, tuple(contig))
+    hit = _sources.get(key)
+    if hit is not None:
+        return hit
+    operands = []
+    for k, dt in enumerate(out_dtypes):
+        operands.append(_operand('o%d' % k, dt, True, contig[k]))
+    for k, dt in enumerate(in_dtypes):
+        operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
+    name = 'elemwise_%d' % (len(_sources) + 1)
+    needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
+    pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
+    src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim, operands=operands)
+    _sources[key] = (src, name)
+    return src, name
+
+
+def _operand(name, dtype, is_out, contig):
+    return dict(name=name, ctype=oscalar.ctype(dtype), cctype=oscalar.compute_ctype(dtype),
+                half=np.dtype(dtype) == np.float16, is_out=is_out, contig=contig)
+
+
+def collapse(shape, strides):
+    """Merge dimensions contiguous in every operand; drop size-1 dimensions.
+
+    ``strides``: per operand, element strides over ``shape`` (0 where broadcast).
+    Returns (collapsed shape, per-operand collapsed strides, per-operand contiguity).
+    """
+    dims = []
+    for d, n in enumerate(shape):
+        if n == 1:
+            continue
+        st = [s[d] for s in strides]
+        if dims and all(ps == cs * n for ps, cs in zip(dims[-1][1], st)):
+            dims[-1] = (dims[-1][0] * n, st)
+        else:
+            dims.append((n, st))
+    cshape = [n for n, _ in dims]
+    cstrides = [[st[k] for _, st in dims] for k in range(len(strides))]
+    contig_ref = []
+    acc = 1
+    for n in reversed(cshape):
+        contig_ref.append(acc)
+        acc *= n
+    contig_ref = list(reversed(contig_ref))
+    contig = [cs == contig_ref for cs in cstrides]
+    return cshape, cstrides, contig
+
+
+def elem_strides(d, shape):
+    """Element strides of DArray ``d`` broadcast to ``shape`` (0 on broadcast dims)."""
+    out = []
+    for n, dn, st in zip(shape, d.shape, d.strides):
+        out.append(0 if (dn == 1 and n != 1) else st // d.itemsize)
+    return out
+
+
+def plan_elementwise(ctx, support, body, outs, ins, shape):
+    """Record one launch computing ``outs`` from ``ins`` over ``shape`` (any strides)."""
+    n = 1
+    for s in shape:
+        n *= s
+    if n == 0:
+        return
+    operands = list(outs) + list(ins)
+    cshape, cstrides, contig = collapse(shape, [elem_strides(d, shape) for d in operands])
+    src, name = kernel_source(support, body, [o.dtype.name for o in outs],
+                              [i.dtype.name for i in ins], len(cshape), contig)
+    prg = ctx.dev.build(src)
+    args = [np.int64(n)] + [np.int64(s) for s in cshape]
+    for d, st, c in zip(operands, cstrides, contig):
+        args.append(d)
+        if not c:
+            args.extend(np.int64(x) for x in st)
+    gsize, lsize = launch_geometry(ctx.dev, n)
+    ctx.launch(prg, name, gsize, lsize, args)
+
+
+def _copy_code(out_dtype, in_dtype):
+    if np.dtype(out_dtype) == np.bool_:
+        return '', 'o0 = (i0 != 0);'
+    return '', 'o0 = (%s)i0;' % oscalar.compute_ctype(out_dtype)
+
+
+def strided_copy(ctx, dst, src):
+    """Record ``dst[...] = src`` (same shape; any strides; dtype cast allowed)."""
+    support, body = _copy_code(dst.dtype.name, src.dtype.name)
+    plan_elementwise(ctx, support, body, [dst], [src], dst.shape)
+
+
+class _ImmediateContext(object):
+    """Enough of a PlanContext to launch at once (for per-call device outputs)."""
+
+    def __init__(self, dev, queue):
+        self.dev = dev
+        self.queue = queue
+
+    def launch(self, prg, name, gsize, lsize, args):
+        import pyopencl as cl
+        k = cl.Kernel(prg, name)
+        expanded = []
+        for a in args:
+            if isinstance(a, DArray):
+                expanded += [a.root.buf, np.int64(a.offset // a.itemsize)]
+            else:
+                expanded.append(a)
+        k.set_args(*expanded)
+        cl.enqueue_nd_range_kernel(self.queue, k, gsize, lsize)
+
+
+def strided_copy_now(dev, queue, dst, src):
+    strided_copy(_ImmediateContext(dev, queue), dst, src)
+
+
+class ElemwiseImpl(DeviceImpl):
+    def __init__(self, node, dev, support, body):
+        DeviceImpl.__init__(self, node, dev)
+        self.support = support
+        self.body = body
+        self.inplace = dict(node.op.inplace_pattern)
+        self.bcast = [i.type.broadcastable for i in node.inputs]
+        self.out_dtypes = [o.type.dtype for o in node.outputs]
+
+    def describe(self):
+        return 'Elemwise kernel (%s)' % self.node.op.scalar_op
+
+    def out_shape(self, ins):
+        ndim = self.node.outputs[0].ndim
+        shape = []
+        for d in range(ndim):
+            size = None
+            for k, x in enumerate(ins):
+                n = x.shape[d]
+                if self.bcast[k][d]:
+                    if n != 1:
+                        raise ValueError('Input %d of %s has shape %s but dimension %d is '
+                                         'broadcastable (expected 1)' % (k, self.node.op, x.shape, d))
+                    continue
+                if size is None or size == 1:
+                    if size == 1 and n != 1:
+                        size = n
+                    elif size is None:
+                        size = n
+                elif n != size and n != 1:
+                    raise ValueError(
+                        'Input dimension mis-match. (input[%d].shape[%d] = %d, expected %d) in %s; '
+                        'input shapes %s' % (k, d, n, size, self.node.op, [x.shape for x in ins]))
+            shape.append(1 if size is None else size)
+        return tuple(shape)
+
+    def plan(self, ctx, ins):
+        shape = self.out_shape(ins)
+        outs = []
+        for k, dt in enumerate(self.out_dtypes):
+            j = self.inplace.get(k)
+            if j is not None and ctx.destroyable[j] and ins[j].shape == shape \
+                    and ins[j].dtype == np.dtype(dt) and ins[j] not in outs:
+                outs.append(ins[j])
+            else:
+                outs.append(ctx.alloc(shape, dt))
+        plan_elementwise(ctx, self.support, self.body, outs, ins, shape)
+        return outs
+
+
+@ocl_impl.register(Elemwise)
+def _elemwise(op, node, dev):
+    in_dtypes = [i.type.dtype for i in node.inputs]
+    out_dtypes = [o.type.dtype for o in node.outputs]
+    if any(dt.startswith('complex') for dt in in_dtypes + out_dtypes):
+        raise NoDeviceImplementation('complex dtypes have no device kernels')
+    support, body = oscalar.elemwise_code(op.scalar_op, in_dtypes, out_dtypes)
+    return ElemwiseImpl(node, dev, support, body)

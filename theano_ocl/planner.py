@@ -1,0 +1,295 @@
+"""Fewer launches: regroup a frame's steps so independent same-kernel launches run as one.
+
+A frame (:mod:`theano_ocl.vm`) is a flat list of steps in the linker's topological
+order. A graph built the naive way (one small subgraph per neuron population, as a
+Theano port of a Nengo model is) gives many launches of the *same generated kernel*
+over different small buffers. :func:`plan_steps` reorders the steps by their data
+dependencies and turns every set of ready, same-kernel elementwise launches (and
+same-dtype contiguous device copies, e.g. the update commits of ``run_steps``) into
+one launch of a batched kernel (``kernels/batched.cl.mako``): K operand sets bound as
+arguments, a table of per-operation offsets, sizes and strides, and work-items mapped
+to (operation, element) through the prefix sum of the sizes -- nengo-ocl's planner idea.
+
+Dependencies are read off what each step touches (buffer, byte span): a step that
+reads or writes bytes an earlier step wrote, or writes bytes an earlier step read, runs
+after it and is never merged with it. Steps whose accesses are unknown (host work,
+uploads, guards, kernels of other families) are barriers: nothing moves across them.
+
+The result is a :class:`BatchedPlan`: callables to run in order, plus launch counts.
+It binds the buffers the frame's roots hold when it is built; ``valid()`` says whether
+they still do (an input re-bound to another buffer, a frame released: build again).
+"""
+import os
+
+import numpy as np
+from mako.template import Template
+
+from . import darray as da
+from .darray import DArray
+from .ops import elemwise as ew
+from .ops.base import launch_geometry
+
+_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), 'kernels',
+                                           'batched.cl.mako'))
+MAX_BATCH = 32
+_name_to_key = {}
+_batched_sources = {}
+
+
+def _elemwise_key(kernel_name):
+    """The elemwise source key of a generated kernel name, or None (another family)."""
+    key = _name_to_key.get(kernel_name)
+    if key is None and kernel_name.startswith('elemwise_'):
+        for k, (_, name) in list(ew._sources.items()):
+            _name_to_key[name] = k
+        key = _name_to_key.get(kernel_name)
+    return key
+
+
+def _copy_key(dtype):
+    support, body = ew._copy_code(dtype.name, dtype.name)
+    ew.kernel_source(support, body, [dtype.name], [dtype.name], 1, (True, True))
+    return (support, body, (dtype.name,), (dtype.name,), 1, (True, True))
+
+
+class Op(object):
+    """One step as the planner sees it."""
+    __slots__ = ('index', 'step', 'key', 'reads', 'writes', 'barrier', 'record', 'ptrs', 'n',
+                 'deps')
+
+    def __init__(self, index, step):
+        self.index = index
+        self.step = step
+        self.key = None          # batchable: the elemwise source key
+        self.reads = []          # (buffer id, lo, hi)
+        self.writes = []
+        self.barrier = False
+        self.record = None       # ints for the batched table (without start)
+        self.ptrs = None         # DArrays bound as operand pointers
+        self.n = 0
+        self.deps = set()
+
+
+def _span(d):
+    lo, hi = da.span(d)
+    return (_buf_id(d.root), lo, hi)
+
+
+def _buf_id(root):
+    buf = root.buf
+    return getattr(buf, 'int_ptr', None) or id(root)
+
+
+def analyse(index, step):
+    """What a step reads and writes, and whether it can join a batch."""
+    op = Op(index, step)
+    meta = step.meta
+    if step.kind == 'launch' and meta is not None:
+        prg, kname, gsize, lsize, args = meta
+        key = _elemwise_key(kname)
+        darrs = [a for a in args if isinstance(a, DArray)]
+        if key is None:
+            # another family: every buffer it names may be read and written
+            op.reads = [_span(d) for d in darrs]
+            op.writes = list(op.reads)
+            return op
+        _, _, out_dtypes, in_dtypes, ndim, contig = key
+        n = int(args[0])
+        dims = [int(a) for a in args[1:1 + ndim]]
+        pos = 1 + ndim
+        record, ptrs = list(dims), []
+        for k in range(len(out_dtypes) + len(in_dtypes)):
+            d = args[pos]
+            pos += 1
+            ptrs.append(d)
+            record.append(d.offset // d.itemsize)
+            if not contig[k]:
+                record.extend(int(a) for a in args[pos:pos + ndim])
+                pos += ndim
+            (op.writes if k < len(out_dtypes) else op.reads).append(_span(d))
+        op.key, op.record, op.ptrs, op.n = key, record, ptrs, n
+        return op
+    if step.kind == 'copy' and meta is not None:
+        dst, src = meta
+        op.writes = [_span(dst)]
+        op.reads = [_span(src)]
+        if dst.dtype == src.dtype and dst.is_c_contiguous() and src.is_c_contiguous() \
+                and dst.size and dst.offset % dst.itemsize == 0 and src.offset % src.itemsize == 0:
+            op.key = _copy_key(dst.dtype)
+            op.record = [dst.size, dst.offset // dst.itemsize, src.offset // src.itemsize]
+            op.ptrs = [dst, src]
+            op.n = dst.size
+        return op
+    op.barrier = True
+    return op
+
+
+def _dependencies(ops):
+    """Fill ``op.deps``: the earlier ops each op must follow (RAW, WAR, WAW, barriers)."""
+    touched = {}                 # buffer id -> [(op index, lo, hi, is_write)]
+    since_barrier = []
+    last_barrier = None
+    for b in ops:
+        if b.barrier:
+            b.deps.update(since_barrier)
+            if last_barrier is not None:
+                b.deps.add(last_barrier)
+            last_barrier = b.index
+            since_barrier = []
+            touched = {}
+            continue
+        if last_barrier is not None:
+            b.deps.add(last_barrier)
+        for accesses, is_write in ((b.reads, False), (b.writes, True)):
+            for buf, lo, hi in accesses:
+                for i, lo_a, hi_a, w in touched.get(buf, ()):
+                    if (w or is_write) and lo_a < hi and lo < hi_a and i != b.index:
+                        b.deps.add(i)
+        for accesses, is_write in ((b.reads, False), (b.writes, True)):
+            for buf, lo, hi in accesses:
+                touched.setdefault(buf, []).append((b.index, lo, hi, is_write))
+        since_barrier.append(b.index)
+
+
+def schedule(ops):
+    """Greedy list schedule: emit ready non-batchable steps first, else the largest
+    ready same-kernel set. Returns a list of groups (lists of ops)."""
+    _dependencies(ops)
+    waiting = [len(o.deps) for o in ops]
+    succ = [[] for _ in ops]
+    for o in ops:
+        for i in o.deps:
+            succ[i].append(o.index)
+    ready = [o for o in ops if not o.deps]
+    groups = []
+    while ready:
+        singles = [o for o in ready if o.key is None]
+        if singles:
+            first = min(singles, key=lambda o: o.index)
+            chosen = [first]
+        else:
+            by_key = {}
+            for o in ready:
+                by_key.setdefault(o.key, []).append(o)
+            chosen = max(by_key.values(), key=len)
+        groups.append(chosen)
+        ids = {o.index for o in chosen}
+        ready = [o for o in ready if o.index not in ids]
+        for o in chosen:
+            for j in succ[o.index]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready.append(ops[j])
+    if sum(len(g) for g in groups) != len(ops):  # pragma: no cover - a cycle is a bug
+        raise AssertionError('planner: dependency cycle')
+    return groups
+
+
+class BatchedPlan(object):
+    """Steps regrouped: ``fns`` run in order do what the original steps did."""
+
+    def __init__(self, fns, n_launches_before, n_launches_after, bound, holds):
+        self.fns = fns
+        self.n_launches_before = n_launches_before
+        self.n_launches_after = n_launches_after
+        self.bound = bound          # [(root, buffer bound)]
+        self._holds = holds         # tables and kernels kept alive
+
+    def valid(self):
+        return all(root.buf is buf for root, buf in self.bound)
+
+    def run(self):
+        for fn in self.fns:
+            fn()
+
+
+def _batched_kernel(dev, key, K):
+    support, body, out_dtypes, in_dtypes, ndim, contig = key
+    skey = (key, K)
+    hit = _batched_sources.get(skey)
+    if hit is None:
+        operands = []
+        pos = 1 + ndim
+        nops = len(out_dtypes) + len(in_dtypes)
+        for k in range(nops):
+            is_out = k < len(out_dtypes)
+            dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
+            o = ew._operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
+                            is_out, contig[k])
+            o['off_at'] = pos
+            pos += 1
+            if not contig[k]:
+                o['st_at'] = pos
+                pos += ndim
+            operands.append(o)
+        name = 'batched_%d' % (len(_batched_sources) + 1)
+        needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
+        pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
+            if needs_fp64 and 'cl_khr_fp64' not in support else ''
+        src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
+                               operands=operands, K=K, rec=pos)
+        hit = _batched_sources[skey] = (src, name, pos)
+    src, name, rec = hit
+    return dev.build(src), name, rec
+
+
+def max_batch(dev, key):
+    nops = len(key[2]) + len(key[3])
+    try:
+        limit = int(dev.device.max_parameter_size)
+    except Exception:
+        limit = 1024
+    return max(1, min(MAX_BATCH, (limit - 32) // (8 * nops)))
+
+
+def _make_batch(dev, queue, group, holds, bound):
+    key = group[0].key
+    K = len(group)
+    prg, name, rec = _batched_kernel(dev, key, K)
+    table = np.zeros((K, rec), np.int64)
+    start = 0
+    args = [None, None]
+    for k, o in enumerate(group):
+        table[k, 0] = start
+        table[k, 1:] = o.record
+        start += o.n
+        for d in o.ptrs:
+            args.append(d.root.buf)
+            bound.append((d.root, d.root.buf))
+    cl = dev.cl
+    tab = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=table)
+    args[0] = np.int64(start)
+    args[1] = tab
+    kernel = cl.Kernel(prg, name)
+    kernel.set_args(*args)
+    gsize, lsize = launch_geometry(dev, start)
+    enqueue = cl.enqueue_nd_range_kernel
+    holds.append((tab, kernel))
+
+    def run():
+        return enqueue(queue, kernel, gsize, lsize)
+    return run
+
+
+def plan_steps(steps, dev, queue, min_group=2):
+    """Regroup ``steps`` (a frame's, or any list of vm.Step) into a :class:`BatchedPlan`."""
+    ops = [analyse(i, s) for i, s in enumerate(steps)]
+    before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
+    fns, holds, bound = [], [], []
+    after = 0
+    for group in schedule(ops):
+        if len(group) < min_group:
+            for o in group:
+                fns.append(o.step.fn)
+                after += o.step.kind in ('launch', 'copy')
+            continue
+        K = max_batch(dev, group[0].key)
+        for c in range(0, len(group), K):
+            chunk = group[c:c + K]
+            if len(chunk) < min_group:
+                fns.extend(o.step.fn for o in chunk)
+                after += len(chunk)
+                continue
+            fns.append(_make_batch(dev, queue, chunk, holds, bound))
+            after += 1
+    return BatchedPlan(fns, before, after, bound, holds)

@@ -1,0 +1,49 @@
+"""Where each node of a compiled function runs: ``report(f)`` and ``fallback_nodes(f)``."""
+import sys
+
+
+def _program(f):
+    fn = getattr(f, 'fn', f)
+    prog = getattr(fn, 'program', None)
+    if prog is None:
+        raise TypeError('%r was not compiled with the OCL linker (use mode="OCL" or '
+                        'theano_ocl.OCLMode(), or wrap it with theano_ocl.SimulatorOCL)' % (f,))
+    return prog, fn
+
+
+def placements(f):
+    """One (node, where, implementation) tuple per Apply node, in execution order.
+
+    ``where`` is 'device', 'host-shape' (shape arithmetic on host values, by design)
+    or 'host-fallback' (no device implementation: Theano's own code runs with transfers).
+    """
+    prog, fn = _program(f)
+    rows = []
+    for task in prog.tasks:
+        if task.kind == 'dev':
+            rows.append((task.node, 'device', task.impl.describe()))
+        elif task.kind == 'shape':
+            rows.append((task.node, 'host-shape', 'read off the array shape'))
+        elif task.meta:
+            rows.append((task.node, 'host-shape', 'Theano thunk on host scalars'))
+        else:
+            impl = 'C' if hasattr(task.thunk, 'cthunk') else 'perform'
+            rows.append((task.node, 'host-fallback', '%s (%s)' % (impl, task.reason)))
+    return rows
+
+
+def fallback_nodes(f):
+    """The Apply nodes that run on the host for want of a device implementation."""
+    return [node for node, where, _ in placements(f) if where == 'host-fallback']
+
+
+def report(f, file=None):
+    """Print, per node, where it runs and with which implementation."""
+    file = file or sys.stdout
+    prog, fn = _program(f)
+    rows = placements(f)
+    c = prog.counts()
+    print('theano_ocl: %s  |  %d nodes: %d device, %d host shape arithmetic, %d host fallback'
+          % (fn.dev, len(rows), c['device'], c['meta'], c['fallback']), file=file)
+    for k, (node, where, impl) in enumerate(rows):
+        print('%4d  %-13s  %-40s  %s' % (k, where, str(node.op)[:40], impl), file=file)

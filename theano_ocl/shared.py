@@ -1,0 +1,220 @@
+"""Shared variables resident on a device, and the host view kept coherent.
+
+A shared variable read or updated by an OCL function gets a :class:`Resident`:
+its device copy lives in one buffer that stays on the device between calls;
+updates are written there. The host cell (``SharedVariable.container.storage``)
+is left stale until someone looks at it:
+
+- ``get_value()`` / ``container.value`` (any borrow), pickling and ``deepcopy`` of
+  the container, and a call of a non-OCL Theano function that has it as an input
+  first download the device value into the host cell;
+- ``set_value()`` (or any write of the container) marks the host value as the newer
+  one; the next OCL call uploads it (into the same buffer when the size allows).
+
+A host write that bypasses the container (``storage[0] = x``, as Scan does) is
+seen too: the VM compares the cell's object with the one it last synchronised.
+"""
+import numpy as np
+
+from .darray import DArray, Root
+
+_residents = {}          # id(storage cell) -> Resident
+
+
+class Resident(object):
+    def __init__(self, cell):
+        self.cell = cell
+        self.dev = None
+        self.root = Root(None, 0)
+        self.darr = None
+        self.host_obj = None      # host object the device copy was last synced with
+        self.host_dirty = True    # host holds a value the device has not seen
+        self.device_newer = False
+
+    # -- queries the VM makes on every call (cheap) -----------------------------
+    def host_changed(self):
+        return self.host_dirty or self.cell[0] is not self.host_obj
+
+    def device_shape(self, dev):
+        if self.darr is None or self.dev is not dev or self.host_changed():
+            return np.shape(self.cell[0])
+        return self.darr.shape
+
+    def ensure_device(self, dev, queue):
+        """The current value as a DArray on ``dev`` (uploading the host value if newer)."""
+        if self.dev is not None and self.dev is not dev:
+            self.sync_to_host()
+            self.dev = None
+            self.darr = None
+        if self.darr is not None and not self.host_changed():
+            return self.darr
+        # the host was written after the device value was last synced: the host wins
+        value = np.ascontiguousarray(self.cell[0])
+        self._place(dev, value.shape, value.dtype)
+        if value.size:
+            dev.cl.enqueue_copy(queue, self.root.buf, value, is_blocking=True)
+        self.host_obj = self.cell[0]
+        self.host_dirty = False
+        self.device_newer = False
+        return self.darr
+
+    def _place(self, dev, shape, dtype):
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        if self.root.buf is None or self.dev is not dev or self.root.nbytes < nbytes \
+                or self.root.nbytes > 2 * nbytes + 4096:
+            self.root.buf = dev.alloc(nbytes)
+            self.root.nbytes = max(nbytes, 1)
+        self.dev = dev
+        self.darr = DArray(self.root, shape, dtype)
+
+    # -- writes ---------------------------------------------------------------
+    def commit_device(self, dev, queue, d):
+        """Make the device value ``d`` (C-contiguous) the variable's new value."""
+        if self.darr is None or self.darr.shape != d.shape or self.dev is not dev:
+            self._place(dev, d.shape, d.dtype)
+        if d.size and not (d.root is self.root and d.offset == 0):
+            dev.cl.enqueue_copy(queue, self.root.buf, d.root.buf, byte_count=d.nbytes,
+                                src_offset=d.offset, dst_offset=0)
+        self.device_newer = True
+        self.host_obj = self.cell[0]
+        self.host_dirty = False
+
+    def commit_host_value(self, dev, queue, value):
+        self.cell[0] = value
+        self.host_dirty = True
+        self.device_newer = False
+        self.ensure_device(dev, queue)
+
+    def sync_to_host(self):
+        """Download the device value into the host cell if the device is newer."""
+        if not self.device_newer:
+            return
+        d = self.darr
+        host = np.empty(d.shape, d.dtype)
+        if d.size:
+            self.dev.cl.enqueue_copy(self.dev.queue, host, self.root.buf, is_blocking=True)
+        self.cell[0] = host
+        self.host_obj = host
+        self.device_newer = False
+        self.host_dirty = False
+
+
+def resident_for(cell):
+    res = _residents.get(id(cell))
+    if res is None or res.cell is not cell:
+        res = _residents[id(cell)] = Resident(cell)
+    return res
+
+
+def sync_cell(cell):
+    """Bring a host cell up to date if a device holds a newer value."""
+    res = _residents.get(id(cell))
+    if res is not None and res.cell is cell and res.device_newer:
+        res.sync_to_host()
+
+
+def sync_all():
+    for res in list(_residents.values()):
+        res.sync_to_host()
+
+
+_patched = False
+
+
+def install_patches():
+    """Hook Theano's containers and Function so the host view stays coherent."""
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    from theano.gof.link import Container
+    from theano.compile import function_module
+
+    orig_get, orig_set = Container.__get__, Container.__set__
+
+    def __get__(self):
+        if _residents:
+            sync_cell(self.storage)
+        return orig_get(self)
+
+    def __set__(self, value):
+        orig_set(self, value)
+        if _residents:
+            res = _residents.get(id(self.storage))
+            if res is not None and res.cell is self.storage:
+                res.host_dirty = True
+                res.device_newer = False
+
+    Container.__get__ = __get__
+    Container.__set__ = __set__
+    Container.data = property(__get__, __set__)
+    Container.value = property(__get__, __set__)
+
+    orig_deepcopy = Container.__deepcopy__
+
+    def __deepcopy__(self, memo):
+        if _residents:
+            sync_cell(self.storage)
+        return orig_deepcopy(self, memo)
+    Container.__deepcopy__ = __deepcopy__
+
+    def __getstate__(self):
+        if _residents:
+            sync_cell(self.storage)
+        return self.__dict__
+    Container.__getstate__ = __getstate__
+
+    _accept_device_arrays()
+
+    Function = function_module.Function
+    orig_call = Function.__call__
+
+    def __call__(self, *args, **kwargs):
+        if _residents and not getattr(self.fn, 'is_ocl', False):
+            for c in self.input_storage:
+                res = _residents.get(id(c.storage))
+                if res is not None and res.device_newer and res.cell is c.storage:
+                    res.sync_to_host()
+        out = orig_call(self, *args, **kwargs)
+        if _residents and not getattr(self.fn, 'is_ocl', False):
+            _mark_written(self)
+        return out
+    Function.__call__ = __call__
+
+
+def _mark_written(function):
+    """After a host function ran: its updates may have overwritten a shared value in place
+    (same object, so the VM's identity check cannot tell); the host value is the newer one."""
+    for inp, c in zip(function.maker.inputs, function.input_storage):
+        if inp.update is not None or inp.mutable:
+            res = _residents.get(id(c.storage))
+            if res is not None and res.cell is c.storage:
+                res.host_dirty = True
+                res.device_newer = False
+
+
+def _accept_device_arrays():
+    """Let tensor inputs be pyopencl arrays (used on the device without a copy).
+
+    The dtype must match exactly (no device-side casting on input) and the
+    broadcastable dimensions must have length 1, as for host arrays.
+    """
+    from theano.tensor.type import TensorType
+    from .darray import is_device_array
+    orig_filter = TensorType.filter
+
+    def filter(self, data, strict=False, allow_downcast=None):
+        if is_device_array(data):
+            if str(data.dtype) != self.dtype:
+                raise TypeError('expected a device array of dtype %s, got %s (device arrays are '
+                                'not cast; convert with .astype first)' % (self.dtype, data.dtype))
+            if data.ndim != self.ndim:
+                raise TypeError('expected a device array with %d dimensions, got shape %s'
+                                % (self.ndim, data.shape))
+            for d, (b, n) in enumerate(zip(self.broadcastable, data.shape)):
+                if b and n != 1:
+                    raise TypeError('expected length 1 in broadcastable dimension %d, got shape %s'
+                                    % (d, data.shape))
+            return data
+        return orig_filter(self, data, strict=strict, allow_downcast=allow_downcast)
+    TensorType.filter = filter

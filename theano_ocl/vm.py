@@ -1,0 +1,781 @@
+"""The device VM: runs one linked function against device storage.
+
+Data flow of one call (``OCLFunction.__call__``), top to bottom:
+
+1. key: the shapes of the inputs consumed on the device and the values of the
+   small host inputs that decide shapes (indices, sizes);
+2. if a *frame* exists for that key, replay it: a flat list of steps (kernel
+   launches with arguments bound once, uploads into fixed buffers, host nodes),
+   each guarded where its assumptions could break (then the frame is re-planned);
+3. otherwise plan a new frame while running it: each task (device node, host node,
+   transfer) allocates from the frame's arena, binds its kernels and runs;
+4. commit the updates into the shared variables' resident device buffers (never
+   before every step succeeded: a failed call leaves shared state as it was);
+5. hand back the outputs: downloaded into fresh host arrays, or as device arrays.
+
+A frame owns its buffers; buffers of dead intermediates are reused by later tasks
+of the same frame (in-order queue), so steady-state calls allocate nothing.
+The same frames serve ``SimulatorOCL.run_steps``: replay N times with no host
+round trip when the frame has no host steps.
+"""
+import collections
+import sys
+import time
+
+import numpy as np
+
+from . import darray as da
+from .darray import DArray, Root
+
+
+class Replan(Exception):
+    """A frame's assumption (a shape, a host value) no longer holds: plan again."""
+
+
+class Step(object):
+    """One recorded action of a frame. ``fn()`` runs it; ``task`` is the owning task index."""
+    __slots__ = ('fn', 'task', 'kind', 'kernel', 'meta')
+
+    def __init__(self, fn, task, kind, kernel=None, meta=None):
+        self.fn = fn
+        self.task = task
+        self.kind = kind          # 'launch', 'copy', 'upload', 'download', 'host', 'guard'
+        self.kernel = kernel
+        self.meta = meta
+
+
+class Frame(object):
+    """Everything one input signature needs: buffers, bound steps, output views."""
+
+    def __init__(self, key):
+        self.key = key
+        self.steps = []
+        self.arena = []            # (nbytes, PooledBuffer) owned by this frame
+        self.free = []             # roots free for reuse while planning
+        self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
+        self.rebind_sites = collections.defaultdict(list)   # input index -> [(kernel, argi, delta)]
+        self.input_roots = {}      # input index -> Root planned with
+        self.outputs = None        # list of callables giving each output value
+        self.commits = []          # steps applying the updates
+        self.has_host_steps = False
+        self.n_launches = 0
+        self.tiny = False          # every value is small: hot calls may run in-thread
+        self.replays = 0
+
+    def release(self):
+        for _, buf in self.arena:
+            try:
+                buf.release()
+            except Exception:
+                pass
+        self.arena = []
+        self.free = []
+        self.steps = []
+        self.dvals = {}
+
+
+class PlanContext(object):
+    """What a device implementation sees while planning one node of a frame."""
+
+    def __init__(self, vm, frame, task_index, queue):
+        self.vm = vm
+        self.dev = vm.dev
+        self.queue = queue
+        self.frame = frame
+        self.task_index = task_index
+        self.node = None
+        self.new_steps = []
+
+    # -- memory -------------------------------------------------------------------
+    def alloc(self, shape, dtype):
+        """A fresh C-contiguous device array from the frame's arena."""
+        dtype = np.dtype(dtype)
+        n = 1
+        for s in shape:
+            n *= int(s)
+        nbytes = max(n * dtype.itemsize, 1)
+        free = self.frame.free
+        best = None
+        for j, root in enumerate(free):
+            if root.nbytes >= nbytes and root.nbytes <= 2 * nbytes + 4096:
+                if best is None or root.nbytes < free[best].nbytes:
+                    best = j
+        if best is not None:
+            root = free.pop(best)
+        else:
+            buf = self.dev.alloc(nbytes)
+            self.frame.arena.append((nbytes, buf))
+            root = Root(buf, nbytes, arena=True)
+        return DArray(root, shape, dtype)
+
+    # -- recording ------------------------------------------------------------------
+    def launch(self, prg, kernel_name, gsize, lsize, args):
+        """Bind a kernel's arguments once and record its launch.
+
+        In ``args`` a DArray stands for two arguments: its buffer and its offset in
+        elements. Arguments coming from an input's buffer are remembered so the
+        frame can re-bind them when the same-shaped input arrives in another buffer.
+        """
+        cl = self.dev.cl
+        kernel = cl.Kernel(prg, kernel_name)
+        expanded = []
+        sites = []
+        for a in args:
+            if isinstance(a, DArray):
+                if a.offset % a.itemsize:
+                    raise ValueError('misaligned device view %r' % (a,))
+                if a.root.input_index is not None:
+                    sites.append((a.root.input_index, len(expanded), a.offset))
+                expanded.append(a.root.buf)
+                expanded.append(np.int64(a.offset // a.itemsize))
+            else:
+                expanded.append(a)
+        kernel.set_args(*expanded)
+        for idx, argi, off in sites:
+            self.frame.rebind_sites[idx].append((kernel, argi, off))
+        gsize = tuple(int(g) for g in gsize)
+        lsize = None if lsize is None else tuple(int(x) for x in lsize)
+        enqueue = cl.enqueue_nd_range_kernel
+        queue = self.queue
+
+        def run():
+            return enqueue(queue, kernel, gsize, lsize)
+        # meta: what theano_ocl.planner needs to regroup launches (see planner.py)
+        self._record(Step(run, self.task_index, 'launch', kernel,
+                          meta=(prg, kernel_name, gsize, lsize, tuple(args))))
+        self.frame.n_launches += 1
+
+    def copy(self, dst, src):
+        """Device-to-device copy of contiguous, same-size arrays (strided: use elemwise)."""
+        from .ops.elemwise import strided_copy
+        if dst.size == 0:
+            return
+        if dst.is_c_contiguous() and src.is_c_contiguous() and dst.dtype == src.dtype:
+            cl = self.dev.cl
+            queue = self.queue
+            nbytes = dst.nbytes
+
+            def run():
+                return cl.enqueue_copy(queue, dst.root.buf, src.root.buf, byte_count=nbytes,
+                                       src_offset=src.offset, dst_offset=dst.offset)
+            self._record(Step(run, self.task_index, 'copy', meta=(dst, src)))
+        else:
+            strided_copy(self, dst, src)
+
+    def host_step(self, fn, kind='host'):
+        self.frame.has_host_steps = True
+        self._record(Step(fn, self.task_index, kind))
+
+    def _record(self, step):
+        self.new_steps.append(step)
+
+
+def download(dev, queue, darr, host=None):
+    """Blocking download of a C-contiguous DArray into a new (or given) host array."""
+    if host is None:
+        host = np.empty(darr.shape, darr.dtype)
+    if darr.size:
+        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.offset, is_blocking=True)
+    return host
+
+
+def upload(dev, queue, darr, host, blocking=False):
+    """Copy a host array into a C-contiguous DArray (same shape and dtype)."""
+    if darr.size:
+        if not host.flags.c_contiguous:
+            host = np.ascontiguousarray(host)
+        dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.offset,
+                            is_blocking=blocking)
+
+
+class Task(object):
+    """Link-time decision for one Apply node: where it runs and how its values move.
+
+    kind: 'dev' (a device implementation), 'host' (Theano's own thunk: a fallback,
+    or cheap shape arithmetic), 'shape' (Shape/Shape_i read off device arrays).
+    """
+
+    def __init__(self, node, kind, impl=None, thunk=None, reason=None, meta=False):
+        self.node = node
+        self.kind = kind
+        self.impl = impl
+        self.thunk = thunk
+        self.reason = reason
+        self.meta = meta                # host task doing shape arithmetic, not a fallback
+        self.host_inputs = frozenset(getattr(impl, 'host_inputs', ())) if impl is not None else frozenset()
+        self.download_outputs = []      # output vars a later host consumer needs
+        self.upload_outputs = []        # output vars (of host tasks) needed on the device
+        self.release = []               # device vars whose last use is this task
+
+
+class OCLFunction(object):
+    """The callable handed to Theano's Function (``Function.fn``).
+
+    Follows Theano's storage conventions: inputs are read from the input cells,
+    outputs are written to the output cells and also returned as a list; updates
+    are applied here (``need_update_inputs = False``).
+    """
+    need_update_inputs = False
+    allow_gc = False
+    is_ocl = True
+    max_frames = 4
+
+    def __init__(self, program, dev, profile=None, output_mode='host'):
+        self.program = program
+        self.dev = dev
+        self.profile = profile
+        self.output_mode = output_mode
+        self.storage_map = program.storage_map
+        self.nodes = [t.node for t in program.tasks]
+        self.thunks = [t.thunk if t.thunk is not None else _NodeThunk(t, program.storage_map)
+                       for t in program.tasks]
+        self.position_of_error = -1
+        self.frames = collections.OrderedDict()
+        self.time_thunks = bool(profile)
+        self.call_times = [0.0] * len(program.tasks)
+        self.call_counts = [0] * len(program.tasks)
+        self.last_frame = None
+        self.replans = 0
+        self.queue = dev.profiling_queue if profile else dev.queue
+        self.const_dvals = {}
+        # On CPU devices a launch + finish costs ~40 us (PoCL), far more than a tiny
+        # node's work: once a frame of tiny values is hot, run Theano's own thunks
+        # in this thread on the same cores (see _run_in_thread).
+        self.host_tier_after = 20 if dev.is_cpu else None
+        self.tiny_size = 4096
+        self._host_thunks = None
+
+    def upload_constants(self):
+        for var in self.program.consts:
+            value = np.ascontiguousarray(var.data)
+            buf = self.dev.alloc(value.nbytes)
+            d = DArray(Root(buf, max(value.nbytes, 1)), value.shape, value.dtype)
+            upload(self.dev, self.dev.queue, d, value, blocking=True)
+            self.const_dvals[var] = d
+
+    # ---------------------------------------------------------------- the call
+    def __call__(self, output_subset=None):
+        prog = self.program
+        key = self._key()
+        frame = self.frames.get(key) if key is not None else None
+        if frame is not None:
+            self.frames.move_to_end(key)
+            frame.replays += 1
+            if frame.tiny and frame.replays > self.host_tier_after:
+                return self._run_in_thread()
+            try:
+                self._replay(frame)
+            except Replan:
+                self._drop(key)
+                self.replans += 1
+                frame = None
+        if frame is None:
+            frame = self._plan(key)
+        outputs = [fetch() for fetch in frame.outputs]
+        for commit in frame.commits:
+            commit()
+        self.last_frame = frame
+        for cell, value in zip(prog.output_cells, outputs):
+            cell[0] = value
+        if self.profile:
+            self._collect_profile()
+        return outputs
+
+    # ---------------------------------------------------------------- in-thread tier
+    def _run_in_thread(self):
+        """Run the function with Theano's own thunks on host values (tiny, hot frames)."""
+        prog = self.program
+        if self._host_thunks is None:
+            thunks = []
+            for task in prog.tasks:
+                th = task.thunk
+                if th is None:
+                    th = task.node.op.make_thunk(task.node, prog.storage_map, prog.compute_map, [])
+                thunks.append(th)
+            self._host_thunks = thunks
+        for i, res in prog.residents.items():
+            res.sync_to_host()
+        for cell in prog.output_cells:
+            cell[0] = None
+        t = 0
+        try:
+            for t, th in enumerate(self._host_thunks):
+                th()
+        except BaseException:
+            self.position_of_error = t
+            raise
+        outputs = [None if j in prog.update_outputs else cell[0]
+                   for j, cell in enumerate(prog.output_cells)]
+        for i, j in prog.updates:
+            prog.input_cells[i][0] = prog.output_cells[j][0]
+            res = prog.residents.get(i)
+            if res is not None:
+                res.host_dirty = True
+                res.device_newer = False
+        return outputs
+
+    # ---------------------------------------------------------------- keys
+    def _key(self):
+        parts = [self.output_mode]
+        for i, kind in self.program.input_plan:
+            cell = self.program.input_cells[i]
+            v = cell[0]
+            if kind == 'resident':
+                res = self.program.residents[i]
+                parts.append(res.device_shape(self.dev))
+            elif kind == 'dev':
+                if isinstance(v, np.ndarray):
+                    parts.append(v.shape)
+                elif v is None:
+                    parts.append(None)
+                elif da.is_device_array(v):
+                    parts.append(('d', v.shape, v.strides, v.offset))
+                else:
+                    parts.append(np.shape(v))
+            else:  # 'meta': small host values that decide shapes
+                a = np.asarray(v)
+                if a.size > 64:
+                    return None
+                parts.append((a.shape, a.dtype.str, a.tobytes()))
+        return tuple(parts)
+
+    def _drop(self, key):
+        frame = self.frames.pop(key, None)
+        if frame is not None:
+            frame.release()
+
+    # ---------------------------------------------------------------- replay
+    def _replay(self, frame):
+        prog = self.program
+        for i, root in frame.input_roots.items():
+            cur = self._input_buffer(i)
+            if cur is not None and cur is not root.buf:
+                root.buf = cur
+                for kernel, argi, off in frame.rebind_sites.get(i, ()):
+                    kernel.set_arg(argi, cur)
+        if self.profile:
+            self._events = []
+            for step in frame.steps:
+                self.position_of_error = step.task
+                t0 = time.perf_counter()
+                ev = step.fn()
+                if step.kind in ('launch', 'copy') and ev is not None:
+                    self._events.append((step.task, ev))
+                else:
+                    self.call_times[step.task] += time.perf_counter() - t0
+            return
+        step = None
+        try:
+            for step in frame.steps:
+                step.fn()
+        except Replan:
+            raise
+        except BaseException:
+            if step is not None:
+                self.position_of_error = step.task
+            raise
+
+    def _input_buffer(self, i):
+        kind = self.program.input_kinds[i]
+        if kind == 'resident':
+            return self.program.residents[i].ensure_device(self.dev, self.queue).root.buf
+        v = self.program.input_cells[i][0]
+        if da.is_device_array(v):
+            return v.base_data
+        return None
+
+    # ---------------------------------------------------------------- planning
+    def _plan(self, key):
+        prog = self.program
+        frame = Frame(key)
+        self._events = [] if self.profile else None
+        dvals = {}
+        live = collections.Counter()
+        try:
+            self._plan_inputs(frame, dvals, live)
+            for t, task in enumerate(prog.tasks):
+                self.position_of_error = t
+                ctx = PlanContext(self, frame, t, self.queue)
+                ctx.node = task.node
+                if task.kind == 'dev':
+                    self._plan_dev(task, ctx, dvals, live)
+                elif task.kind == 'shape':
+                    self._plan_shape(task, ctx, dvals)
+                else:
+                    self._plan_host(task, ctx, dvals, live)
+                for var in task.release:
+                    d = dvals.get(var)
+                    if d is None or var in prog.keep_vars:
+                        continue
+                    live[id(d.root)] -= 1
+                    if live[id(d.root)] == 0 and getattr(d.root, 'arena', False):
+                        frame.free.append(d.root)
+            self.position_of_error = -1
+            self._plan_outputs(frame, dvals)
+            self._plan_commits(frame, dvals)
+        except BaseException:
+            frame.release()
+            raise
+        frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
+        frame.free = []
+        frame.tiny = (self.host_tier_after is not None and self.output_mode == 'host'
+                      and not self.profile
+                      and all(d.size <= self.tiny_size for d in dvals.values())
+                      and not any(da.is_device_array(prog.input_cells[i][0])
+                                  for i, k in prog.input_plan if k == 'dev'))
+        if key is not None:
+            self.frames[key] = frame
+            while len(self.frames) > self.max_frames:
+                _, old = self.frames.popitem(last=False)
+                old.release()
+        return frame
+
+    def _run_new(self, frame, ctx):
+        for step in ctx.new_steps:
+            frame.steps.append(step)
+            if self._events is not None and step.kind in ('launch', 'copy'):
+                ev = step.fn()
+                if ev is not None:
+                    self._events.append((step.task, ev))
+            else:
+                step.fn()
+        ctx.new_steps = []
+
+    def _set_dval(self, dvals, live, var, d):
+        dvals[var] = d
+        live[id(d.root)] += 1
+
+    def _plan_inputs(self, frame, dvals, live):
+        prog = self.program
+        ctx = PlanContext(self, frame, 0, self.queue)
+        for i, var in enumerate(prog.fgraph.inputs):
+            kind = prog.input_kinds[i]
+            cell = prog.input_cells[i]
+            if kind == 'resident':
+                res = prog.residents[i]
+                d = res.ensure_device(self.dev, self.queue)
+                frame.input_roots[i] = d.root
+                self._set_dval(dvals, live, var, d)
+                if i in prog.host_read_inputs:
+                    ctx.host_step(_sync_host_step(res), 'download')
+            elif kind == 'dev':
+                v = cell[0]
+                if v is None:
+                    raise TypeError('input %s has no value' % (var,))
+                if da.is_device_array(v):
+                    d = da.from_pyopencl(v, input_index=i)
+                    frame.input_roots[i] = d.root
+                    if i in prog.host_read_inputs:
+                        ctx.host_step(_host_copy_of_device_input(self, cell, i), 'download')
+                else:
+                    d = ctx.alloc(np.shape(v), var.type.dtype)
+                    d.root.input_index = i
+                    frame.input_roots[i] = d.root
+                    ctx.host_step(_upload_input_step(self.dev, self.queue, d, cell), 'upload')
+                self._set_dval(dvals, live, var, d)
+        for var, d in self.const_dvals.items():
+            dvals[var] = d
+            live[id(d.root)] += 1
+        self._run_new(frame, ctx)
+
+    def _plan_dev(self, task, ctx, dvals, live):
+        node = task.node
+        prog = self.program
+        ins = []
+        for j, var in enumerate(node.inputs):
+            if j in task.host_inputs:
+                value = prog.storage_map[var][0]
+                ins.append(value)
+                if var.owner is not None:
+                    ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard')
+            else:
+                ins.append(dvals[var])
+        ctx.destroyable = [j not in task.host_inputs and self._destroyable(task, node.inputs[j], dvals, live)
+                           for j in range(len(node.inputs))]
+        outs = task.impl.plan(ctx, ins)
+        if len(outs) != len(node.outputs):
+            raise AssertionError('%s planned %d outputs for %d' % (task.impl, len(outs), len(node.outputs)))
+        for var, d in zip(node.outputs, outs):
+            if d.dtype != np.dtype(var.type.dtype):
+                raise AssertionError('%s produced %s for an output of type %s' % (
+                    type(task.impl).__name__, d.dtype, var.type))
+            self._set_dval(dvals, live, var, d)
+        for var in task.download_outputs:
+            self._plan_download(ctx, dvals[var], prog.storage_map[var])
+        self._run_new(ctx.frame, ctx)
+
+    def _destroyable(self, task, var, dvals, live):
+        d = dvals.get(var)
+        if d is None or var.owner is None or var in self.program.keep_vars:
+            return False
+        if self.program.last_use.get(var) is not task:
+            return False
+        return live[id(d.root)] == 1 and getattr(d.root, 'arena', False)
+
+    def _plan_download(self, ctx, d, cell):
+        dev, queue = self.dev, self.queue
+        if not d.is_c_contiguous():
+            tmp = ctx.alloc(d.shape, d.dtype)
+            ctx.copy(tmp, d)
+            d = tmp
+
+        def run():
+            cell[0] = download(dev, queue, d)
+        ctx.host_step(run, 'download')
+
+    def _plan_shape(self, task, ctx, dvals):
+        prog = self.program
+        node = task.node
+        var = node.inputs[0]
+        d = dvals.get(var)
+        shape = d.shape if d is not None else np.shape(prog.storage_map[var][0])
+        value = task.impl.shape_value(shape)
+        cell = prog.storage_map[node.outputs[0]]
+
+        def run():
+            cell[0] = value
+        ctx.host_step(run, 'host')
+        self._run_new(ctx.frame, ctx)
+
+    def _plan_host(self, task, ctx, dvals, live):
+        prog = self.program
+        thunk = task.thunk
+        storage_map = prog.storage_map
+        compute_map = prog.compute_map
+        outs = task.node.outputs
+
+        def run():
+            thunk()
+            for o in outs:
+                compute_map[o][0] = True
+        ctx.host_step(run, 'host')
+        self._run_new(ctx.frame, ctx)
+        for var in task.upload_outputs:
+            value = storage_map[var][0]
+            d = ctx.alloc(np.shape(value), var.type.dtype)
+            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var), 'upload')
+            self._set_dval(dvals, live, var, d)
+        self._run_new(ctx.frame, ctx)
+
+    def _plan_outputs(self, frame, dvals):
+        prog = self.program
+        ctx = PlanContext(self, frame, len(prog.tasks) - 1, self.queue)
+        fetchers = []
+        for j, var in enumerate(prog.fgraph.outputs):
+            if j in prog.update_outputs:
+                fetchers.append(_none)
+                continue
+            d = dvals.get(var)
+            cell = prog.storage_map[var]
+            if d is None:
+                fetchers.append(_host_value(cell, prog.residents.get(prog.input_index.get(var)), self))
+                continue
+            if self.output_mode == 'device':
+                fetchers.append(_device_output(self, ctx, d))
+            else:
+                if not d.is_c_contiguous():
+                    tmp = ctx.alloc(d.shape, d.dtype)
+                    ctx.copy(tmp, d)
+                    d = tmp
+                fetchers.append(_host_output(self.dev, self.queue, d))
+        self._run_new(frame, ctx)
+        frame.outputs = fetchers
+
+    def _plan_commits(self, frame, dvals):
+        prog = self.program
+        ctx = PlanContext(self, frame, len(prog.tasks) - 1, self.queue)
+        pending = []
+        dests = set()
+        for i, j in prog.updates:
+            if prog.input_kinds[i] == 'resident':
+                dests.add(id(prog.residents[i].root))
+        for i, j in prog.updates:
+            var = prog.fgraph.outputs[j]
+            d = dvals.get(var)
+            cell = prog.input_cells[i]
+            if prog.input_kinds[i] != 'resident':
+                if d is not None:
+                    d = _contiguous(ctx, d)
+                    pending.append(_commit_host_from_device(self.dev, self.queue, d, cell))
+                else:
+                    pending.append(_commit_host(cell, prog.storage_map[var]))
+                continue
+            res = prog.residents[i]
+            if d is None:
+                pending.append(_commit_resident_from_host(res, self.dev, self.queue, prog.storage_map[var]))
+                continue
+            if id(d.root) in dests or not d.is_c_contiguous():
+                # the value lives in a buffer some commit overwrites: stage it
+                tmp = ctx.alloc(d.shape, d.dtype)
+                ctx.copy(tmp, d)
+                d = tmp
+            pending.append(_commit_resident(res, self.dev, self.queue, d))
+        # staging copies run with the steps; commits run after outputs were fetched
+        for step in ctx.new_steps:
+            frame.steps.append(step)
+            step.fn()
+        ctx.new_steps = []
+        frame.commits = pending
+
+    # ---------------------------------------------------------------- profile
+    def _collect_profile(self):
+        if not self._events:
+            return
+        self.queue.finish()
+        for t, ev in self._events:
+            try:
+                self.call_times[t] += (ev.profile.end - ev.profile.start) * 1e-9
+            except Exception:
+                pass
+        seen = set()
+        for t, _ in self._events:
+            seen.add(t)
+        for t in range(len(self.call_counts)):
+            self.call_counts[t] += 1
+        self._events = []
+
+    def update_profile(self, profile):
+        for node, t, c in zip(self.nodes, self.call_times, self.call_counts):
+            profile.apply_time.setdefault(node, 0.0)
+            profile.apply_time[node] += t
+            profile.apply_callcount.setdefault(node, 0)
+            profile.apply_callcount[node] += c
+            profile.apply_cimpl[node] = True
+        self.call_times = [0.0] * len(self.nodes)
+        self.call_counts = [0] * len(self.nodes)
+
+    def free(self):
+        for key in list(self.frames):
+            self._drop(key)
+
+
+class _NodeThunk(object):
+    """What Theano's error reporting expects of a thunk, for device-run nodes."""
+
+    def __init__(self, task, storage_map):
+        self.task = task
+        self.inputs = [storage_map[v] for v in task.node.inputs]
+        self.outputs = [storage_map[v] for v in task.node.outputs]
+
+    def __call__(self):  # pragma: no cover - never called; the VM runs device nodes
+        raise RuntimeError('device node %s is run by the theano_ocl VM' % (self.task.node,))
+
+
+def _none():
+    return None
+
+
+def _contiguous(ctx, d):
+    if d.is_c_contiguous():
+        return d
+    tmp = ctx.alloc(d.shape, d.dtype)
+    ctx.copy(tmp, d)
+    return tmp
+
+
+def _same_value(a, b):
+    if a is b:
+        return True
+    try:
+        a = np.asarray(a)
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+    except Exception:
+        return False
+
+
+def _guard_host_value(cell, planned, var):
+    planned = np.array(planned, copy=True)
+
+    def run():
+        if not _same_value(cell[0], planned):
+            raise Replan(var)
+    return run
+
+
+def _upload_input_step(dev, queue, d, cell):
+    def run():
+        upload(dev, queue, d, cell[0])
+    return run
+
+
+def _upload_guarded_step(dev, queue, d, cell, var):
+    shape = d.shape
+
+    def run():
+        v = cell[0]
+        if np.shape(v) != shape:
+            raise Replan(var)
+        upload(dev, queue, d, np.asarray(v))
+    return run
+
+
+def _sync_host_step(res):
+    def run():
+        res.sync_to_host()
+    return run
+
+
+def _host_copy_of_device_input(vm, cell, i):
+    def run():
+        v = cell[0]
+        if da.is_device_array(v):
+            cell[0] = v.get(queue=vm.queue)
+    return run
+
+
+def _host_value(cell, res, vm):
+    def run():
+        if res is not None:
+            res.sync_to_host()
+        return cell[0]
+    return run
+
+
+def _host_output(dev, queue, d):
+    def run():
+        return download(dev, queue, d)
+    return run
+
+
+def _device_output(vm, ctx, d):
+    """Outputs kept on the device get a fresh buffer per call: the frame's buffers are reused."""
+    import pyopencl.array as cla
+    dev, queue = vm.dev, vm.queue
+    shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
+    contiguous = d.is_c_contiguous()
+    from .ops.elemwise import strided_copy_now
+
+    def run():
+        buf = dev.alloc(nbytes)
+        out = cla.Array(queue, shape, dtype, data=buf)
+        if nbytes:
+            if contiguous:
+                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.offset)
+            else:
+                strided_copy_now(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
+        return out
+    return run
+
+
+def _commit_host(cell, value_cell):
+    def run():
+        cell[0] = value_cell[0]
+    return run
+
+
+def _commit_host_from_device(dev, queue, d, cell):
+    def run():
+        cell[0] = download(dev, queue, d)
+    return run
+
+
+def _commit_resident(res, dev, queue, d):
+    def run():
+        res.commit_device(dev, queue, d)
+    return run
+
+
+def _commit_resident_from_host(res, dev, queue, value_cell):
+    def run():
+        res.commit_host_value(dev, queue, value_cell[0])
+    return run
