@@ -80,7 +80,12 @@ EOF
         rm -rf "$VENV"
     fi
     say "creating $VENV with $PY"
-    "$PY" -m venv "$VENV"
+    if ! "$PY" -m venv "$VENV"; then
+        rm -rf "$VENV"
+        printf '[bootstrap] ERROR: could not create %s with %s (on Debian/Ubuntu: sudo apt-get install -y python3.11-venv)\n' \
+            "$VENV" "$PY" >&2
+        exit 1
+    fi
 fi
 
 # ---- 2. the pinned stack ---------------------------------------------------------------------

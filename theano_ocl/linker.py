@@ -48,6 +48,9 @@ class Program(object):
         self.input_cells = input_cells
         self.output_cells = output_cells
         self.input_index = {v: i for i, v in enumerate(fgraph.inputs)}
+        # an output that is an input or a constant already sits in its own cell
+        self.computed_output_cells = [c if v.owner is not None else None
+                                      for v, c in zip(fgraph.outputs, output_cells)]
         self.input_kinds = []          # per input: 'resident', 'dev' or 'host'
         self.input_plan = []           # (index, kind) that decide the frame key
         self.host_read_inputs = set()  # device inputs also read on the host

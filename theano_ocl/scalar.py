@@ -15,7 +15,8 @@ declares:
 * Inputs are converted to the output dtype before arithmetic, as numpy (and Theano's Python
   code) do: int32 + uint32 -> int64 gives -1 for (-1, 0), not C's 4294967295, and
   float32 + int64 -> float64 is computed in double, not float. Comparisons convert to numpy's
-  common dtype, except a signed integer against uint64, which compares exactly.
+  common dtype, except that a signed integer against uint64 compares exactly and an integer
+  against a float32 compares in float, as in C (no double where no dtype is float64).
 * Integer ``//`` and ``%`` by zero give 0, numpy's result: Theano's C code raises
   ZeroDivisionError, which a kernel cannot. INT_MIN // -1 wraps to INT_MIN (it traps on x86).
   Signed integer arithmetic wraps (it is done in unsigned arithmetic, never undefined).
@@ -25,9 +26,10 @@ declares:
   except for some out-of-range -> uint32 conversions, where numpy's own SIMD loops disagree
   with its scalar code. Integer ``pow`` follows Theano (double result converted the same way)
   with exact integer arithmetic, so int64 results above 2**53 are exact, not rounded.
-* float16 is storage only: computed in float, rounded to half where a value is stored and
-  where a Composite keeps a float16 temporary (what numpy's float16 loops do; Theano's C
-  backend has no float16 code).
+* float16 is storage only: computed in float, rounded to half where a value is stored and where
+  a value is converted to float16 (a cast inside a Composite). Other float16 temporaries of a
+  Composite keep float precision, as Theano's Python Composite keeps double (Theano's C backend
+  has no float16 code).
 * Float kernels stay in float: no double literal or operation appears unless a dtype involved is
   float64, so float32 code builds without cl_khr_fp64. Where Theano's C code computes a float32
   op in double (``1.0 / x``, the ultra-fast sigmoid, psi) results may differ in the last bits.
@@ -218,6 +220,9 @@ def _convert(gen, expr, src, dst):
         return '(%s != 0)' % expr
     if src in _FLOATS and dst in _INTS:
         return _float_to_int(gen, expr, src, dst)
+    if dst == 'float16':
+        gen.helper('round_half', _ROUND_HALF)
+        return 'th_round_half(%s)' % _convert(gen, expr, src, 'float32')
     if gen.ct(src) == gen.ct(dst):
         return expr
     return '((%s)%s)' % (gen.ct(dst), expr)
@@ -255,7 +260,8 @@ def _float_to_int(gen, expr, src, dst):
 
 
 _ROUND_HALF = string.Template('''
-/* A float16 value held in a float: keep only what storing it as half keeps. */
+/* A value converted to float16 but held in a float: keep only what storing it as half keeps
+   (a cast to float16 inside a Composite rounds, as numpy's does). */
 float th_round_half(float x)
 {
     ushort h;
@@ -321,10 +327,6 @@ def _composite(op, c):
         lines.append(gen.code(node.op, [value(v) for v in node.inputs],
                               [v.type.dtype for v in node.inputs],
                               outs, [v.type.dtype for v in node.outputs]))
-        for var, name in zip(node.outputs, outs):
-            if var.type.dtype == 'float16':
-                gen.helper('round_half', _ROUND_HALF)
-                lines.append('%s = th_round_half(%s);' % (name, name))
     # outputs that are inputs, constants, another output or of another dtype
     for name, var, dtype in zip(c.outs, fg.outputs, c.out_dtypes):
         if names.get(var) != name:
@@ -555,8 +557,9 @@ _MIRRORED = {'<': '>', '>': '<', '<=': '>=', '>=': '<=', '==': '==', '!=': '!='}
 
 
 def _compare(c, i, sym, j):
-    """Inputs ``i`` and ``j`` compared in numpy's common dtype; a signed integer and a uint64
-    (common dtype float64 in numpy) are compared exactly instead."""
+    """Inputs ``i`` and ``j`` compared in numpy's common dtype, except: a signed integer and a
+    uint64 (float64 in numpy) compare exactly; an integer and a float32 or float16 (float64 or
+    float32 in numpy) compare in the float's precision, as in C (Theano's C code)."""
     di, dj = c.in_dtypes[i], c.in_dtypes[j]
     if di == 'uint64' and dj in _SIGNED:
         return _compare(c, j, _MIRRORED[sym], i)
@@ -566,6 +569,9 @@ def _compare(c, i, sym, j):
             return '(%s < 0 || (ulong)%s %s %s)' % (x, x, sym, y)
         return '(%s >= 0 && (ulong)%s %s %s)' % (x, x, sym, y)
     common = str(np.promote_types(di, dj))
+    floats = [d for d in (di, dj) if d in _FLOATS]
+    if floats and common not in floats:
+        common = max(floats, key=lambda d: np.dtype(d).itemsize)
     return '(%s %s %s)' % (c.x(i, common), sym, c.x(j, common))
 
 
@@ -590,7 +596,7 @@ def _isnan_isinf(op, c):
 
 @_register(scal.Switch)
 def _switch(op, c):
-    return c.set('%s ? %s : %s' % (c.ins[0], c.x(1), c.x(2)))
+    return c.set('%s ? %s : %s' % (c.x(0, 'bool'), c.x(1), c.x(2)))  # NaN is true, as in C
 
 
 _BITWISE = {scal.OR: '|', scal.XOR: '^', scal.AND: '&'}
@@ -598,10 +604,12 @@ _BITWISE = {scal.OR: '|', scal.XOR: '^', scal.AND: '&'}
 
 @_register(*_BITWISE)
 def _bitwise(op, c):
-    if c.od not in _INTS + ('bool',):
-        raise NoDeviceImplementation("bitwise %s to %s" % (op, c.od))
-    sym = next(s for cls, s in _BITWISE.items() if isinstance(op, cls))
-    return c.set((' %s ' % sym).join(c.xs()))
+    sym = ' %s ' % next(s for cls, s in _BITWISE.items() if isinstance(op, cls))
+    if c.od in _FLOATS:
+        # a signed integer with uint64 gives float64, which numpy has no bitwise op for;
+        # Theano's C code computes in uint64, C's common type
+        return c.set(sym.join(c.xs('uint64')))
+    return c.set(sym.join(c.xs()))
 
 
 @_register(scal.Invert)
@@ -678,6 +686,7 @@ _ERFCX = string.Template('''
    the exponential), then the asymptotic series 1/(x sqrt(pi)) sum (-1)^k (2k-1)!! / (2x^2)^k. */
 $T th_erfcx_$T($T x)
 {
+    if (x < $OVERFLOW) return INFINITY;
     if (x < $LARGE) {
         $T x2 = x * x;
         return exp(x2) * (1 + fma(x, x, -x2)) * erfc(x);
@@ -760,6 +769,7 @@ $T th_erfcinv_$T($T y)
 def _erfcx_helper(gen, T):
     # where erfc(x) stops being normal and the series converges in a few terms
     return gen.helper('erfcx_' + T, _ERFCX, T, LARGE='9.0f' if T == 'float' else '26.0',
+                      OVERFLOW='-9.4f' if T == 'float' else '-26.7',
                       TERMS=6 if T == 'float' else 10)
 
 
@@ -825,7 +835,12 @@ def _psi_trigamma(op, c):
 _GAMMA_INC = string.Template('''
 /* Theano's incomplete gamma functions (theano/scalar/c_code/gamma.c, C. Borgelt, MIT) in the
    argument's precision, with the library lgamma for its table and Lanczos sum. Arguments
-   outside the domain, where Theano's C code asserts, give NaN. */
+   outside the domain, where Theano's C code asserts, give NaN. Theano's unregularized
+   lower/upper functions use the series / continued fraction for all x, which do not converge
+   (or overflow) for x >= n + 1 / x < n + 1: there they are Gamma(n) P and Gamma(n) Q, as in
+   scipy (Theano's Python code), to relative accuracy eps / Q (eps / P): ~1e-5 in float for
+   n = 0.01, x < 1. Factors are combined in the exponent so that float does not overflow where
+   double would not. */
 $T th_gamma_series_$T($T n, $T x)
 {
     $T t, sum;
@@ -874,13 +889,14 @@ $T th_gammaq_$T($T n, $T x)
 $T th_gammal_$T($T n, $T x)
 {
     if (!(n > 0 && x >= 0)) return NAN;
-    return th_gamma_series_$T(n, x) * exp(n * log(x) - x);
+    if (x < n + 1) return exp(n * log(x) - x + log(th_gamma_series_$T(n, x)));
+    return tgamma(n) * th_gammap_$T(n, x);
 }
 $T th_gammau_$T($T n, $T x)
 {
     if (!(n > 0 && x >= 0)) return NAN;
-    if (x == 0) return tgamma(n);
-    return th_gamma_cfrac_$T(n, x) * exp(n * log(x) - x);
+    if (x >= n + 1) return exp(n * log(x) - x + log(th_gamma_cfrac_$T(n, x)));
+    return tgamma(n) * th_gammaq_$T(n, x);
 }
 ''')
 
@@ -913,12 +929,18 @@ def _bessel(op, c):
 # ---------------------------------------------------------------------------------------------
 # theano.tensor's scalar ops
 
+def _cut_offs(c, for_float, for_double):
+    """Where Theano's sigmoid and softplus stop computing: its C code's per precision (float16
+    computes in float); integer inputs, which its C code does not take, its Python code's."""
+    if c.in_dtypes[0] not in _FLOATS:
+        return -30.0, 30.0
+    return for_float if c.T == 'float' else for_double
+
+
 @_register(ScalarSigmoid)
 def _sigmoid(op, c):
-    # Theano's cut-offs per precision (float16 computes in float); integer inputs, which
-    # Theano's C code does not take, use those of the output's precision.
     x = c.x(0)
-    low, high = (-88.0, 15.0) if c.T == 'float' else (-709.0, 19.0)
+    low, high = _cut_offs(c, (-88.0, 15.0), (-709.0, 19.0))
     return c.set('%s < %s ? %s : (%s > %s ? %s : %s / (%s + exp(-%s)))' % (
         x, c.lit(low), c.lit(0), x, c.lit(high), c.lit(1), c.lit(1), c.lit(1), x))
 
@@ -945,7 +967,7 @@ def _ultra_fast_sigmoid(op, c):
 @_register(ScalarSoftplus)
 def _softplus(op, c):
     x = c.x(0)
-    low, high = (-103.0, 14.0) if c.T == 'float' else (-745.0, 16.0)
+    low, high = _cut_offs(c, (-103.0, 14.0), (-745.0, 16.0))
     return c.set('%s < %s ? %s : (%s > %s ? %s : log1p(exp(%s)))' % (
         x, c.lit(low), c.lit(0), x, c.lit(high), x, x))
 

@@ -166,6 +166,19 @@ def install_patches():
 
     _accept_device_arrays()
 
+    # FunctionMaker.create reads shared containers' raw cells (Function.copy, pickling,
+    # SimulatorOCL): bring them up to date first.
+    FunctionMaker = function_module.FunctionMaker
+    orig_create = FunctionMaker.create
+
+    def create(self, input_storage=None, *args, **kwargs):
+        if _residents and input_storage:
+            for c in input_storage:
+                if isinstance(c, Container):
+                    sync_cell(c.storage)
+        return orig_create(self, input_storage, *args, **kwargs)
+    FunctionMaker.create = create
+
     Function = function_module.Function
     orig_call = Function.__call__
 

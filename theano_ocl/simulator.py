@@ -63,6 +63,10 @@ def _relink(f, device):
         if i.update is not None:
             i.update = fg.outputs[update_i]
             update_i += 1
+    if maker.return_none:
+        outs = None
+    elif maker.unpack_single:
+        outs = outs[0]
     g = maker.__class__(inputs=ins, outputs=outs, fgraph=fg, mode=mode,
                         on_unused_input='ignore', function_builder=maker.function_builder,
                         accept_inplace=True, output_keys=maker.output_keys,

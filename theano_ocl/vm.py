@@ -55,6 +55,8 @@ class Frame(object):
         self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
         self.rebind_sites = collections.defaultdict(list)   # input index -> [(kernel, argi, delta)]
         self.input_roots = {}      # input index -> Root planned with
+        self.input_bufs = {}       # input index -> buffer its kernels are bound to
+        self.root_to_input = {}    # id(root) -> input index, for re-binding
         self.outputs = None        # list of callables giving each output value
         self.commits = []          # steps applying the updates
         self.has_host_steps = False
@@ -124,8 +126,9 @@ class PlanContext(object):
             if isinstance(a, DArray):
                 if a.offset % a.itemsize:
                     raise ValueError('misaligned device view %r' % (a,))
-                if a.root.input_index is not None:
-                    sites.append((a.root.input_index, len(expanded), a.offset))
+                i = self.frame.root_to_input.get(id(a.root))
+                if i is not None:
+                    sites.append((i, len(expanded), a.offset))
                 expanded.append(a.root.buf)
                 expanded.append(np.int64(a.offset // a.itemsize))
             else:
@@ -275,8 +278,9 @@ class OCLFunction(object):
         for commit in frame.commits:
             commit()
         self.last_frame = frame
-        for cell, value in zip(prog.output_cells, outputs):
-            cell[0] = value
+        for cell, value in zip(prog.computed_output_cells, outputs):
+            if cell is not None:
+                cell[0] = value
         if self.profile:
             self._collect_profile()
         return outputs
@@ -295,8 +299,9 @@ class OCLFunction(object):
             self._host_thunks = thunks
         for i, res in prog.residents.items():
             res.sync_to_host()
-        for cell in prog.output_cells:
-            cell[0] = None
+        for cell in prog.computed_output_cells:
+            if cell is not None:
+                cell[0] = None
         t = 0
         try:
             for t, th in enumerate(self._host_thunks):
@@ -347,10 +352,13 @@ class OCLFunction(object):
     # ---------------------------------------------------------------- replay
     def _replay(self, frame):
         prog = self.program
+        bufs = frame.input_bufs
         for i, root in frame.input_roots.items():
             cur = self._input_buffer(i)
-            if cur is not None and cur is not root.buf:
-                root.buf = cur
+            if cur is not None and cur is not bufs[i]:
+                # same shapes, another buffer (a new device array, a re-placed shared
+                # variable): point the bound kernels at it instead of re-planning
+                root.buf = bufs[i] = cur
                 for kernel, argi, off in frame.rebind_sites.get(i, ()):
                     kernel.set_arg(argi, cur)
         if self.profile:
@@ -416,6 +424,7 @@ class OCLFunction(object):
         except BaseException:
             frame.release()
             raise
+        frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []
         frame.tiny = (self.host_tier_after is not None and self.output_mode == 'host'
@@ -455,6 +464,7 @@ class OCLFunction(object):
                 res = prog.residents[i]
                 d = res.ensure_device(self.dev, self.queue)
                 frame.input_roots[i] = d.root
+                frame.root_to_input[id(d.root)] = i
                 self._set_dval(dvals, live, var, d)
                 if i in prog.host_read_inputs:
                     ctx.host_step(_sync_host_step(res), 'download')
@@ -465,6 +475,7 @@ class OCLFunction(object):
                 if da.is_device_array(v):
                     d = da.from_pyopencl(v, input_index=i)
                     frame.input_roots[i] = d.root
+                    frame.root_to_input[id(d.root)] = i
                     if i in prog.host_read_inputs:
                         ctx.host_step(_host_copy_of_device_input(self, cell, i), 'download')
                 else:

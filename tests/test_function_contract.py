@@ -1,0 +1,228 @@
+"""The Theano Function contract under the OCL linker, and the VM's storage behaviour."""
+import copy
+import pickle
+import resource
+import gc
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano import In, Out
+
+import theano_ocl
+from helpers import assert_close, compare_with_c
+
+
+def ocl(**kw):
+    return theano_ocl.OCLMode(**kw)
+
+
+def test_fgraph_is_unchanged():
+    x = T.fmatrix('x')
+    y = T.exp(x) * 2 + x.T
+    f_c = theano.function([x], y, mode='FAST_RUN')
+    f_o = theano.function([x], y, mode=ocl())
+    assert [str(n.op) for n in f_c.maker.fgraph.toposort()] == \
+        [str(n.op) for n in f_o.maker.fgraph.toposort()]
+    assert type(f_o.maker.linker).__name__ == 'OCLLinker'
+    assert not theano_ocl.fallback_nodes(f_o)
+
+
+def test_default_and_named_inputs():
+    x, y = T.dvectors('x', 'y')
+    f = theano.function([x, In(y, value=np.ones(3), name='yy')], x + y, mode=ocl())
+    g = theano.function([x, In(y, value=np.ones(3), name='yy')], x + y, mode='FAST_RUN')
+    a = np.arange(3.0)
+    assert_close(f(a), g(a))
+    assert_close(f(a, yy=np.full(3, 2.0)), g(a, yy=np.full(3, 2.0)))
+    assert_close(f(a, np.full(3, 5.0)), a + 5)
+
+
+def test_output_subset_and_several_outputs():
+    x = T.dvector('x')
+    f = theano.function([x], [x * 2, x + 1, T.exp(x)], mode=ocl())
+    a = np.arange(4.0)
+    out = f(a, output_subset=[0, 2])
+    assert len(out) == 2
+    assert_close(out[0], a * 2)
+    assert_close(out[1], np.exp(a))
+
+
+def test_borrow_and_no_recycling():
+    # returned arrays are never overwritten by the next call, borrowed or not
+    x = T.dvector('x')
+    for borrow in (False, True):
+        f = theano.function([x], Out(x * 2, borrow=borrow), mode=ocl())
+        r1 = f(np.arange(5.0))
+        r2 = f(np.arange(5.0) + 10)
+        assert_close(r1, np.arange(5.0) * 2)
+        assert_close(r2, (np.arange(5.0) + 10) * 2)
+
+
+def test_trust_input():
+    x = T.dvector('x')
+    f = theano.function([x], x * 3, mode=ocl())
+    f.trust_input = True
+    assert_close(f(np.arange(3.0)), np.arange(3.0) * 3)
+
+
+def test_copy_and_share_memory():
+    # Function.copy semantics (which storage is shared) are Theano's: mirror them with C
+    results = []
+    for mode in ('FAST_RUN', ocl()):
+        s = theano.shared(np.zeros(3), 's')
+        x = T.dvector('x')
+        f = theano.function([x], s * 1, updates={s: s + x}, mode=mode)
+        f(np.ones(3))
+        g = f.copy(share_memory=True)
+        h = f.copy(share_memory=False)
+        seq = [g(np.ones(3)), s.get_value(), h(np.ones(3)), f(np.ones(3)), s.get_value(),
+               h(np.ones(3))]
+        results.append(seq)
+    for k, (got, want) in enumerate(zip(results[1], results[0])):
+        assert_close(got, want, what='step %d' % k)
+
+
+def test_pickle_relinks():
+    s = theano.shared(np.arange(4.0), 's')
+    x = T.dvector('x')
+    f = theano.function([x], x * s, updates={s: s + 1}, mode=ocl())
+    f(np.ones(4))
+    f2 = pickle.loads(pickle.dumps(f))
+    assert type(f2.maker.linker).__name__ == 'OCLLinker'
+    # the pickled state is the device state at pickling time
+    assert_close(f2(np.ones(4)), np.arange(4.0) + 1)
+    assert_close(f(np.ones(4)), np.arange(4.0) + 1)
+
+
+def test_mode_clone_including_excluding():
+    m = ocl(device=None)
+    for m2 in (m.clone(), m.including('fast_run'), m.excluding('fusion'),
+               pickle.loads(pickle.dumps(m))):
+        assert isinstance(m2, theano_ocl.OCLMode)
+        assert isinstance(m2.linker, theano_ocl.OCLLinker)
+        x = T.dvector('x')
+        f = theano.function([x], T.exp(x) + x, mode=m2)
+        assert_close(f(np.arange(3.0)), np.exp(np.arange(3.0)) + np.arange(3.0))
+    assert m.linker.clone(allow_gc=False).allow_gc is False
+
+
+def test_mode_string_ocl():
+    x = T.fvector('x')
+    f = theano.function([x], x + 1, mode='OCL')
+    assert isinstance(f.maker.linker, theano_ocl.OCLLinker)
+    assert_close(f(np.zeros(2, 'f4')), np.ones(2, 'f4'))
+
+
+def test_profile_reports_device_time():
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x) * 2, mode=ocl(), profile=True)
+    for _ in range(3):
+        f(np.ones(10000, 'f4'))
+    prof = f.profile
+    assert prof.fct_callcount == 3
+    times = list(prof.apply_time.values())
+    assert times and all(t > 0 for t in times)
+    assert all(c == 3 for c in prof.apply_callcount.values())
+
+
+def test_shared_coherence():
+    s = theano.shared(np.zeros(4, 'float32'), 's')
+    f = theano.function([], s * 2, updates={s: s + 1}, mode=ocl())
+    f()
+    f()
+    # the device holds the value; every host view sees it
+    assert_close(s.get_value(), np.full(4, 2, 'f4'))
+    assert_close(s.get_value(borrow=True), np.full(4, 2, 'f4'))
+    g = theano.function([], s + 0, mode='FAST_RUN')           # a non-OCL reader
+    f()
+    assert_close(g(), np.full(4, 3, 'f4'))
+    h = theano.function([], [], updates={s: s * 10}, mode='FAST_RUN')   # a non-OCL writer
+    h()
+    assert_close(f(), np.full(4, 60, 'f4'))
+    s.set_value(np.arange(4, dtype='f4'))
+    assert_close(f(), np.arange(4, dtype='f4') * 2)
+    assert_close(s.get_value(), np.arange(4, dtype='f4') + 1)
+    s.set_value(np.arange(6, dtype='f4'))                      # new shape
+    assert_close(f(), np.arange(6, dtype='f4') * 2)
+    state = pickle.loads(pickle.dumps(s))
+    assert_close(state.get_value(), np.arange(6, dtype='f4') + 1)
+
+
+def test_updates_swap_and_alias():
+    a = theano.shared(np.arange(3.0), 'a')
+    b = theano.shared(np.arange(3.0) + 10, 'b')
+    f = theano.function([], [a, b], updates=[(a, b), (b, a)], mode=ocl())
+    f_c_a = theano.shared(np.arange(3.0), 'a')
+    f_c_b = theano.shared(np.arange(3.0) + 10, 'b')
+    f_c = theano.function([], [f_c_a, f_c_b], updates=[(f_c_a, f_c_b), (f_c_b, f_c_a)])
+    for _ in range(3):
+        for g, w in zip(f(), f_c()):
+            assert_close(g, w)
+    assert_close(a.get_value(), f_c_a.get_value())
+    assert_close(b.get_value(), f_c_b.get_value())
+
+
+def test_device_arrays_in_and_out():
+    import pyopencl.array as cla
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x) + 1, mode=ocl(outputs='device'))
+    dev = f.fn.dev
+    a = np.random.RandomState(0).rand(1000).astype('f4')
+    r = f(a)
+    assert isinstance(r, cla.Array)
+    assert_close(r.get(), np.exp(a) + 1)
+    d1 = cla.to_device(dev.queue, a)
+    d2 = cla.to_device(dev.queue, a * 2)
+    r1 = f(d1)
+    r2 = f(d2)                          # another buffer: the frame re-binds, no re-plan
+    assert_close(r1.get(), np.exp(a) + 1)
+    assert_close(r2.get(), np.exp(a * 2) + 1)
+    g = theano.function([x], x * 2, mode=ocl())
+    assert_close(g(d2), a * 4)          # device input, host output
+    with pytest.raises(TypeError, match='dtype float32'):
+        g(cla.to_device(dev.queue, a.astype('f8')))
+
+
+def test_inputs_with_strides():
+    x = T.dmatrix('x')
+    a = np.random.RandomState(1).rand(6, 8)
+    for view in (a[::-1], a[:, ::2], a.T, a[::2, ::-3]):
+        compare_with_c([x], [T.exp(x) + x], [view])
+
+
+def _rss_kb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def test_memory_is_flat_over_many_calls():
+    x = T.fvector('x')
+    s = theano.shared(np.zeros(8192, 'f4'), 's')
+    f = theano.function([x], (x * 2).sum() if False else x * 2 + s, updates={s: s + x},
+                        mode=ocl())
+    a = np.ones(8192, 'f4')
+    for _ in range(200):
+        f(a)
+    pool = f.fn.dev.pool
+    held = pool.held_blocks, pool.active_blocks
+    rss = _rss_kb()
+    for _ in range(3000):
+        f(a)
+    gc.collect()
+    assert (pool.held_blocks, pool.active_blocks) == held
+    assert len(f.fn.frames) == 1 and f.fn.replans == 0
+    assert _rss_kb() - rss < 20000
+    assert_close(s.get_value(), np.full(8192, 3200, 'f4'))
+
+
+def test_hot_tiny_calls_run_in_thread_and_agree():
+    x = T.dscalar('x')
+    s = theano.shared(np.float64(0), 's')
+    f = theano.function([x], x * 2 + s, updates={s: s + x}, mode=ocl())
+    g_s = theano.shared(np.float64(0), 's')
+    g = theano.function([x], x * 2 + g_s, updates={g_s: g_s + x}, mode='FAST_RUN')
+    for k in range(60):
+        v = np.float64(k) / 7
+        assert_close(f(v), g(v))
+    assert_close(s.get_value(), g_s.get_value())

@@ -1,0 +1,178 @@
+"""Reduction family: CAReduce (Sum, Prod, Max/Min, All, Any, dtype/acc_dtype), MaxAndArgmax,
+Argmax and what mean/var/std/norm/logsumexp lower to, against Theano's C backend."""
+import itertools
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.ops import reduce as ocl_reduce
+from helpers import assert_close, compare_with_c, ocl_mode, rand
+
+DTYPES = ['int8', 'int32', 'int64', 'uint8', 'bool', 'float16', 'float32', 'float64']
+SUBSETS_3D = [None] + [c for k in range(3) for c in itertools.combinations(range(3), k)] \
+    + [(0, 1, 2)]
+
+
+def _on_device(f, op_types):
+    """Every node of ``op_types`` in ``f`` runs on the device (and there is one)."""
+    rows = [(n, where) for n, where, _ in theano_ocl.placements(f)
+            if isinstance(n.op, op_types)]
+    assert rows, 'no %s node in the graph' % (op_types,)
+    assert all(where == 'device' for _, where in rows), rows
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_every_op_and_axis_subset(dtype):
+    x = T.tensor3('x', dtype=dtype)
+    outs = [T.sum(x, a) for a in [None, (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), ()]]
+    outs += [T.max(x, 1), T.min(x, None), T.prod(x, 2), T.all(x, 0), T.any(x, (1, 2)),
+             T.argmax(x, 1), T.max_and_argmax(x, None)[1]]
+    compare_with_c([x], outs, [rand((5, 6, 7), dtype)])
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'int16'])
+def test_max_and_argmax_all_axis_subsets(dtype):
+    x = T.tensor3('x', dtype=dtype)
+    v = rand((4, 5, 6), dtype, low=-2, high=2)      # many ties: first occurrence wins
+    outs = []
+    for a in SUBSETS_3D[1:]:
+        m, i = T.max_and_argmax(x, a)
+        outs += [m * 1, i]                          # both outputs used: MaxAndArgmax stays
+    compare_with_c([x], outs, [v])
+
+
+def test_max_over_axis_subsets_is_careduce():
+    x = T.tensor3('x', dtype='float32')
+    outs = [T.max(x, a) for a in SUBSETS_3D] + [T.min(x, (0, 2))]
+    f = compare_with_c([x], outs, [rand((3, 4, 5), 'float32')])
+    _on_device(f, T.elemwise.CAReduce)
+
+
+def test_nan_and_ties():
+    x = T.matrix('x')
+    v = np.array([[1, 3, 3, np.nan, np.nan], [2, 2, 1, 0, 2], [-np.inf] * 5,
+                  [np.nan, 1, np.nan, 5, 5]])
+    m, i = T.max_and_argmax(x, 1)
+    compare_with_c([x], [m * 1, i, T.argmax(x, 0), T.argmax(x), T.min(x, 1), T.sum(x, 0)], [v])
+
+
+@pytest.mark.parametrize('build', [lambda x: x[::-1], lambda x: x.T, lambda x: x[:, ::2],
+                                   lambda x: x[::-2, ::3].T],
+                         ids=['reversed', 'transposed', 'step2', 'mixed'])
+def test_strided_views_built_in_graph(build):
+    x = T.matrix('x')
+    y = build(x)
+    outs = [T.sum(y, 0), T.sum(y, 1), T.sum(y), T.max(y, 0), T.argmax(y, 1),
+            T.max_and_argmax(y, None)[1], T.prod(y, 1)]
+    f = compare_with_c([x], outs, [rand((9, 14), 'float64')], device_only=False)
+    _on_device(f, (T.elemwise.CAReduce, T.basic.Argmax, T.basic.MaxAndArgmax))
+
+
+def _device_view(queue, host, slicer):
+    """A strided pyopencl view of ``host[slicer]``: the device sees the strides, no copy."""
+    import pyopencl.array as cla
+    base = cla.to_device(queue, np.ascontiguousarray(host))
+    view = host[slicer]
+    offset = view.__array_interface__['data'][0] - host.__array_interface__['data'][0]
+    return view, cla.Array(queue, view.shape, view.dtype, strides=view.strides,
+                           data=base.base_data, offset=offset)
+
+
+@pytest.mark.parametrize('slicer', [np.s_[::-1, :, ::2], np.s_[:, ::-3, 1:], np.s_[1:, 2, ::-1]],
+                         ids=['neg0-step2', 'neg1', 'int-index'])
+def test_strided_device_inputs(slicer):
+    host = rand((6, 7, 8), 'float32')
+    mode = ocl_mode()
+    queue = theano_ocl.get_device(None).queue
+    view, dview = _device_view(queue, host, slicer)
+    x = T.TensorType('float32', (False,) * view.ndim)('x')
+    axes = [a for k in range(1, view.ndim + 1) for a in itertools.combinations(range(view.ndim), k)]
+    outs = [T.sum(x, a) for a in axes] + [T.argmax(x, view.ndim - 1)]
+    f_c = theano.function([x], outs, mode='FAST_RUN')
+    f_o = theano.function([x], outs, mode=mode)
+    for want, got in zip(f_c(view), f_o(dview)):
+        assert_close(got, want)
+
+
+def test_empty_and_0d():
+    x = T.matrix('x')
+    e = np.zeros((0, 4))
+    compare_with_c([x], [T.sum(x, 0), T.prod(x, 0), T.sum(x), T.prod(x), T.sum(x, 1),
+                         T.any(x, 0), T.all(x, 0), T.max(x, 1)], [e])
+    s = T.scalar('s')
+    compare_with_c([s], [T.sum(s), T.max(s), T.argmax(s), T.prod(s, dtype='float32')],
+                   [np.asarray(2.5)])
+
+
+@pytest.mark.parametrize('reduce', [lambda x: T.max(x, 0), lambda x: T.min(x),
+                                    lambda x: T.argmax(x, 0),
+                                    lambda x: T.max_and_argmax(x, 0)[0] * 1],
+                         ids=['max', 'min', 'argmax', 'max_and_argmax'])
+def test_max_of_empty_raises_like_theano(reduce):
+    x = T.matrix('x')
+    out = reduce(x)
+    f_c = theano.function([x], out, mode='FAST_RUN')
+    f_o = theano.function([x], out, mode=ocl_mode())
+    e = np.zeros((0, 3))
+    with pytest.raises(ValueError):
+        f_c(e)
+    with pytest.raises(ValueError):
+        f_o(e)
+
+
+def test_dtype_and_acc_dtype():
+    i8 = T.tensor3('i8', dtype='int8')
+    u8 = T.matrix('u8', dtype='uint8')
+    f32 = T.matrix('f32', dtype='float32')
+    b = T.matrix('b', dtype='bool')
+    outs = [T.sum(i8, 1), T.sum(i8, 1, dtype='int8'), T.prod(i8, 0, dtype='int16'),
+            T.sum(u8, 0), T.sum(u8, dtype='float32'), T.sum(f32, 1, acc_dtype='float32'),
+            T.sum(f32, 0, dtype='float64'), T.prod(f32, 1, dtype='float16'),
+            T.sum(b, 0), T.sum(b, dtype='int8'), T.sum(i8, 2, acc_dtype='float64')]
+    vi8 = rand((4, 50, 3), 'int8', low=-120, high=120)
+    vu8 = rand((30, 20), 'uint8', low=0, high=255)
+    compare_with_c([i8, u8, f32, b], outs,
+                   [vi8, vu8, rand((6, 40), 'float32', low=-1.5, high=1.5), rand((5, 9), 'bool')],
+                   rtol=1e-5)
+
+
+def test_mean_var_std_norm_logsumexp():
+    x = T.matrix('x')
+    xf = T.matrix('xf', dtype='float32')
+    xm = T.max(x, 1, keepdims=True)
+    lse = T.log(T.sum(T.exp(x - xm), 1)) + xm.flatten()
+    outs = [T.mean(x), T.mean(x, 0), T.var(x, 1), T.std(x), T.std(xf, 0), x.norm(1, 1),
+            x.norm(2), xf.norm(2, 0), lse, T.mean(xf, 1), T.var(xf)]
+    f = compare_with_c([x, xf], outs, [rand((13, 21), 'float64'), rand((8, 33), 'float32')],
+                       device_only=False)
+    _on_device(f, (T.elemwise.CAReduce, T.elemwise.Elemwise))
+
+
+@pytest.mark.parametrize('shape,axis', [((200003,), None), ((3, 70001), 1), ((70001, 3), 0),
+                                        ((5, 300, 211), (0, 2)), ((2, 3), 1)],
+                         ids=['full', 'rows-few', 'cols-few', 'outer-inner', 'tiny'])
+def test_large_two_stage(shape, axis):
+    x = T.TensorType('float32', (False,) * len(shape))('x')
+    v = rand(shape, 'float32')
+    compare_with_c([x], [T.sum(x, axis), T.max(x, axis), T.argmax(x, axis), T.all(x > -2.9, axis)],
+                   [v], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize('forced', [(64, 1, False), (64, 7, True), (32, 5, False),
+                                    (1, 1, False), (1, 9, False), (256, 3, True)],
+                         ids=['tree', 'tree-interleaved-parts', 'tree-chunked-parts', 'serial',
+                              'serial-parts', 'wide-tree-interleaved'])
+def test_every_kernel_geometry(forced, monkeypatch):
+    """What the geometry picks for GPUs, run on whatever device the tests have."""
+    monkeypatch.setattr(ocl_reduce, 'geometry', lambda dev, n_out, n_red, rows: forced)
+    x = T.matrix('x')
+    y = T.matrix('y', dtype='int32')
+    v = rand((37, 523), 'float64')
+    v[5, 100] = np.nan
+    outs = [T.sum(x, 1), T.sum(x[::-1].T, 1), T.sum(x), T.max(x, 0), T.argmax(x, 1),
+            T.argmax(x.T, 1), T.argmax(x, None), T.prod(y, 0), T.max(y), T.argmax(y, 0)]
+    compare_with_c([x, y], outs, [v, rand((40, 300), 'int32', low=-1, high=1)],
+                   device_only=False)

@@ -1,0 +1,114 @@
+"""Shapes, views, fills and joins (theano_ocl/ops/shape.py) against Theano's C backend.
+
+One graph per dtype with many outputs (Theano's C compilation is the slow part); inputs
+reach the ops through in-graph views (x.T, x[::-1], x[:, ::2]) so strided and
+negative-stride operands are covered.
+"""
+import numpy as np
+import pytest
+
+import theano
+import theano.scalar as S
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close, compare_with_c, compile_both, rand
+
+DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
+
+
+def _op_names(f):
+    return {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_reshape_flatten_specify(dtype):
+    x = T.matrix('x', dtype=dtype)
+    shp = T.lvector('shp')
+    xv = rand((4, 6), dtype)
+    x3 = x.reshape((2, 3, 4))
+    outs = [x3, x.T.reshape((-1,)), x[::-1].reshape((2, -1, 3)), x.reshape(shp, ndim=2),
+            x[:, 1::2].T.reshape(shp, ndim=2), x[:0].reshape((3, 0, 5)),
+            T.flatten(x3.dimshuffle(2, 0, 1), 2), T.flatten(x[::-1, ::3], 1),
+            x[0, 0].reshape((1, 1)), T.specify_shape(x.T, (6, 4)),
+            T.addbroadcast(x[:, :1], 1)]
+    f = compare_with_c([x, shp], outs, [xv, np.array([-1, 4])])
+    assert {'Reshape', 'SpecifyShape'} <= _op_names(f)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_alloc(dtype):
+    x = T.matrix('x', dtype=dtype)
+    n = T.lscalar('n')
+    xv = rand((4, 6), dtype)
+    outs = [T.alloc(x[0], 3, 4, 6), T.alloc(x[-1, ::-2], n, 3), T.alloc(x[1, 2], n, 2),
+            T.alloc(T.addbroadcast(x.T[:, :1], 1), 6, 5), T.alloc(x[0, 0], 0, n),
+            T.zeros((n, 2), dtype=dtype), T.ones((2, n), dtype=dtype)]
+    f = compare_with_c([x, n], outs, [xv, 3])
+    assert 'Alloc' in _op_names(f)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_join_split_stack(dtype):
+    x = T.matrix('x', dtype=dtype)
+    ax = T.lscalar('ax')
+    splits = T.lvector('splits')
+    xv = rand((4, 6), dtype)
+    a, b, c = T.split(x.T, splits, 3, axis=1)
+    d, e = T.split(x[::-1], [3, 3], 2, axis=-1)
+    outs = [T.concatenate([x, x[::-1], x[:0], x[:, ::-1][1:]]),
+            T.concatenate([x, x[:, :2], x[:, 0:0], x.T[::2].T], axis=-1),
+            T.join(ax, x, x[::-1]),
+            T.stack([x[0, 0], x[-1, -1], x[1, 2]]),
+            a, b, c, d, e, T.join(0, a.T, c.T)]
+    f = compare_with_c([x, ax, splits], outs, [xv, 1, np.array([1, 0, 3])])
+    assert {'Join', 'Split', 'MakeVector'} <= _op_names(f)
+
+
+@pytest.mark.parametrize('dtype', ('float16', 'float32', 'float64'))
+def test_host_decided_values(dtype):
+    """Eye, Tri (tril/triu), ARange, TensorFromScalar: values decided by host inputs."""
+    x = T.matrix('x', dtype=dtype)
+    n, m, k = T.lscalar('n'), T.lscalar('m'), T.lscalar('k')
+    s = S.float64('s')
+    xv = rand((4, 6), dtype)
+    outs = [T.eye(n, m, k, dtype=dtype), T.tril(x), T.triu(x.T, k), T.tril(x[::-1], -k),
+            T.arange(0.5, n, 0.25, dtype=dtype), T.cast(T.tensor_from_scalar(s), dtype) + x]
+    f_c, f_o = compile_both([x, n, m, k, s], outs)
+    assert not theano_ocl.fallback_nodes(f_o), theano_ocl.fallback_nodes(f_o)
+    assert {'Eye', 'Tri', 'ARange'} <= _op_names(f_o)
+    for values in ([xv, 3, 5, 1, 2.5], [xv, 4, 2, -1, -1.0], [xv, 3, 5, 1, 2.5], [xv, 0, 3, 0, 0.0]):
+        for j, (g, w) in enumerate(zip(f_o(*values), f_c(*values))):
+            assert_close(g, w, what='values %s output %d' % (values[1:], j))
+
+
+def test_alloc_empty():
+    n = T.lscalar('n')
+    x = T.matrix('x', dtype='float32')
+    empty = T.AllocEmpty('float32')(n, 3)
+    f = theano.function([n], empty, mode=theano_ocl.OCLMode())
+    assert not theano_ocl.fallback_nodes(f)
+    got = f(5)
+    assert got.shape == (5, 3) and got.dtype == np.float32
+    # filled completely afterwards, so values are defined
+    compare_with_c([x, n], [T.set_subtensor(empty[:, ::-1], x[:, :3])],
+                   [rand((5, 4), 'float32'), 5])
+
+
+def test_shape_errors():
+    """Theano's exception types: ValueError for bad reshapes/joins, AssertionError for
+    SpecifyShape."""
+    x = T.matrix('x')
+    shp = T.lvector('shp')
+    xv = rand((4, 6), 'float64')
+    cases = [(x.reshape(shp, ndim=2), np.array([5, -1]), ValueError),
+             (x.reshape(shp, ndim=2), np.array([-1, -1]), ValueError),
+             (T.specify_shape(x, shp), np.array([4, 5]), AssertionError),
+             (T.join(0, x, x.T), None, ValueError)]
+    for out, sv, err in cases:
+        ins = [x] if sv is None else [x, shp]
+        values = [xv] if sv is None else [xv, sv]
+        f_c, f_o = compile_both(ins, out)
+        for f in (f_c, f_o):
+            with pytest.raises(err):
+                f(*values)

@@ -1,0 +1,166 @@
+"""Indexing family (theano_ocl/ops/subtensor.py) against Theano's C backend.
+
+Each test compiles one graph per dtype with many outputs (Theano's C compilation is the
+slow part), built on in-graph views (x[::-1], x.T, x[:, ::2]) so the device code sees
+negative and non-unit strides; index vectors carry negative and duplicate entries.
+"""
+import numpy as np
+import pytest
+
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close, compare_with_c, compile_both, rand
+
+DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
+
+
+def _inputs(dtype):
+    x = T.tensor3('x', dtype=dtype)
+    return x, rand((4, 5, 6), dtype)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_subtensor_views(dtype):
+    x, xv = _inputs(dtype)
+    s = T.lscalar('s')
+    outs = [x[1], x[::-1, 1:3], x[:, ::-2, -1], x.dimshuffle(2, 0, 1)[1:, ::2],
+            x[5:], x[-1, -1, -1], x[:, 0:0], x[s:, :, s], x[::-1][::s, -s],
+            x[1:-1:2, ::-3, 4:0:-2], x[-100:100, 10:, :-100]]
+    f = compare_with_c([x, s], outs, [xv, 2])
+    # another index value re-plans (the index is a guarded host value), same results
+    f_c, _ = compile_both([x, s], outs)
+    for sv in (1, -1, 3):
+        for k, (g, w) in enumerate(zip(f(xv, sv), f_c(xv, sv))):
+            assert_close(g, w, what='s=%d output %d' % (sv, k))
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_inc_subtensor(dtype):
+    x, xv = _inputs(dtype)
+    y = T.matrix('y', dtype=dtype)
+    yv = rand((5, 6), dtype, rng=np.random.RandomState(3))
+    xt = x.dimshuffle(0, 2, 1)[::-1]        # strided, negative-stride x
+    outs = [T.inc_subtensor(x[1], y),
+            T.set_subtensor(x[1:3, ::-2], y[::2]),
+            T.inc_subtensor(xt[:, 1:4, ::-1], y.T[:5, :3].T),
+            T.set_subtensor(xt[0, -1], y[0, 1:]),
+            T.inc_subtensor(x[:, :, 2:4], y[:, 0:2]),          # y broadcast over axis 0
+            T.set_subtensor(x[2:2], y),                         # empty subtensor
+            T.inc_subtensor(x[-1, -1, -1], y[0, 0])]
+    compare_with_c([x, y], outs, [xv, yv])
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_advanced_subtensor1(dtype):
+    x, xv = _inputs(dtype)
+    i = T.lvector('i')
+    i32 = T.ivector('i32')
+    v = x[0, 0]
+    outs = [x[i], x[::-1][i], x.dimshuffle(2, 1, 0)[i32], x[:, ::2][i32],
+            x[:, i], v[i], x[i[:0]], x[i][:, :, ::-3]]
+    compare_with_c([x, i, i32], outs,
+                   [xv, np.array([3, 0, -1, 3, 1]), np.array([-4, 3, 0, 3], np.int32)])
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_advanced_inc_subtensor1(dtype):
+    x, xv = _inputs(dtype)
+    i = T.lvector('i')
+    y = T.tensor3('y', dtype=dtype)
+    yv = rand((5, 5, 6), dtype, rng=np.random.RandomState(7))
+    xt = x.dimshuffle(2, 1, 0)[::-1]        # (6, 5, 4), negative stride
+    outs = [T.inc_subtensor(x[i], y),                      # duplicates accumulate
+            T.set_subtensor(x[i], y),                      # duplicates: the last one wins
+            T.inc_subtensor(xt[i], y[:, :, :4]),
+            T.inc_subtensor(x[i], y[0, 0]),                # y broadcast
+            T.set_subtensor(x[0, 0][i], y[0, 0, 1]),
+            T.inc_subtensor(x[0][i], y[:, 0, ::-1]),
+            T.inc_subtensor(x[i[:0]], y[:0])]              # no index
+    compare_with_c([x, i, y], outs, [xv, np.array([3, 0, -1, 3, 3]), yv])
+
+
+@pytest.mark.parametrize('dtype', ('int32', 'float32', 'float64'))
+def test_advanced_subtensor(dtype):
+    x, xv = _inputs(dtype)
+    i, j = T.lvector('i'), T.ivector('j')
+    ic = T.lmatrix('ic')
+    outs = [x[i, :, j], x[1:, i, j], x[i, j], x[::-1, :, ::-2][i, j], x[ic, j[:3]],
+            x[:, j[:3], ic.T], x[i, j[::-1], i]]
+    compare_with_c([x, i, j, ic], outs,
+                   [xv, np.array([3, 0, -1, 3]), np.array([-1, 4, 0, 2], np.int32),
+                    np.array([[1], [-2], [3]])])
+
+
+@pytest.mark.parametrize('dtype', ('int8', 'float16', 'float32', 'float64'))
+def test_advanced_inc_subtensor(dtype):
+    x, xv = _inputs(dtype)
+    i, j = T.lvector('i'), T.lvector('j')
+    y = T.matrix('y', dtype=dtype)
+    yv = rand((4, 5), dtype, rng=np.random.RandomState(5))
+    outs = [T.inc_subtensor(x[i, :, j], y),               # (i, j) pairs repeat: accumulate
+            T.set_subtensor(x[i, :, j], y),
+            T.inc_subtensor(x[1:, i, j], y[:, 0]),
+            T.inc_subtensor(x.dimshuffle(2, 1, 0)[::-1][j, i], y[:, :4].T)]
+    compare_with_c([x, i, j, y], outs,
+                   [xv, np.array([3, 0, -1, 3]), np.array([2, 5, 0, 2]), yv])
+
+
+def test_index_values_change_between_calls():
+    """Index vectors are device inputs: new values replay the frame without re-planning."""
+    x = T.matrix('x')
+    i = T.lvector('i')
+    y = T.vector('y')
+    outs = [x[i] * 2, T.inc_subtensor(x[i], y)]
+    f_c, f_o = compile_both([x, i, y], outs)
+    xv, yv = rand((5, 3), 'float64'), rand((3,), 'float64')
+    for iv in ([0, 1, 2, 3], [4, 4, 4, -5], [-1, 0, 3, 3]):
+        iv = np.array(iv)
+        for k, (g, w) in enumerate(zip(f_o(xv, iv, yv), f_c(xv, iv, yv))):
+            assert_close(g, w, what='i=%s output %d' % (iv, k))
+    assert f_o.fn.replans == 0
+
+
+@pytest.mark.parametrize('bad', (5, -6))
+def test_index_errors(bad):
+    """Out-of-range indices raise IndexError, as Theano does; the next call still works."""
+    x = T.matrix('x')
+    i = T.lvector('i')
+    s = T.lscalar('s')
+    xv = rand((5, 3), 'float64')
+    cases = [([x, i], x[i], [xv, np.array([0, bad, 1])]),
+             ([x, i], T.inc_subtensor(x[i], 1.0), [xv, np.array([bad])]),
+             ([x, i], x[i, i[::-1]], [xv, np.array([0, 1, bad])]),
+             ([x, s], x[s], [xv, bad])]
+    for ins, out, values in cases:
+        f_c, f_o = compile_both(ins, out)
+        for f in (f_c, f_o):
+            with pytest.raises(IndexError):
+                f(*values)
+        good = list(values)
+        good[1] = np.zeros_like(values[1])
+        assert_close(f_o(*good), f_c(*good), what=str(out))
+
+
+@pytest.mark.parametrize('dtype', ('uint8', 'float32'))
+def test_boolean_masks(dtype):
+    """Masks decide the result's shape: a changed mask re-plans, an unchanged one replays."""
+    x = T.matrix('x', dtype=dtype)
+    m = T.bmatrix('m')
+    y = T.vector('y', dtype=dtype)
+    xt = x.T[::-1]                                    # (6, 4), strided
+    outs = [x[m], xt[m.T[::-1]], x[m.nonzero()], x[1:, m[0]], xt[:, m[:, 1]],
+            T.set_subtensor(x[m], y[0]), T.inc_subtensor(xt[:, m[:, 1]], y[1:2])]
+    f_c, f_o = compile_both([x, m, y], outs)
+    assert not theano_ocl.fallback_nodes(f_o), theano_ocl.fallback_nodes(f_o)
+    xv = rand((4, 6), dtype)
+    yv = rand((6,), dtype, rng=np.random.RandomState(1))
+    rng = np.random.RandomState(2)
+    masks = [rng.rand(4, 6) > 0.5, rng.rand(4, 6) > 0.3, np.zeros((4, 6), bool)]
+    for mv in masks + masks[1:2]:
+        for k, (g, w) in enumerate(zip(f_o(xv, mv, yv), f_c(xv, mv, yv))):
+            assert_close(g, w, what='mask %s output %d' % (mv.astype(int).tolist(), k))
+    replans = f_o.fn.replans
+    f_o(xv, masks[1], yv)
+    assert f_o.fn.replans == replans

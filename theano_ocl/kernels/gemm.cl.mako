@@ -1,0 +1,79 @@
+## One GEMM kernel per (operand dtypes, alpha/beta kind, tile size):
+##     C[b] = alpha * A[b] @ B[b] (+ beta * Z[b])
+## over (batch, M, N) with any element strides (transposes, reversed and stepped views,
+## vectors seen as 1-column matrices), so every BLAS op of the family is one launch of it.
+## Work-group (TS, TS): a TS x TS block of C; A and B go through local-memory tiles.
+## acc_t is the accumulator: float for half storage, the unsigned type for signed
+## integers (wrapping sums, numpy's integer dot, with no undefined overflow).
+## alpha, beta: 'one' (absent), 'ptr' (a 0-d device array); beta 'none' means no Z.
+## beta == 0 at run time ignores Z, as BLAS does (Z may be uninitialised).
+${support}
+
+#define TS ${ts}
+
+__kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
+void ${name}(
+    const long M, const long N, const long K,
+    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
+    __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
+    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+% if alpha == 'ptr':
+    , __global const ${al['t']} *alpha_p, const long alpha_off
+% endif
+% if beta != 'none':
+    , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
+% endif
+% if beta == 'ptr':
+    , __global const ${be['t']} *beta_p, const long beta_off
+% endif
+)
+{
+    __local ${acc_t} As[TS][TS + 1];
+    __local ${acc_t} Bs[TS][TS + 1];
+    const int lx = get_local_id(0);      /* along N */
+    const int ly = get_local_id(1);      /* along M */
+    const long n = get_group_id(0) * TS + lx;
+    const long m = get_group_id(1) * TS + ly;
+    const long bi = get_global_id(2);
+    const long a0 = a_off + bi * a_sb;
+    const long b0 = b_off + bi * b_sb;
+    ${acc_t} acc = 0;
+    for (long k0 = 0; k0 < K; k0 += TS) {
+        const long ka = k0 + lx;
+        const long kb = k0 + ly;
+        As[ly][lx] = (m < M && ka < K) ? ${load(a, 'A', 'a0 + m * a_sm + ka * a_sk')} : (${acc_t})0;
+        Bs[ly][lx] = (kb < K && n < N) ? ${load(b, 'B', 'b0 + kb * b_sk + n * b_sn')} : (${acc_t})0;
+        barrier(CLK_LOCAL_MEM_FENCE);
+        for (int kk = 0; kk < TS; ++kk)
+            acc += As[ly][kk] * Bs[kk][lx];
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (m < M && n < N) {
+        const long ci = c_off + bi * c_sb + m * c_sm + n * c_sn;
+        ${cc_t} r = (${cc_t})acc;
+% if alpha == 'ptr':
+        r = ${load(al, 'alpha_p', 'alpha_off', cc_t)} * r;
+% endif
+% if beta == 'one':
+        r = r + ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)};
+% elif beta == 'ptr':
+        const ${cc_t} beta = ${load(be, 'beta_p', 'beta_off', cc_t)};
+        if (beta != 0)
+            r = r + beta * ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)};
+% endif
+% if c['half']:
+        vstore_half_rte(r, ci, C);
+% elif c['signed_int']:
+        C[ci] = as_${c['t']}((${c['ut']})r);
+% else:
+        C[ci] = (${c['t']})r;
+% endif
+    }
+}
+<%def name="load(o, ptr, idx, to=None)">\
+% if o['half']:
+(${to or acc_t})vload_half(${idx}, ${ptr})\
+% else:
+(${to or acc_t})${ptr}[${idx}]\
+% endif
+</%def>

@@ -1,0 +1,389 @@
+"""Indexing: Subtensor (a view), IncSubtensor, and integer-array indexing.
+
+* ``Subtensor``: slices (any step, negative included) and integer indices give a view,
+  its offset and strides computed as numpy does; the index values are host inputs.
+* ``IncSubtensor``: x (in place when the VM says x is dead, else a copy) with the
+  elementwise add or assignment of y over the view (the elementwise template).
+* ``AdvancedSubtensor1``/``AdvancedSubtensor``: a gather kernel; ``AdvancedIncSubtensor1``/
+  ``AdvancedIncSubtensor``: a scatter kernel that loops over the index points serially
+  per x element, so duplicate indices accumulate (or the last one wins) as in Theano.
+  Both come from ``kernels/subtensor.cl.mako``. Out-of-range indices are reported by the
+  kernel in a small device buffer that a host step checks after the launch, raising
+  IndexError as Theano does (so these frames have a host step).
+
+Boolean masks (``AdvancedBooleanSubtensor``, ``AdvancedBooleanIncSubtensor``, ``Nonzero``)
+decide the result's shape by their values: the plan downloads the mask, uploads its
+nonzero positions as frame constants (integer-array indexing from there), and a host step
+of every replay downloads the mask again and re-plans when it changed.
+"""
+import os
+
+import numpy as np
+from mako.template import Template
+import theano.scalar as ts
+from theano.gof import Constant
+from theano.tensor import basic as tbasic
+from theano.tensor import subtensor as tsub
+from theano.tensor.type import TensorType
+
+from .. import scalar as oscalar
+from ..darray import DArray, span
+from ..errors import NoDeviceImplementation
+from ..vm import Replan, download, upload
+from .base import DeviceImpl, launch_geometry
+from .elemwise import plan_elementwise
+from .registry import ocl_impl
+from .shape import frame_constant
+
+_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
+                                           'subtensor.cl.mako'))
+_sources = {}
+_STORE = {1: 'uchar', 2: 'ushort', 4: 'uint', 8: 'ulong'}
+
+
+# -------------------------------------------------------------------- basic indexing
+def basic_view(x, entries):
+    """The view ``x[entries]`` for ints and slices (numpy's rules and errors)."""
+    shape, strides, offset = [], [], x.offset
+    if len(entries) > x.ndim:
+        raise IndexError('too many indices for array')
+    for d, e in enumerate(entries):
+        n, st = x.shape[d], x.strides[d]
+        if isinstance(e, slice):
+            start, stop, step = slice(*[None if v is None else int(v)
+                                        for v in (e.start, e.stop, e.step)]).indices(n)
+            length = len(range(start, stop, step))
+            if length:
+                offset += start * st
+            shape.append(length)
+            strides.append(st * step)
+        else:
+            i = int(e)
+            if not -n <= i < n:
+                raise IndexError('index %d is out of bounds for axis %d with size %d' % (i, d, n))
+            offset += (i % n) * st
+    shape.extend(x.shape[len(entries):])
+    strides.extend(x.strides[len(entries):])
+    return x.view(shape, strides, offset)
+
+
+class SubtensorView(DeviceImpl):
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(range(1, len(node.inputs)))
+
+    def plan(self, ctx, ins):
+        return [basic_view(ins[0], tsub.get_idx_list(ins, self.node.op.idx_list))]
+
+
+@ocl_impl.register(tsub.Subtensor)
+def _subtensor(op, node, dev):
+    return SubtensorView(node, dev)
+
+
+def _update_code(set_instead_of_inc, x_dtype, y_dtype):
+    """Elementwise code for o0 = i0 (+) i1 where i0 is x's element and i1 y's."""
+    op = ts.second if set_instead_of_inc else ts.add
+    return oscalar.elemwise_code(op, [x_dtype, y_dtype], [x_dtype])
+
+
+def writable_x(ctx, x):
+    """x itself when the VM lets this node overwrite it, else a fresh copy."""
+    if ctx.destroyable[0]:
+        return x
+    out = ctx.alloc(x.shape, x.dtype)
+    ctx.copy(out, x)
+    return out
+
+
+class IncSubtensorImpl(DeviceImpl):
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(range(2, len(node.inputs)))
+        self.support, self.body = _update_code(node.op.set_instead_of_inc,
+                                               node.inputs[0].type.dtype, node.inputs[1].type.dtype)
+
+    def plan(self, ctx, ins):
+        x, y = ins[:2]
+        out = writable_x(ctx, x)
+        view = basic_view(out, tsub.get_idx_list([x] + list(ins[2:]), self.node.op.idx_list))
+        if y.ndim > view.ndim or any(n != 1 and n != m for n, m in
+                                     zip(y.shape[::-1], view.shape[::-1])):
+            raise ValueError('IncSubtensor: could not broadcast a value of shape %s into a '
+                             'subtensor of shape %s' % (y.shape, view.shape))
+        lead = view.ndim - y.ndim
+        y = y.view((1,) * lead + y.shape, (y.itemsize,) * lead + y.strides)
+        plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
+        return [out]
+
+
+@ocl_impl.register(tsub.IncSubtensor)
+def _inc_subtensor(op, node, dev):
+    return IncSubtensorImpl(node, dev)
+
+
+# -------------------------------------------------------------------- integer arrays
+def _kernel(mode, **kw):
+    key = (mode,) + tuple(sorted((k, repr(v)) for k, v in kw.items()))
+    hit = _sources.get(key)
+    if hit is None:
+        name = '%s_%d' % (mode, len(_sources) + 1)
+        fp64 = 'double' in repr(kw)
+        support = kw.pop('support', '')
+        if fp64 and 'cl_khr_fp64' not in support:
+            support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' + support
+        hit = _sources[key] = (_TEMPLATE.render(name=name, mode=mode, support=support, **kw), name)
+    return hit
+
+
+def _operand(dtype):
+    dtype = np.dtype(dtype)
+    return dict(ctype=oscalar.ctype(dtype.name), cctype=oscalar.compute_ctype(dtype.name),
+                half=dtype == np.float16, unsigned=dtype.kind in 'ub')
+
+
+def _estride(d, dim):
+    return d.strides[dim] // d.itemsize
+
+
+class ArrayIndex(object):
+    """x indexed by slices and integer arrays, laid out as numpy does.
+
+    ``xv``: x with the slices applied (same ndim); ``arrays``: (axis, DArray) pairs;
+    ``bshape``: the arrays' broadcast shape; ``dims``: the result's dimensions in order,
+    each ``('x', axis)`` or ``('b', k)`` (k-th dimension of bshape).
+    """
+
+    def __init__(self, x, entries):
+        entries = list(entries) + [slice(None)] * (x.ndim - len(entries))
+        if len(entries) > x.ndim:
+            raise IndexError('too many indices for array')
+        self.xv = basic_view(x, [e if isinstance(e, slice) else slice(None) for e in entries])
+        self.arrays = [(a, e) for a, e in enumerate(entries) if not isinstance(e, slice)]
+        bnd = max(e.ndim for _, e in self.arrays)
+        bshape = [1] * bnd
+        for _, e in self.arrays:
+            for d, n in enumerate(e.shape):
+                d += bnd - e.ndim
+                if n != 1:
+                    if bshape[d] not in (1, n):
+                        raise IndexError('shape mismatch: indexing arrays could not be broadcast '
+                                         'together with shapes %s' % [e.shape for _, e in self.arrays])
+                    bshape[d] = n
+        self.bshape = tuple(bshape)
+        axes = [a for a, _ in self.arrays]
+        adjacent = axes == list(range(axes[0], axes[-1] + 1))
+        xdims = [('x', a) for a in range(x.ndim) if a not in axes]
+        bdims = [('b', k) for k in range(bnd)]
+        if adjacent:
+            lead = [d for d in xdims if d[1] < axes[0]]
+            self.dims = lead + bdims + xdims[len(lead):]
+        else:
+            self.dims = bdims + xdims
+        self.shape = tuple(self.xv.shape[i] if w == 'x' else self.bshape[i] for w, i in self.dims)
+
+    def index_strides(self, e, bdims_only=False):
+        """Element strides of index array ``e`` over the result's dims (0 where broadcast)."""
+        off = len(self.bshape) - e.ndim
+        out = []
+        for w, i in self.dims:
+            if w == 'b':
+                j = i - off
+                out.append(0 if j < 0 or e.shape[j] == 1 else _estride(e, j))
+            elif not bdims_only:
+                out.append(0)
+        return out
+
+    def index_args(self, bdims_only=False):
+        args = []
+        for a, e in self.arrays:
+            args += [e, np.int64(self.xv.shape[a]), np.int64(_estride(self.xv, a))]
+            args += [np.int64(s) for s in self.index_strides(e, bdims_only)]
+        return args
+
+    def index_operands(self):
+        return [_operand(e.dtype) for _, e in self.arrays]
+
+
+def error_buffer(ctx):
+    return frame_constant(ctx, np.zeros(3, np.int64))
+
+
+def check_errors(ctx, err, node, arr_index):
+    """Host step after the launch: raise IndexError if the kernel met a bad index."""
+    dev, queue = ctx.dev, ctx.queue
+    sizes = [arr_index.xv.shape[a] for a, _ in arr_index.arrays]
+    axes = [a for a, _ in arr_index.arrays]
+
+    def run():
+        flag = download(dev, queue, err)
+        if flag[0]:
+            upload(dev, queue, err, np.zeros(3, np.int64), blocking=True)
+            k = int(flag[2]) if 0 <= flag[2] < len(sizes) else 0
+            raise IndexError('index %d is out of bounds for axis %d with size %d (in %s)'
+                             % (flag[1], axes[k], sizes[k], node.op))
+    ctx.host_step(run, 'guard')
+
+
+class GatherImpl(DeviceImpl):
+    """AdvancedSubtensor1 (x[ivector]) and AdvancedSubtensor (slices and int arrays)."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(j for j, v in enumerate(node.inputs)
+                                 if j > 0 and not isinstance(v.type, TensorType))
+
+    def plan(self, ctx, ins):
+        x = ins[0]
+        ai = ArrayIndex(x, mask_entries(ctx, self.node, ins, 1))
+        out = ctx.alloc(ai.shape, x.dtype)
+        if out.size == 0:
+            return [out]
+        xv = ai.xv
+        src, name = _kernel('gather', ndim=len(ai.dims), idxs=ai.index_operands(),
+                            store=_STORE[x.itemsize])
+        args = [np.int64(out.size)]
+        for n, (w, i) in zip(ai.shape, ai.dims):
+            args += [np.int64(n), np.int64(_estride(xv, i) if w == 'x' else 0)]
+        err = error_buffer(ctx)
+        args += [out, xv] + ai.index_args() + [err]
+        gsize, lsize = launch_geometry(ctx.dev, out.size)
+        ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
+        check_errors(ctx, err, self.node, ai)
+        return [out]
+
+
+class ScatterImpl(DeviceImpl):
+    """AdvancedIncSubtensor1 and AdvancedIncSubtensor (set or inc)."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = tuple(j for j, v in enumerate(node.inputs)
+                                 if j > 1 and not isinstance(v.type, TensorType))
+        self.support, self.body = _update_code(node.op.set_instead_of_inc,
+                                               node.inputs[0].type.dtype, node.inputs[1].type.dtype)
+
+    def plan(self, ctx, ins):
+        x, y = ins[:2]
+        out = writable_x(ctx, x)
+        ai = ArrayIndex(out, mask_entries(ctx, self.node, [out] + list(ins[1:]), 2))
+        if y.ndim > len(ai.shape) or any(n != 1 and n != m for n, m in
+                                         zip(y.shape[::-1], ai.shape[::-1])):
+            raise ValueError('shape mismatch: value array of shape %s could not be broadcast '
+                             'to indexing result of shape %s' % (y.shape, ai.shape))
+        size = 1
+        for n in ai.shape:
+            size *= n
+        if size == 0:
+            return [out]
+        lead = len(ai.shape) - y.ndim
+
+        def ystride(pos):
+            j = pos - lead
+            return 0 if j < 0 or y.shape[j] == 1 else _estride(y, j)
+        pdims = [(pos, i) for pos, (w, i) in enumerate(ai.dims) if w == 'x']
+        sdims = [pos for pos, (w, _) in enumerate(ai.dims) if w == 'b']
+        npar = 1
+        for pos, _ in pdims:
+            npar *= ai.shape[pos]
+        src, name = _kernel('scatter', npd=len(pdims), nsd=len(sdims), idxs=ai.index_operands(),
+                            x=_operand(x.dtype), y=_operand(y.dtype), body=self.body,
+                            support=self.support)
+        args = [np.int64(npar), np.int64(size // npar)]
+        for pos, i in pdims:
+            args += [np.int64(ai.shape[pos]), np.int64(_estride(ai.xv, i)), np.int64(ystride(pos))]
+        for pos in sdims:
+            args += [np.int64(ai.shape[pos]), np.int64(ystride(pos))]
+        err = error_buffer(ctx)
+        args += [ai.xv, y] + ai.index_args(bdims_only=True) + [err]
+        gsize, lsize = launch_geometry(ctx.dev, npar)
+        ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
+        check_errors(ctx, err, self.node, ai)
+        return [out]
+
+
+# -------------------------------------------------------------------- boolean masks
+def host_copy(dev, queue, d):
+    """Blocking download of any (strided) DArray into a numpy array."""
+    if d.size == 0:
+        return np.zeros(d.shape, d.dtype)
+    lo, hi = span(d)
+    raw = np.empty(hi - lo, np.uint8)
+    dev.cl.enqueue_copy(queue, raw, d.root.buf, src_offset=lo, is_blocking=True)
+    return np.array(np.ndarray(d.shape, d.dtype, buffer=raw, offset=d.offset - lo,
+                               strides=d.strides))
+
+
+def planned_mask(ctx, d, var):
+    """The mask's current values; the frame re-plans whenever a later call's differ."""
+    dev, queue = ctx.dev, ctx.queue
+    planned = host_copy(dev, queue, d)
+
+    def run():
+        if not np.array_equal(host_copy(dev, queue, d), planned):
+            raise Replan(var)
+    ctx.host_step(run, 'guard')
+    return planned
+
+
+def mask_entries(ctx, node, ins, first):
+    """Index entries with each boolean mask replaced by its nonzero positions."""
+    entries, axis = [], 0
+    x = ins[0]
+    for v, var in zip(ins[first:], node.inputs[first:]):
+        if isinstance(v, DArray) and v.dtype == np.bool_:
+            m = planned_mask(ctx, v, var)
+            for d, n in enumerate(m.shape):
+                if axis + d >= x.ndim or x.shape[axis + d] != n:
+                    raise IndexError('boolean index did not match indexed array along dimension '
+                                     '%d; dimension is %s but corresponding boolean dimension is %d'
+                                     % (axis + d, x.shape[axis + d] if axis + d < x.ndim else None, n))
+            entries.extend(frame_constant(ctx, p.astype(np.int64)) for p in np.nonzero(m))
+            axis += m.ndim
+        else:
+            entries.append(v)
+            axis += 1
+    return entries
+
+
+class NonzeroImpl(DeviceImpl):
+    def plan(self, ctx, ins):
+        out = [None]
+        self.node.op.perform(self.node, [planned_mask(ctx, ins[0], self.node.inputs[0])], [out])
+        return [frame_constant(ctx, out[0])]
+
+
+@ocl_impl.register(tbasic.Nonzero)
+def _nonzero(op, node, dev):
+    return NonzeroImpl(node, dev)
+
+
+def _check_indices(node, first):
+    for v in node.inputs[first:]:
+        if isinstance(v.type, TensorType):
+            if v.type.dtype not in ('bool', 'int8', 'int16', 'int32', 'int64',
+                                    'uint8', 'uint16', 'uint32', 'uint64'):
+                raise NoDeviceImplementation('index of dtype %s (only integer arrays and '
+                                             'boolean masks index on the device)' % v.type.dtype)
+            if v.type.dtype == 'bool' and v.type.ndim == 0:
+                raise NoDeviceImplementation('a 0-d boolean index adds an axis: not on the device')
+        elif not (isinstance(v, Constant) and isinstance(v.data, slice)):
+            raise NoDeviceImplementation('index %s is neither an integer array nor a constant '
+                                         'slice' % (v,))
+
+
+@ocl_impl.register(tsub.AdvancedSubtensor1)
+@ocl_impl.register(tsub.AdvancedSubtensor)
+@ocl_impl.register(tsub.AdvancedBooleanSubtensor)
+def _gather(op, node, dev):
+    _check_indices(node, 1)
+    return GatherImpl(node, dev)
+
+
+@ocl_impl.register(tsub.AdvancedIncSubtensor1)
+@ocl_impl.register(tsub.AdvancedIncSubtensor)
+@ocl_impl.register(tsub.AdvancedBooleanIncSubtensor)
+def _scatter(op, node, dev):
+    _check_indices(node, 2)
+    return ScatterImpl(node, dev)
+
