@@ -693,6 +693,7 @@ def _fused_cases(inputs, build):
     function's inputs or constants)."""
     tvars = [T.TensorType(str(a.dtype), (False,))() for a in inputs]
     outputs = build(*tvars)
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     f = theano.function(tvars, outputs, mode='FAST_RUN')
     fgraph = f.maker.fgraph
     values = dict(zip(fgraph.inputs, inputs))
@@ -725,6 +726,10 @@ def test_fused_graphs():
     x32, y32 = _pair('float32', 'float32', 'fuse')
     x64, y64 = _pair('float64', 'float64', 'fuse')
     i64, j64 = _pair('int64', 'int64', 'fuse')
+    # Theano's C code for // and % negates x: undefined for INT_MIN, which casts of NaN give
+    i64[i64 == np.iinfo('int64').min] = 0
+    j64[j64 == np.iinfo('int64').min] = 0
+    finite32 = np.nan_to_num(x32)
     x16, y16 = _pair('float16', 'float16', 'fuse')
     i8 = _values('int8', 'fuse')
     graphs = [
@@ -732,7 +737,7 @@ def test_fused_graphs():
         ((x32, y32), lambda x, y: T.tanh(x * y) ** 2 + T.log1p(abs(y)) * np.float32(0.1)),
         ((x64, y64), lambda x, y: T.switch(x > y, T.sin(x) / 3, T.cos(y) * 1e-300) + np.inf),
         ((i64, j64), lambda x, y: (x + np.int64(-2 ** 63)) * 3 - y // 7 + (x % np.int64(5))),
-        ((i64, x32), lambda x, y: T.cast(y * 2 + 1, 'int32') // 3 + x),
+        ((i64, finite32), lambda x, y: T.cast(T.clip(y, -1e3, 1e3) * 2 + 1, 'int32') // 3 + x),
         ((x16, y16), lambda x, y: (x * np.float16(2) + np.float16(1)) / (y + np.float16(0.1))),
         ((i8, x32), lambda x, y: T.maximum(x * 2, 7).astype('float32') * y - x),
         ((x32, i8), lambda x, y: T.clip(x, -1, 1) * T.eq(y, 0) + T.isnan(x)),
@@ -755,7 +760,7 @@ def test_composite_shapes():
         (S.Composite([a, b], [ab + np.float32(1), S.exp(ab)]), ('float32', 'float32')),
         (S.Composite([a, b], [inner(a) * b, b - a]), ('float32', 'float32')),
         (S.Composite([p, q], [p + np.int64(-2 ** 63), q * np.uint64(2 ** 64 - 1),
-                              S.lt(p, q)]), ('int64', 'uint64')),
+                              S.eq(q, np.uint64(2 ** 64 - 1))]), ('int64', 'uint64')),
         (S.Composite([h], [(h * np.float16(3) + np.float16(0.1)) * np.float16(1000)]),
          ('float16',)),
         (S.Composite([a], [S.convert_to_float32(S.convert_to_float16(a * np.float32(3))) +

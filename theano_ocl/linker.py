@@ -58,6 +58,7 @@ class Program(object):
         self.updates = []              # (input index, output index)
         self.update_outputs = set()
         self.keep_vars = set()
+        self.key_determined = set()
         self.last_use = {}
         self.consts = []
 
@@ -229,12 +230,43 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         p = producer.get(var)
         if p is not None and p.kind != 'dev':
             pass  # committed from the host cell
+    _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)
     for var, task in prog.last_use.items():
         if var.owner is not None and task.kind != 'shape':
             task.release.append(var)
     return prog
+
+
+def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):
+    """Find host values a frame's key already decides, and tasks a replay may skip.
+
+    A shape read off a device value, a constant, a keyed input, and shape arithmetic
+    on those are the same on every call with the same key: their tasks need not run
+    again on replay, and device plans that consumed them need no guard, unless a host
+    task that does run (a fallback) or an output still reads them.
+    """
+    kd = set(key_inputs)
+    for task in tasks:
+        node = task.node
+        if task.kind == 'shape':
+            if node.inputs[0] in need_dev or node.inputs[0] in kd:
+                kd.update(node.outputs)
+        elif task.kind == 'host' and task.meta:
+            if all(isinstance(v, Constant) or v in kd for v in node.inputs):
+                kd.update(node.outputs)
+    prog.key_determined = kd
+    needed = set(prog.fgraph.outputs) | set(update_sources)
+    for task in reversed(tasks):
+        outs = task.node.outputs
+        if (task.kind == 'shape' or (task.kind == 'host' and task.meta)) and \
+                all(o in kd for o in outs) and not any(o in needed for o in outs) \
+                and not task.upload_outputs:
+            task.replay = False
+            continue
+        if task.kind == 'host':
+            needed.update(task.node.inputs)
 
 
 def _stats(prog):

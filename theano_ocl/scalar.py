@@ -220,7 +220,7 @@ def _convert(gen, expr, src, dst):
         return '(%s != 0)' % expr
     if src in _FLOATS and dst in _INTS:
         return _float_to_int(gen, expr, src, dst)
-    if dst == 'float16':
+    if dst == 'float16' and src not in ('bool', 'int8', 'uint8'):  # those are exact in half
         gen.helper('round_half', _ROUND_HALF)
         return 'th_round_half(%s)' % _convert(gen, expr, src, 'float32')
     if gen.ct(src) == gen.ct(dst):
@@ -572,6 +572,8 @@ def _compare(c, i, sym, j):
     floats = [d for d in (di, dj) if d in _FLOATS]
     if floats and common not in floats:
         common = max(floats, key=lambda d: np.dtype(d).itemsize)
+    if common == 'float16':
+        common = 'float32'  # compare values, do not round them to half
     return '(%s %s %s)' % (c.x(i, common), sym, c.x(j, common))
 
 

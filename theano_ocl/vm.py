@@ -50,7 +50,8 @@ class Frame(object):
     def __init__(self, key):
         self.key = key
         self.steps = []
-        self.arena = []            # (nbytes, PooledBuffer) owned by this frame
+        self.arena = []            # Roots whose buffers this frame owns
+        self.root_sites = collections.defaultdict(list)     # id(root) -> [(kernel, argi)]
         self.free = []             # roots free for reuse while planning
         self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
         self.rebind_sites = collections.defaultdict(list)   # input index -> [(kernel, argi, delta)]
@@ -65,9 +66,9 @@ class Frame(object):
         self.replays = 0
 
     def release(self):
-        for _, buf in self.arena:
+        for root in self.arena:
             try:
-                buf.release()
+                root.buf.release()
             except Exception:
                 pass
         self.arena = []
@@ -106,8 +107,8 @@ class PlanContext(object):
             root = free.pop(best)
         else:
             buf = self.dev.alloc(nbytes)
-            self.frame.arena.append((nbytes, buf))
             root = Root(buf, nbytes, arena=True)
+            self.frame.arena.append(root)
         return DArray(root, shape, dtype)
 
     # -- recording ------------------------------------------------------------------
@@ -129,6 +130,8 @@ class PlanContext(object):
                 i = self.frame.root_to_input.get(id(a.root))
                 if i is not None:
                     sites.append((i, len(expanded), a.offset))
+                if a.root.arena:
+                    self.frame.root_sites[id(a.root)].append((kernel, len(expanded)))
                 expanded.append(a.root.buf)
                 expanded.append(np.int64(a.offset // a.itemsize))
             else:
@@ -166,7 +169,6 @@ class PlanContext(object):
             strided_copy(self, dst, src)
 
     def host_step(self, fn, kind='host'):
-        self.frame.has_host_steps = True
         self._record(Step(fn, self.task_index, kind))
 
     def _record(self, step):
@@ -209,6 +211,7 @@ class Task(object):
         self.download_outputs = []      # output vars a later host consumer needs
         self.upload_outputs = []        # output vars (of host tasks) needed on the device
         self.release = []               # device vars whose last use is this task
+        self.replay = True              # False: its result is decided by the frame key
 
 
 class OCLFunction(object):
@@ -425,6 +428,7 @@ class OCLFunction(object):
             frame.release()
             raise
         frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
+        frame.has_host_steps = any(st.kind in ('host', 'download', 'guard') for st in frame.steps)
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []
         frame.tiny = (self.host_tier_after is not None and self.output_mode == 'host'
@@ -439,9 +443,10 @@ class OCLFunction(object):
                 old.release()
         return frame
 
-    def _run_new(self, frame, ctx):
+    def _run_new(self, frame, ctx, record=True):
         for step in ctx.new_steps:
-            frame.steps.append(step)
+            if record:
+                frame.steps.append(step)
             if self._events is not None and step.kind in ('launch', 'copy'):
                 ev = step.fn()
                 if ev is not None:
@@ -497,7 +502,7 @@ class OCLFunction(object):
             if j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
-                if var.owner is not None:
+                if var.owner is not None and var not in prog.key_determined:
                     ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard')
             else:
                 ins.append(dvals[var])
@@ -546,7 +551,7 @@ class OCLFunction(object):
         def run():
             cell[0] = value
         ctx.host_step(run, 'host')
-        self._run_new(ctx.frame, ctx)
+        self._run_new(ctx.frame, ctx, record=task.replay)
 
     def _plan_host(self, task, ctx, dvals, live):
         prog = self.program
@@ -557,10 +562,8 @@ class OCLFunction(object):
 
         def run():
             thunk()
-            for o in outs:
-                compute_map[o][0] = True
         ctx.host_step(run, 'host')
-        self._run_new(ctx.frame, ctx)
+        self._run_new(ctx.frame, ctx, record=task.replay)
         for var in task.upload_outputs:
             value = storage_map[var][0]
             d = ctx.alloc(np.shape(value), var.type.dtype)
@@ -572,6 +575,7 @@ class OCLFunction(object):
         prog = self.program
         ctx = PlanContext(self, frame, len(prog.tasks) - 1, self.queue)
         fetchers = []
+        donated = set()
         for j, var in enumerate(prog.fgraph.outputs):
             if j in prog.update_outputs:
                 fetchers.append(_none)
@@ -582,7 +586,11 @@ class OCLFunction(object):
                 fetchers.append(_host_value(cell, prog.residents.get(prog.input_index.get(var)), self))
                 continue
             if self.output_mode == 'device':
-                fetchers.append(_device_output(self, ctx, d))
+                donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
+                          and id(d.root) not in donated)
+                donated.add(id(d.root))
+                fetchers.append(_donate_output(self, frame, d) if donate
+                                else _device_output(self, ctx, d))
             else:
                 if not d.is_c_contiguous():
                     tmp = ctx.alloc(d.shape, d.dtype)
@@ -745,6 +753,27 @@ def _host_value(cell, res, vm):
 def _host_output(dev, queue, d):
     def run():
         return download(dev, queue, d)
+    return run
+
+
+def _donate_output(vm, frame, d):
+    """Hand the frame's output buffer to the caller and give the frame a fresh one.
+
+    Cheaper than a copy: one pooled allocation and a re-bind of the kernel arguments
+    that referred to the buffer.
+    """
+    import pyopencl.array as cla
+    dev, queue = vm.dev, vm.queue
+    root = d.root
+    shape, dtype = d.shape, d.dtype
+    sites = frame.root_sites[id(root)]
+
+    def run():
+        out = cla.Array(queue, shape, dtype, data=root.buf)
+        root.buf = new = dev.alloc(root.nbytes)
+        for kernel, argi in sites:
+            kernel.set_arg(argi, new)
+        return out
     return run
 
 

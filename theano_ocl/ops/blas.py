@@ -110,16 +110,6 @@ def as_scalar_matrix(d):
     return d.view((1, 1), (d.itemsize, d.itemsize))
 
 
-def check_shapes(what, A, B, C=None):
-    """Theano's message for operands that do not align (A: (b,m,k), B: (b,k,n), C: (b,m,n))."""
-    ok = A.shape[0] == B.shape[0] and A.shape[2] == B.shape[1]
-    if C is not None:
-        ok = ok and C.shape == (A.shape[0], A.shape[1], B.shape[2])
-    if not ok:
-        shapes = ', '.join(str(s) for s in ([C.shape] if C is not None else []) + [A.shape, B.shape])
-        raise ValueError('Incompatible shapes for %s: %s' % (what, shapes))
-
-
 # --------------------------------------------------------------------------- the one interface
 def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
     """Record ``C[b] = alpha * A[b] @ B[b] (+ beta * Z[b])`` for 3-d DArray views.
@@ -468,9 +458,10 @@ class GemmImpl(BlasImpl):
 
     def plan(self, ctx, ins):
         z, a, x, y, b = ins
-        A, B = as_batch(x), as_batch(y)
-        Z = as_batch(z)
-        check_shapes('gemm (z <- b*z + a*dot(x, y)): z, x, y', A, B, Z)
+        if x.shape[1] != y.shape[0] or z.shape != (x.shape[0], y.shape[1]):
+            raise ValueError('Incompatible shapes for gemm (b * z + a * dot(x, y)). '
+                             'z: %s, x: %s, y: %s' % (z.shape, x.shape, y.shape))
+        A, B, Z = as_batch(x), as_batch(y), as_batch(z)
         out = self.output_for(ctx, 0, z, z.shape, z.dtype)
         C = as_batch(out)
         plan_gemm(ctx, self.backend, A, B, C, self.scalar(1, a), self.scalar(4, b),
