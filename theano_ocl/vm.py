@@ -411,7 +411,7 @@ class OCLFunction(object):
                 if task.kind == 'dev':
                     self._plan_dev(task, ctx, dvals, live)
                 elif task.kind == 'shape':
-                    self._plan_shape(task, ctx, dvals)
+                    self._plan_shape(task, ctx, dvals, live)
                 else:
                     self._plan_host(task, ctx, dvals, live)
                 for var in task.release:
@@ -539,7 +539,7 @@ class OCLFunction(object):
             cell[0] = download(dev, queue, d)
         ctx.host_step(run, 'download')
 
-    def _plan_shape(self, task, ctx, dvals):
+    def _plan_shape(self, task, ctx, dvals, live):
         prog = self.program
         node = task.node
         var = node.inputs[0]
@@ -552,6 +552,17 @@ class OCLFunction(object):
             cell[0] = value
         ctx.host_step(run, 'host')
         self._run_new(ctx.frame, ctx, record=task.replay)
+        self._plan_uploads(task, ctx, dvals, live)
+
+    def _plan_uploads(self, task, ctx, dvals, live):
+        """Upload the outputs of a host task that device tasks consume (shape-guarded)."""
+        storage_map = self.program.storage_map
+        for var in task.upload_outputs:
+            value = storage_map[var][0]
+            d = ctx.alloc(np.shape(value), var.type.dtype)
+            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var), 'upload')
+            self._set_dval(dvals, live, var, d)
+        self._run_new(ctx.frame, ctx)
 
     def _plan_host(self, task, ctx, dvals, live):
         prog = self.program
@@ -564,12 +575,7 @@ class OCLFunction(object):
             thunk()
         ctx.host_step(run, 'host')
         self._run_new(ctx.frame, ctx, record=task.replay)
-        for var in task.upload_outputs:
-            value = storage_map[var][0]
-            d = ctx.alloc(np.shape(value), var.type.dtype)
-            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var), 'upload')
-            self._set_dval(dvals, live, var, d)
-        self._run_new(ctx.frame, ctx)
+        self._plan_uploads(task, ctx, dvals, live)
 
     def _plan_outputs(self, frame, dvals):
         prog = self.program

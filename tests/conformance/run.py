@@ -60,8 +60,8 @@ DOCS_FILE = os.path.join(REPO, 'docs', 'conformance.md')
 # methods, and skips yield tests), nose's counts match the source.
 # ---------------------------------------------------------------------------------------
 ELEMWISE_QUICK = [
-    # All of test_elemwise except its seven long dtype/compilation sweeps
-    # (test_CAReduce.test_c, T_mean_dtype.test_mean_custom_dtype,
+    # All of test_elemwise except its eight long dtype/compilation sweeps
+    # (test_CAReduce.test_c and .test_c_noopt, T_mean_dtype.test_mean_custom_dtype,
     # T_reduce_dtype.test_reduce_custom_dtype, T_prod_without_zeros_dtype.*custom*,
     # test_Prod.test_other_grad_tests, test_Prod.test_prod_no_zeros_in_input):
     # about 90 s of the module's 615 s under C with a cold compiledir.
@@ -69,7 +69,7 @@ ELEMWISE_QUICK = [
     'test_reduce_axes',
     'test_Broadcast',
     'test_CAReduce.test_perform', 'test_CAReduce.test_perform_noopt',
-    'test_CAReduce.test_perform_nan', 'test_CAReduce.test_c_noopt',
+    'test_CAReduce.test_perform_nan',
     'test_CAReduce.test_c_nan', 'test_CAReduce.test_infer_shape',
     'test_Prod.test_verify_grad', 'test_Prod.test_verify_grad_with_zeros',
     'test_Prod.test_mul_without_zeros_zeros', 'test_Prod.test_prod_without_zeros',
@@ -512,17 +512,39 @@ def fmt_counts(res):
                                     c.get('skip', 0), extra)
 
 
-def short_tb(rec, lines=6):
-    tb = (rec.get('tb') or '').strip().splitlines()
-    tb = [l for l in tb if l.strip()]
-    return '\n'.join(tb[-lines:]) if tb else rec.get('message', '')
+def short_tb(rec, frames=2, width=200):
+    """The last ``frames`` frames of the traceback and the first line of the exception
+    (Theano appends long node dumps, creation backtraces and hints to its messages),
+    each line cut to ``width``."""
+    tb = [l.rstrip() for l in (rec.get('tb') or '').splitlines() if l.strip()]
+    starts = [i for i, l in enumerate(tb) if l.startswith('Traceback (most recent call last)')]
+    if not starts:
+        return one_line(rec)
+    body = tb[starts[-1] + 1:]
+    end = next((i for i, l in enumerate(body) if not l.startswith(' ')), len(body))
+    stack, exc = body[:end], body[end:]
+    last = [i for i, l in enumerate(stack) if l.lstrip().startswith('File "')
+            and '/unittest/' not in l and '/nose/' not in l]
+    keep = []
+    for i in last[-frames:]:
+        keep.append(stack[i])
+        if i + 1 < len(stack) and not stack[i + 1].lstrip().startswith('File "'):
+            keep.append(stack[i + 1])
+    keep.append(_first_line(exc[0]) if exc else one_line(rec))
+    return '\n'.join(l if len(l) <= width else l[:width] + '...' for l in keep)
+
+
+def _first_line(text):
+    """First line of an exception message; also cuts at a repr'd newline (KeyError("a\\nb"))."""
+    text = text.strip().splitlines()[0] if text.strip() else ''
+    return text.split('\\n', 1)[0]
 
 
 def one_line(rec):
     """A one-line cause: the exception's first line, plus for a bare assert the failing
     source line and its place in the test file."""
     msg = (rec.get('message') or '').strip()
-    first = msg.splitlines()[0].strip() if msg else ''
+    first = _first_line(msg)
     tb = [l for l in (rec.get('tb') or '').splitlines() if l.strip()]
     if not first and tb:
         first = tb[-1].strip()
@@ -803,7 +825,8 @@ def main(argv=None):
                                   '+'.join(MODE_TITLE[m] for m in modes), meta['machine'],
                                   meta['theano'], meta['floatX'], meta['device'], elapsed))
     cols = ('Counts are passed / failed / errors / skipped as reported by nose; times are the '
-            'wall time of the module\'s interpreter (compiledir warm unless noted). '
+            'wall time of the module\'s interpreter, compilation included (they depend on how '
+            'warm the Theano compiledir is and on other processes sharing it). '
             '"on device" = (device + meta) / all Apply nodes linked by the OCL linker.')
     body = details_markdown(details, with_tb=not args.no_tb)
     print(head + '\n\n' + cols + '\n\n' + table + '\n' + body + '\n')

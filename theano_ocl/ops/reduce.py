@@ -158,11 +158,14 @@ def geometry(dev, n_out, n_red, rows):
     if n_red <= 1 or n_out == 0:
         return 1, 1, False
     if dev.is_cpu:
-        # PoCL: a few big chunks per core; lanes of a work-group read consecutive elements.
-        target = max(dev.compute_units, 1) * 8
-        L = _pow2_at_most(n_red // 64, 64) if rows else 1
-        parts = 1 if n_out >= target else max(1, min(-(-target // n_out), n_red // 4096))
-        return L, parts, False
+        # PoCL (measured on 4096x4096): one work-item per (output, chunk) beats local-memory
+        # trees; columns go faster split in row chunks (better locality per work-group).
+        target = max(dev.compute_units, 1) * 32
+        if rows:
+            parts = 1 if n_out >= target else max(1, min(-(-target // n_out), n_red // 4096))
+        else:
+            parts = max(1, min(max(8, -(-target // n_out)), n_red // 256))
+        return 1, parts, False
     target = max(dev.compute_units, 1) * 2048
     if rows and n_red >= 32:
         L = _pow2_at_most(n_red, min(256, dev.max_work_group_size))
