@@ -11,7 +11,8 @@ import theano_ocl
 from helpers import assert_close, compare_with_c, rand
 
 FLOATS = ['float16', 'float32', 'float64']
-TOL = {'float16': dict(rtol=5e-3, atol=2e-3), 'float32': dict(rtol=1e-5, atol=1e-6),
+# float16: Theano has no C code and its perform rounds every step (sums included) to half
+TOL = {'float16': dict(rtol=5e-3, atol=5e-3), 'float32': dict(rtol=1e-5, atol=1e-6),
        'float64': dict(rtol=1e-12, atol=1e-13)}
 VIEWS = {'plain': lambda x: x, 'T': lambda x: x.T, 'rev': lambda x: x[::-1],
          'step': lambda x: x[:, ::2]}
@@ -30,6 +31,8 @@ def test_softmax_family(dtype, view, shape):
     vx = VIEWS[view](x)
     xv = rand(shape, dtype, rng, low=-20, high=20)
     rows, cols = theano.function([x], vx.shape, mode='FAST_RUN')(xv)
+    if dtype == 'float16' and cols == 0:
+        pytest.skip("Theano's float16 softmax (perform) raises on empty rows; its C code does not")
     bv, tv = rand((cols,), dtype, rng), rand((rows, cols), dtype, rng)
     outs = [nnet.softmax(vx), nnet.softmax(vx + b), nnet.logsoftmax(vx),
             T.grad((nnet.softmax(vx) * t).sum(), x)]
@@ -143,9 +146,7 @@ def test_logistic_regression_sgd_matches_c():
         W = theano.shared(W0.copy(), 'W')
         b = theano.shared(np.zeros(k, 'float32'), 'b')
         p = nnet.softmax(T.dot(X, W) + b)
-        # the mean over a constant batch size: T.mean divides by Shape_i, and a Shape_i
-        # value consumed by a device kernel is never uploaded (vm.py, _plan_shape)
-        loss = -T.sum(T.log(p)[T.arange(y.shape[0]), y]) / np.float32(n)
+        loss = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
         gW, gb = T.grad(loss, [W, b])
         lr = np.float32(0.5)
         train = theano.function([], loss, updates=[(W, W - lr * gW), (b, b - lr * gb)], mode=mode)

@@ -276,26 +276,29 @@ def _theano_reference(cases):
     compiled in FAST_RUN. The others run alone in Python, as FAST_RUN runs them: a lone
     Elemwise computes with numpy's ufunc where its op names one (a Composite would compute
     with Python scalars, and its hash needs C code)."""
-    groups = {}
+    in_c = []
     for case in cases:
         if _runs_c_code(case):
-            groups.setdefault(tuple(sorted(id(a) for a in case.inputs)), []).append(case)
+            in_c.append(case)
         else:
             _theano_outputs([case], _PY_MODE, composite=False)
             _adjust_python_reference(case)
-    for group in groups.values():
-        nin = len(group[0].inputs)
-        batch = []
-        for case in group + [None]:
-            if case is None or nin + sum(len(c.out_dtypes) for c in batch) + len(
-                    case.out_dtypes) > 32:
-                if batch:
-                    _theano_outputs(batch, 'FAST_RUN')
-                batch = []
-            if case is not None:
-                batch.append(case)
-        for case in group:
-            _adjust_c_reference(case)
+    # cases sharing inputs next to each other, then as many per Composite as fit
+    in_c.sort(key=lambda case: [id(a) for a in case.inputs])
+    batch, arrays, nout = [], set(), 0
+    for case in in_c + [None]:
+        more = set() if case is None else set(map(id, case.inputs)) - arrays
+        if case is None or len(arrays | more) + nout + len(case.out_dtypes) > 32:
+            if batch:
+                _theano_outputs(batch, 'FAST_RUN')
+            batch, arrays, nout = [], set(), 0
+            more = set() if case is None else set(map(id, case.inputs))
+        if case is not None:
+            batch.append(case)
+            arrays |= more
+            nout += len(case.out_dtypes)
+    for case in in_c:
+        _adjust_c_reference(case)
 
 
 @functools.lru_cache(maxsize=None)
@@ -386,25 +389,27 @@ def _rng(*key):
     return np.random.RandomState(zlib.crc32(repr(key).encode()))
 
 
+@functools.lru_cache(maxsize=None)
 def _values(dtype, key, n=_N, kind='general'):
     """``n`` values of ``dtype``: edge values first, then random ones of several scales.
+    One array per arguments (read-only), so that cases share inputs and batches.
     kind 'positive': finite values > 0 only, the domain of psi and of the incomplete gamma
     functions (Theano's C code asserts, aborting the process, outside it)."""
     rng = _rng(dtype, key, kind)
     if dtype == 'bool':
         v = rng.randint(0, 2, n).astype(bool)
         v[:2] = [False, kind != 'positive']
-        return v | (kind == 'positive')
+        return _frozen(v | (kind == 'positive'))
     if dtype in _INTS:
         info = np.iinfo(dtype)
         if kind == 'positive':
-            return rng.randint(1, min(100, int(info.max)), n).astype(dtype)
+            return _frozen(rng.randint(1, min(100, int(info.max)), n).astype(dtype))
         edges = [0, 1, 2, 3, 7, 100, info.max, info.max - 1, info.min, info.min + 1,
                  -1, -2, -3, -7, -100, 1000, -1000]
         edges = [e for e in edges if info.min <= e <= info.max]
         small = rng.randint(-20 if dtype in _SIGNED else 0, 21, n // 3)
         full = rng.randint(info.min, info.max, n, dtype=dtype)
-        return np.concatenate([np.array(edges, dtype), small.astype(dtype), full])[:n]
+        return _frozen(np.concatenate([np.array(edges, dtype), small.astype(dtype), full])[:n])
     finfo = np.finfo(dtype)
     if kind == 'positive':
         edges = [1e-6, 0.1, 0.5, 1., 1.5, 2., 2.5, 3., 7.75, 10., 30., 100.25]
@@ -418,21 +423,27 @@ def _values(dtype, key, n=_N, kind='general'):
         scale = math.log10(float(finfo.max)) * 0.9
         rest = np.concatenate([rng.uniform(-3, 3, n // 3), rng.uniform(-100, 100, n // 6),
                                rng.choice([-1, 1], n) * 10 ** rng.uniform(-scale, scale, n)])
-    return np.concatenate([np.array(edges), rest])[:n].astype(dtype)
+    return _frozen(np.concatenate([np.array(edges), rest])[:n].astype(dtype))
 
 
+def _frozen(a):
+    a.setflags(write=False)
+    return a
+
+
+@functools.lru_cache(maxsize=None)
 def _pair(d1, d2, key, divisor_safe=True):
     """Two input arrays; some positions equal. For integer divisors: no 0 (Theano's C code
     raises ZeroDivisionError) and no INT_MIN // -1 (it traps); test_int_division_edges has them."""
     x = _values(d1, (key, 0))
-    y = _values(d2, (key, 1))[_rng(key).permutation(_N)]
+    y = _values(d2, (key, 1))[_rng(key).permutation(_N)]  # a copy
     same = min(16, _N)
     y[:same] = x[:same].astype(d2) if d1 == d2 else y[:same]
     if divisor_safe and d2 in _INTS + ('bool',):
         y[y == 0] = 1
         if d1 in _SIGNED:
             y[(x == np.iinfo(d1).min) & (y == -1)] = 2 if d2 != 'bool' else 1
-    return x, y
+    return x, _frozen(y)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -485,13 +496,14 @@ def _binary_cases(op):
     return [c for c in cases if not (op is S.pow and c.out_dtypes[0] in _INTS)]
 
 
+@functools.lru_cache(maxsize=None)
+def _triple(dtypes):
+    return tuple(_frozen(_values(d, ('ternary', k))[_rng('ternary', k).permutation(_N)])
+                 for k, d in enumerate(dtypes))
+
+
 def _ternary_cases(op):
-    inputs = []
-    for dtypes in _TERNARY_DTYPES:
-        arrays = [_values(d, ('ternary', k)) for k, d in enumerate(dtypes)]
-        arrays[1:] = [a[_rng('ternary', k).permutation(_N)] for k, a in enumerate(arrays[1:])]
-        inputs.append(tuple(arrays))
-    return _make_cases(op, inputs)
+    return _make_cases(op, [_triple(dtypes) for dtypes in _TERNARY_DTYPES])
 
 
 def _cast_cases():
@@ -725,7 +737,7 @@ def test_fused_graphs():
     """Composites FAST_RUN fuses out of ordinary graphs, with constants of every kind."""
     x32, y32 = _pair('float32', 'float32', 'fuse')
     x64, y64 = _pair('float64', 'float64', 'fuse')
-    i64, j64 = _pair('int64', 'int64', 'fuse')
+    i64, j64 = [a.copy() for a in _pair('int64', 'int64', 'fuse')]
     # Theano's C code for // and % negates x: undefined for INT_MIN, which casts of NaN give
     i64[i64 == np.iinfo('int64').min] = 0
     j64[j64 == np.iinfo('int64').min] = 0

@@ -11,7 +11,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from helpers import assert_close, compare_with_c, compile_both, rand
+from helpers import assert_close, compare_with_c, compile_both, ocl_mode, rand
 
 DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
 
@@ -71,16 +71,23 @@ def test_advanced_inc_subtensor1(dtype):
     y = T.tensor3('y', dtype=dtype)
     yv = rand((5, 5, 6), dtype, rng=np.random.RandomState(7))
     xt = x.dimshuffle(2, 1, 0)[::-1]        # (6, 5, 4), negative stride
-    # Theano's C code cannot increment bool arrays (TypeError): set them
-    inc = T.set_subtensor if dtype == 'bool' else T.inc_subtensor
-    outs = [inc(x[i], y),                                  # duplicates accumulate
+    outs = [T.inc_subtensor(x[i], y),                      # duplicates accumulate
             T.set_subtensor(x[i], y),                      # duplicates: the last one wins
-            inc(xt[i], y[:, :, :4]),
-            inc(x[i], y[0, 0]),                            # y broadcast
+            T.inc_subtensor(xt[i], y[:, :, :4]),
+            T.inc_subtensor(x[i], y[0, 0]),                # y broadcast
             T.set_subtensor(x[0, 0][i], y[0, 0, 1]),
-            inc(x[0][i], y[:, 0, ::-1]),
-            inc(x[i[:0]], y[:0])]                          # no index
-    compare_with_c([x, i, y], outs, [xv, np.array([3, 0, -1, 3, 3]), yv])
+            T.inc_subtensor(x[0][i], y[:, 0, ::-1]),
+            T.inc_subtensor(x[i[:0]], y[:0])]              # no index
+    values = [xv, np.array([3, 0, -1, 3, 3]), yv]
+    if dtype != 'bool':
+        compare_with_c([x, i, y], outs, values)
+        return
+    # Theano's C code raises TypeError on bool arrays: its Python code is the reference
+    f_py = theano.function([x, i, y], outs, mode=theano.Mode(linker='py'))
+    f_o = theano.function([x, i, y], outs, mode=ocl_mode())
+    assert not theano_ocl.fallback_nodes(f_o)
+    for k, (g, w) in enumerate(zip(f_o(*values), f_py(*values))):
+        assert_close(g, w, what='output %d' % k)
 
 
 @pytest.mark.parametrize('dtype', ('int32', 'float32', 'float64'))

@@ -168,6 +168,15 @@ class PlanContext(object):
         else:
             strided_copy(self, dst, src)
 
+    def enqueue(self, fn):
+        """Record an asynchronous device action (a library call such as CLBlast).
+
+        ``fn()`` enqueues on ``ctx.queue`` and returns its event (or None); unlike
+        ``host_step`` it leaves the frame replayable without host work.
+        """
+        self._record(Step(fn, self.task_index, 'launch'))
+        self.frame.n_launches += 1
+
     def host_step(self, fn, kind='host'):
         self._record(Step(fn, self.task_index, kind))
 

@@ -365,19 +365,11 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
             queue, M, N, K, nb, a, b, c, lda, ldb, ldc, bstr[0], bstr[1], bstr[2], alpha=al,
             beta=be, a_transp=ta, b_transp=tb, a_offset=offs[0], b_offset=offs[1],
             c_offset=offs[2])
-    _record_device_step(ctx, run)
+    ctx.enqueue(run)
     if out is not C or not static_alpha:
         # C = alpha * out (+ beta * Z): one elementwise launch reading the scalars on device
         _plan_combine(ctx, C, out, None if static_alpha else alpha,
                       None if out is C else beta, None if out is C else Z)
-
-
-def _record_device_step(ctx, fn):
-    # A library call that enqueues on the in-order queue is a device step like a launch;
-    # PlanContext has no public hook for it (host_step would mark the frame as needing
-    # host work), so the step is recorded as a launch.
-    from ..vm import Step
-    ctx._record(Step(fn, ctx.task_index, 'launch'))
 
 
 def _plan_fill_zero(ctx, d):
