@@ -26,6 +26,7 @@ from theano.tensor.type import TensorType
 from theano.tensor import basic as tbasic
 from theano.compile import ops as compile_ops
 from theano import scalar as ts
+from theano.tensor.type_other import SliceType, NoneTypeT
 
 from .device import get_device
 from .errors import NoDeviceImplementation
@@ -88,8 +89,9 @@ class ShapeOfDevice(object):
 
 
 def _is_small_int(var):
+    """Values of index arithmetic: scalars, slices, None, and short integer tensors."""
     t = var.type
-    if isinstance(t, ts.Scalar):
+    if isinstance(t, (ts.Scalar, SliceType, NoneTypeT)):
         return True
     if isinstance(t, TensorType):
         return t.ndim <= 1 and (t.dtype.startswith('int') or t.dtype.startswith('uint') or t.dtype == 'bool')

@@ -156,7 +156,8 @@ class PlanContext(object):
         from .ops.elemwise import strided_copy
         if dst.size == 0:
             return
-        if dst.is_c_contiguous() and src.is_c_contiguous() and dst.dtype == src.dtype:
+        if dst.shape == src.shape and dst.dtype == src.dtype and \
+                dst.is_c_contiguous() and src.is_c_contiguous():
             cl = self.dev.cl
             queue = self.queue
             nbytes = dst.nbytes
