@@ -168,6 +168,8 @@ else
         else
             warn "apt-get install pocl-opencl-icd failed"
         fi
+    elif [ "${BOOTSTRAP_NO_APT:-0}" = 1 ]; then
+        warn "BOOTSTRAP_NO_APT=1: not using apt-get"
     else
         warn "apt-get cannot be used here (not Debian/Ubuntu, or not root and no password-less sudo)"
     fi

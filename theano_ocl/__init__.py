@@ -4,20 +4,38 @@
     f = theano.function([x], y, mode='OCL')
     f = theano.function([x], y, mode=theano_ocl.OCLMode(device='0:0'))
     sim = theano_ocl.SimulatorOCL(f_compiled_anywhere); sim.run_steps(1000)
+
+Importing the package is cheap: it arranges (through :mod:`theano_ocl._startup`) that
+the linker and mode are registered as soon as Theano is imported (at once if it already
+is); the public names below load on first use.
 """
+import importlib
+
 from . import _startup
+
+__version__ = '0.1.0'
 
 _startup.apply_theano_patches()
 
-import theano  # noqa: E402  (after the start-up patches)
+_LAZY = {
+    'get_device': 'device', 'NoOpenCLPlatform': 'device',
+    'KernelBuildError': 'errors', 'NoDeviceImplementation': 'errors',
+    'OCLLinker': 'linker', 'OCLMode': 'mode', 'register': 'mode',
+    'report': 'report', 'fallback_nodes': 'report', 'placements': 'report',
+    'SimulatorOCL': 'simulator', 'optimize': 'simulator',
+}
 
-from .device import get_device, NoOpenCLPlatform  # noqa: E402,F401
-from .errors import KernelBuildError, NoDeviceImplementation  # noqa: E402,F401
-from .linker import OCLLinker  # noqa: E402,F401
-from .mode import OCLMode, register  # noqa: E402,F401
-from .report import report, fallback_nodes, placements  # noqa: E402,F401
-from .simulator import SimulatorOCL, optimize  # noqa: E402,F401
+__all__ = sorted(_LAZY)
 
-register()
 
-__version__ = '0.1.0'
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError("module 'theano_ocl' has no attribute %r" % (name,))
+    value = getattr(importlib.import_module('.' + module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

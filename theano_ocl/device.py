@@ -89,8 +89,11 @@ def resolve_spec(spec=None):
             if _is_gpu(t[3]) == want_gpu:
                 return t[0], t[1]
         raise ValueError("no OpenCL %s device; available: %s" % (low.upper(), describe_choices(devs)))
+    aliases = {'pocl': 'portable computing language'}
+    low = aliases.get(low, low)
     for t in devs:
-        if low in t[2].name.lower() or low in t[3].name.lower():
+        names = (t[2].name, t[2].vendor, t[3].name, t[3].vendor)
+        if any(low in n.lower() for n in names):
             return t[0], t[1]
     raise ValueError("no OpenCL device matches %r; available: %s" % (spec, describe_choices(devs)))
 

@@ -206,9 +206,8 @@ def _literal(value, dtype):
         return 'NAN'
     if math.isinf(v):
         return 'INFINITY' if v > 0 else '(-INFINITY)'
-    # repr is the shortest decimal that reads back as this double; it lies so close to a
-    # float32 value that float parsing gives that value too.
-    text = repr(v) + ('' if dtype == 'float64' else 'f')
+    # the shortest decimal that reads back as the same double / float (correctly rounded)
+    text = repr(v) if dtype == 'float64' else str(np.float32(v)) + 'f'
     return '(%s)' % text if text.startswith('-') else text
 
 
@@ -542,7 +541,7 @@ def _sgn(op, c):
     x = c.x(0)
     if c.od in _FLOATS:
         return c.set('%s > 0 ? %s : (%s < 0 ? %s : (isnan(%s) ? NAN : %s))' % (
-            x, c.lit(1), x, c.lit(-1), x, x, c.lit(0)))
+            x, c.lit(1), x, c.lit(-1), x, c.lit(0)))
     if c.od in _SIGNED:
         return c.set('(%s > 0) - (%s < 0)' % (x, x))
     return c.set('%s != 0' % x)  # Theano's C code has none for unsigned; numpy's sign
