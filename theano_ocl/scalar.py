@@ -340,7 +340,7 @@ def _int_arith(c, sym, args):
     """Integer ``args`` combined with ``sym`` in unsigned arithmetic: it wraps where signed
     overflow would be undefined, and assigning to the output truncates as numpy does."""
     U = 'ulong' if c.od in ('int64', 'uint64') else 'uint'
-    return (' %s ' % sym).join(a if c.gen.ct(c.od) == U else '(%s)%s' % (U, a) for a in args)
+    return (' %s ' % sym).join(a if c.T == U else '(%s)%s' % (U, a) for a in args)
 
 
 def _arith(c, sym):
@@ -367,7 +367,7 @@ def _sub(op, c):
 @_register(scal.Neg)
 def _neg(op, c):
     if c.od in _INTS:
-        return c.set('0 - ' + _int_arith(c, '-', [c.x(0)]))
+        return c.set(_int_arith(c, '-', ['0', c.x(0)]))
     return c.set('-' + c.x(0))
 
 
@@ -382,7 +382,8 @@ def _sqr(op, c):
 @_register(scal.TrueDiv)
 def _true_div(op, c):
     if c.od not in _FLOATS:
-        raise NoDeviceImplementation("true_div to %s" % c.od)
+        raise NoDeviceImplementation("true_div with output dtype %s: expected a float "
+                                     "output" % c.od)
     return c.set('%s / %s' % tuple(c.xs()))
 
 
@@ -659,7 +660,8 @@ _FUNCTIONS = {
 def _function(name):
     def code(op, c):
         if c.od not in _FLOATS:
-            raise NoDeviceImplementation("%s to %s" % (op, c.od))
+            raise NoDeviceImplementation("%s with output dtype %s: expected a float "
+                                         "output" % (op, c.od))
         return c.set('%s(%s)' % (name, c.x(0)))
     return code
 

@@ -866,7 +866,8 @@ def load_json_rows(path):
 def finish(rows, modes, expected, meta, args, elapsed, tmp):
     """Print the report (and write docs / JSON); return the exit status."""
     table, n_pass, n_reg, details = build_report(rows, modes, expected, meta)
-    note = (' ' + args.note.strip().rstrip('.') + '.') if args.note else ''
+    note = args.note.strip().rstrip('.') if args.note else ''
+    note = (' ' + note[:1].upper() + note[1:] + '.') if note else ''
     head = ('**%s** — group `%s`%s, modes %s; %s; Theano %s, floatX=%s; OCL device: %s; '
             'run took %.0f s.%s' % (meta['date'], args.group, ' (--quick)' if args.quick else '',
                                     '+'.join(MODE_TITLE[m] for m in modes), meta['machine'],
