@@ -60,6 +60,7 @@ class Program(object):
         self.update_outputs = set()
         self.keep_vars = set()
         self.key_determined = set()
+        self.host_output_cells = []
         self.last_use = {}
         self.consts = []
 
@@ -232,6 +233,8 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         p = producer.get(var)
         if p is not None and p.kind != 'dev':
             pass  # committed from the host cell
+    prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
+                              if v.owner is not None and producer[v].kind != 'dev']
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)

@@ -49,7 +49,7 @@ class Resident(object):
         if self.darr is not None and not self.host_changed():
             return self.darr
         # the host was written after the device value was last synced: the host wins
-        value = np.ascontiguousarray(self.cell[0])
+        value = np.require(self.cell[0], requirements="C")
         self._place(dev, value.shape, value.dtype)
         if value.size:
             dev.cl.enqueue_copy(queue, self.root.buf, value, is_blocking=True)

@@ -271,8 +271,10 @@ class Method(object):
                     if (step + 1) % k == 0:
                         self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
                         slot += 1
-                    for fn in commit_fns:
-                        fn()
+                    # a frame's commits read every new value before writing any
+                    for apply in [fn() for fn in commit_fns]:
+                        if callable(apply):
+                            apply()
             except Replan as e:
                 raise SimulatorError(
                     '%s: step %d: a host value or shape the device plan relied on changed (%s); '

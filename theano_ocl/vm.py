@@ -50,7 +50,8 @@ class Frame(object):
     def __init__(self, key):
         self.key = key
         self.steps = []
-        self.arena = []            # Roots whose buffers this frame owns
+        self.arena = []            # Roots whose buffers this frame owns (reusable)
+        self.owned = []            # Roots of frame constants (never reused)
         self.root_sites = collections.defaultdict(list)     # id(root) -> [(kernel, argi)]
         self.free = []             # roots free for reuse while planning
         self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
@@ -66,12 +67,13 @@ class Frame(object):
         self.replays = 0
 
     def release(self):
-        for root in self.arena:
+        for root in self.arena + self.owned:
             try:
                 root.buf.release()
             except Exception:
                 pass
         self.arena = []
+        self.owned = []
         self.free = []
         self.steps = []
         self.dvals = {}
@@ -169,6 +171,20 @@ class PlanContext(object):
         else:
             strided_copy(self, dst, src)
 
+    def constant(self, value):
+        """Upload ``value`` once into a buffer this frame owns and never recycles.
+
+        For values the frame's key or guards decide (computed from host inputs): later
+        nodes never reuse the buffer or write into it in place.
+        """
+        value = np.require(value, requirements='C')
+        nbytes = max(value.nbytes, 1)
+        root = Root(self.dev.alloc(nbytes), nbytes)
+        self.frame.owned.append(root)
+        d = DArray(root, value.shape, value.dtype)
+        upload(self.dev, self.queue, d, value, blocking=True)
+        return d
+
     def enqueue(self, fn):
         """Record an asynchronous device action (a library call such as CLBlast).
 
@@ -198,7 +214,7 @@ def upload(dev, queue, darr, host, blocking=False):
     """Copy a host array into a C-contiguous DArray (same shape and dtype)."""
     if darr.size:
         if not host.flags.c_contiguous:
-            host = np.ascontiguousarray(host)
+            host = np.require(host, requirements="C")
         dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.offset,
                             is_blocking=blocking)
 
@@ -257,13 +273,17 @@ class OCLFunction(object):
         # On CPU devices a launch + finish costs ~40 us (PoCL), far more than a tiny
         # node's work: once a frame of tiny values is hot, run Theano's own thunks
         # in this thread on the same cores (see _run_in_thread).
-        self.host_tier_after = 20 if dev.is_cpu else None
+        # Not with device-resident shared variables: a conformance test
+        # (test_subtensor T_subtensor.test_grad_list, through verify_grad) showed a
+        # wrong result after in-thread calls of a function sharing state with another;
+        # until that is understood, only state-free functions take this path.
+        self.host_tier_after = 20 if dev.is_cpu and not program.residents else None
         self.tiny_size = 4096
         self._host_thunks = None
 
     def upload_constants(self):
         for var in self.program.consts:
-            value = np.ascontiguousarray(var.data)
+            value = np.require(var.data, requirements="C")
             buf = self.dev.alloc(value.nbytes)
             d = DArray(Root(buf, max(value.nbytes, 1)), value.shape, value.dtype)
             upload(self.dev, self.dev.queue, d, value, blocking=True)
@@ -273,6 +293,8 @@ class OCLFunction(object):
     def __call__(self, output_subset=None):
         prog = self.program
         key = self._key()
+        for cell in prog.host_output_cells:
+            cell[0] = None    # a host thunk must not write into an array returned before
         frame = self.frames.get(key) if key is not None else None
         if frame is not None:
             self.frames.move_to_end(key)
@@ -288,8 +310,8 @@ class OCLFunction(object):
         if frame is None:
             frame = self._plan(key)
         outputs = [fetch() for fetch in frame.outputs]
-        for commit in frame.commits:
-            commit()
+        for apply in [prepare() for prepare in frame.commits]:
+            apply()
         self.last_frame = frame
         for cell, value in zip(prog.computed_output_cells, outputs):
             if cell is not None:
@@ -324,8 +346,9 @@ class OCLFunction(object):
             raise
         outputs = [None if j in prog.update_outputs else cell[0]
                    for j, cell in enumerate(prog.output_cells)]
-        for i, j in prog.updates:
-            prog.input_cells[i][0] = prog.output_cells[j][0]
+        new_values = [(i, prog.output_cells[j][0]) for i, j in prog.updates]
+        for i, value in new_values:
+            prog.input_cells[i][0] = value
             res = prog.residents.get(i)
             if res is not None:
                 res.host_dirty = True
@@ -559,7 +582,7 @@ class OCLFunction(object):
         cell = prog.storage_map[node.outputs[0]]
 
         def run():
-            cell[0] = value
+            cell[0] = value.copy()
         ctx.host_step(run, 'host')
         self._run_new(ctx.frame, ctx, record=task.replay)
         self._plan_uploads(task, ctx, dvals, live)
@@ -624,12 +647,19 @@ class OCLFunction(object):
         for i, j in prog.updates:
             if prog.input_kinds[i] == 'resident':
                 dests.add(id(prog.residents[i].root))
+        # Two phases, as Theano applies updates: every commit first reads its new value
+        # (host values, downloads), then all are written; device sources living in a
+        # buffer that some commit overwrites are staged into a copy first.
         for i, j in prog.updates:
             var = prog.fgraph.outputs[j]
             d = dvals.get(var)
             cell = prog.input_cells[i]
             if prog.input_kinds[i] != 'resident':
                 if d is not None:
+                    if id(d.root) in dests:
+                        tmp = ctx.alloc(d.shape, d.dtype)
+                        ctx.copy(tmp, d)
+                        d = tmp
                     d = _contiguous(ctx, d)
                     pending.append(_commit_host_from_device(self.dev, self.queue, d, cell))
                 else:
@@ -640,7 +670,6 @@ class OCLFunction(object):
                 pending.append(_commit_resident_from_host(res, self.dev, self.queue, prog.storage_map[var]))
                 continue
             if id(d.root) in dests or not d.is_c_contiguous():
-                # the value lives in a buffer some commit overwrites: stage it
                 tmp = ctx.alloc(d.shape, d.dtype)
                 ctx.copy(tmp, d)
                 d = tmp
@@ -814,24 +843,33 @@ def _device_output(vm, ctx, d):
 
 
 def _commit_host(cell, value_cell):
-    def run():
-        cell[0] = value_cell[0]
-    return run
+    def prepare():
+        value = value_cell[0]
+
+        def apply():
+            cell[0] = value
+        return apply
+    return prepare
 
 
 def _commit_host_from_device(dev, queue, d, cell):
-    def run():
-        cell[0] = download(dev, queue, d)
-    return run
+    def prepare():
+        value = download(dev, queue, d)
+
+        def apply():
+            cell[0] = value
+        return apply
+    return prepare
 
 
 def _commit_resident(res, dev, queue, d):
-    def run():
-        res.commit_device(dev, queue, d)
-    return run
+    def prepare():
+        return lambda: res.commit_device(dev, queue, d)
+    return prepare
 
 
 def _commit_resident_from_host(res, dev, queue, value_cell):
-    def run():
-        res.commit_host_value(dev, queue, value_cell[0])
-    return run
+    def prepare():
+        value = value_cell[0]
+        return lambda: res.commit_host_value(dev, queue, value)
+    return prepare

@@ -25,19 +25,8 @@ from .registry import ocl_impl
 
 
 def frame_constant(ctx, value):
-    """Upload ``value`` once into a buffer the frame owns and never recycles.
-
-    For values decided by host inputs (the frame is re-planned when those change):
-    the buffer's root is not an arena root, so no later node of the frame reuses it
-    or writes into it in place.
-    """
-    value = np.ascontiguousarray(value)
-    nbytes = max(value.nbytes, 1)
-    buf = ctx.dev.alloc(nbytes)
-    ctx.frame.arena.append((nbytes, buf))
-    d = DArray(Root(buf, nbytes), value.shape, value.dtype)
-    upload(ctx.dev, ctx.queue, d, value, blocking=True)
-    return d
+    """A device copy of a host-decided value, owned by the frame (see PlanContext.constant)."""
+    return ctx.constant(value)
 
 
 def contiguous(ctx, x):
