@@ -171,6 +171,14 @@ class PlanContext(object):
         else:
             strided_copy(self, dst, src)
 
+    def contiguous(self, d):
+        """``d`` itself when C-contiguous, else a C-contiguous copy (recorded)."""
+        if d.is_c_contiguous():
+            return d
+        tmp = self.alloc(d.shape, d.dtype)
+        self.copy(tmp, d)
+        return tmp
+
     def constant(self, value):
         """Upload ``value`` once into a buffer this frame owns and never recycles.
 
@@ -563,10 +571,7 @@ class OCLFunction(object):
 
     def _plan_download(self, ctx, d, cell):
         dev, queue = self.dev, self.queue
-        if not d.is_c_contiguous():
-            tmp = ctx.alloc(d.shape, d.dtype)
-            ctx.copy(tmp, d)
-            d = tmp
+        d = ctx.contiguous(d)
 
         def run():
             cell[0] = download(dev, queue, d)
@@ -631,11 +636,7 @@ class OCLFunction(object):
                 fetchers.append(_donate_output(self, frame, d) if donate
                                 else _device_output(self, ctx, d))
             else:
-                if not d.is_c_contiguous():
-                    tmp = ctx.alloc(d.shape, d.dtype)
-                    ctx.copy(tmp, d)
-                    d = tmp
-                fetchers.append(_host_output(self.dev, self.queue, d))
+                fetchers.append(_host_output(self.dev, self.queue, ctx.contiguous(d)))
         self._run_new(frame, ctx)
         frame.outputs = fetchers
 
@@ -660,7 +661,7 @@ class OCLFunction(object):
                         tmp = ctx.alloc(d.shape, d.dtype)
                         ctx.copy(tmp, d)
                         d = tmp
-                    d = _contiguous(ctx, d)
+                    d = ctx.contiguous(d)
                     pending.append(_commit_host_from_device(self.dev, self.queue, d, cell))
                 else:
                     pending.append(_commit_host(cell, prog.storage_map[var]))
@@ -727,14 +728,6 @@ class _NodeThunk(object):
 
 def _none():
     return None
-
-
-def _contiguous(ctx, d):
-    if d.is_c_contiguous():
-        return d
-    tmp = ctx.alloc(d.shape, d.dtype)
-    ctx.copy(tmp, d)
-    return tmp
 
 
 def _same_value(a, b):
