@@ -4,10 +4,10 @@ Theano C vs theano_ocl returning a host array vs theano_ocl keeping the result o
 device (``OCLMode(outputs='device')``), measured in the same process.
 """
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 from common import parser, median_time, header, table
 
 p = parser(__doc__)

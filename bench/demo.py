@@ -11,10 +11,10 @@ import argparse
 import time
 
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 
 
 def make_data(n, n_in, n_classes, rng):

@@ -5,10 +5,10 @@ measured in the same process. Results stay on the device (``outputs='device'``) 
 number is the kernel's, not PCIe's.
 """
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 from common import parser, median_time, header, table, copy_bandwidth
 
 p = parser(__doc__)

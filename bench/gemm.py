@@ -8,10 +8,10 @@ on the same buffers (GPU), or ``numpy.dot`` into a preallocated array (CPU). The
 in the same process. ``--backend`` forces the theano_ocl backend (host, kernel, clblast).
 """
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 from theano_ocl.ops import blas
 from common import parser, median_time, header, table
 

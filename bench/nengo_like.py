@@ -12,10 +12,10 @@ import argparse
 import time
 
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 
 F = np.float32
 

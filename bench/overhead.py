@@ -1,9 +1,9 @@
 """Call overhead: a tiny function (scalar in, scalar out), microseconds per call."""
 import numpy as np
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
 
-import theano_ocl
 from common import parser, median_time, header, table
 
 p = parser(__doc__)

@@ -15,10 +15,10 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
+import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
 
-import theano_ocl  # noqa: E402
 
 
 def median_time(fn, reps, sync=None):
