@@ -226,3 +226,16 @@ def test_hot_tiny_calls_run_in_thread_and_agree():
         v = np.float64(k) / 7
         assert_close(f(v), g(v))
     assert_close(s.get_value(), g_s.get_value())
+
+
+def test_hot_tiny_calls_never_overwrite_returned_arrays():
+    # in-thread calls reuse no storage: an inplace consumer (mul into the sum's output)
+    # must not turn an array returned earlier into scratch space for a later call
+    t = T.dvector('t')
+    r = theano.shared(np.asarray(0.75), 'r')
+    f = theano.function([t], T.sum(t[[0, 2]]) * r, mode=ocl())
+    g = theano.function([t], T.sum(t[[0, 2]]) * r, mode='FAST_RUN')
+    vals = [np.arange(4.0) + k for k in range(40)]
+    got = [f(v) for v in vals]
+    for v, out in zip(vals, got):
+        assert_close(out, g(v))

@@ -281,11 +281,7 @@ class OCLFunction(object):
         # On CPU devices a launch + finish costs ~40 us (PoCL), far more than a tiny
         # node's work: once a frame of tiny values is hot, run Theano's own thunks
         # in this thread on the same cores (see _run_in_thread).
-        # Not with device-resident shared variables: a conformance test
-        # (test_subtensor T_subtensor.test_grad_list, through verify_grad) showed a
-        # wrong result after in-thread calls of a function sharing state with another;
-        # until that is understood, only state-free functions take this path.
-        self.host_tier_after = 20 if dev.is_cpu and not program.residents else None
+        self.host_tier_after = 20 if dev.is_cpu else None
         self.tiny_size = 4096
         self._host_thunks = None
 
@@ -340,11 +336,14 @@ class OCLFunction(object):
                     th = task.node.op.make_thunk(task.node, prog.storage_map, prog.compute_map, [])
                 thunks.append(th)
             self._host_thunks = thunks
+            self._computed_cells = [prog.storage_map[v] for t in prog.tasks for v in t.node.outputs]
         for i, res in prog.residents.items():
             res.sync_to_host()
-        for cell in prog.computed_output_cells:
-            if cell is not None:
-                cell[0] = None
+        # Every computed value gets fresh storage, as under Theano's VM with allow_gc:
+        # a C thunk reuses the array left in its cell, and an inplace consumer may have
+        # turned that array into an output handed back by an earlier call.
+        for cell in self._computed_cells:
+            cell[0] = None
         t = 0
         try:
             for t, th in enumerate(self._host_thunks):
