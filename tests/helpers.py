@@ -31,7 +31,7 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
         np.testing.assert_array_equal(got, want, err_msg=what)
 
 
-def compare_with_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
+def assert_matches_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
                    device_only=True, calls=2, **kwargs):
     """Compile with Theano C and with OCL, call both ``calls`` times, compare every output.
 

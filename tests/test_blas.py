@@ -8,7 +8,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import blas
-from helpers import assert_close, compare_with_c, rand
+from helpers import assert_close, assert_matches_c, rand
 
 BACKENDS = ['host', 'kernel'] + (['clblast'] if blas._pyclblast() is not None else [])
 TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e-4),
@@ -53,7 +53,7 @@ def test_dot22_views(backend, dtype, va, vb):
     sb, fb = VIEWS[vb]
     x, y = T.matrix('x', dtype), T.matrix('y', dtype)
     xv, yv = _vals(rng, [sa(m, k), sb(k, n)], dtype)
-    f = compare_with_c([x, y], T.dot(fa(x), fb(y)), [xv, yv], **TOL[dtype])
+    f = assert_matches_c([x, y], T.dot(fa(x), fb(y)), [xv, yv], **TOL[dtype])
     assert _backends_used(f) == {'kernel' if dtype == 'float16' else backend}
 
 
@@ -73,7 +73,7 @@ def test_gemm_gemv_ger_dot22scalar(backend, dtype):
             T.dot(x.T, z[:, 0]),                    # Gemv, transposed matrix, strided vector
             z + a * T.outer(u[:6], v),          # Ger
             T.dot(u, u[::-1])]                  # vector . vector
-    f = compare_with_c([z, x, y, u, v, a, b], outs, [zv, xv, yv, uv, vv, av, bv], **TOL[dtype])
+    f = assert_matches_c([z, x, y, u, v, a, b], outs, [zv, xv, yv, uv, vv, av, bv], **TOL[dtype])
     ops = {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
     assert {'Gemm', 'Dot22Scalar', 'Gemv', 'ScipyGer'} <= ops, ops
     assert _backends_used(f) == {backend}
@@ -89,13 +89,13 @@ def test_integer_and_mixed_dot(dtypes):
     yv = rand((300, 5), dtypes[1], rng, low=-100, high=100)
     uv = rand((300,), dtypes[1], rng, low=-100, high=100)
     # int8 sums wrap, as numpy's do: the results must still match exactly
-    f = compare_with_c([x, y, u], [T.dot(x, y), T.dot(x[::-1], u), T.dot(u, y), T.dot(u, u)],
+    f = assert_matches_c([x, y, u], [T.dot(x, y), T.dot(x[::-1], u), T.dot(u, y), T.dot(u, u)],
                        [xv, yv, uv])
     if not any(dt.startswith('float') for dt in dtypes):
         assert _backends_used(f) == {'kernel'}
     big = np.full((2, 3), 2 ** 40, 'int64')
     xi, yi = T.lmatrix(), T.lmatrix()
-    compare_with_c([xi, yi], T.dot(xi, yi), [big, big.T.copy()])     # int64 wraps, exactly
+    assert_matches_c([xi, yi], T.dot(xi, yi), [big, big.T.copy()])     # int64 wraps, exactly
 
 
 @pytest.mark.parametrize('shapes', [((0, 4), (4, 3)), ((3, 0), (0, 5)), ((3, 4), (4, 0)),
@@ -105,7 +105,7 @@ def test_empty_and_tiny(backend, shapes):
     x, y, z = T.matrix('x'), T.matrix('y'), T.matrix('z')
     xv, yv = _vals(rng, shapes, 'float64')
     zv = rand((shapes[0][0], shapes[1][1]), 'float64', rng)
-    compare_with_c([x, y, z], [T.dot(x, y), z * 2 + 3 * T.dot(x, y)], [xv, yv, zv])
+    assert_matches_c([x, y, z], [T.dot(x, y), z * 2 + 3 * T.dot(x, y)], [xv, yv, zv])
 
 
 def test_shape_errors(backend):

@@ -9,7 +9,7 @@ import theano
 import theano.tensor as T
 from theano.tensor import nnet
 
-from helpers import compare_with_c, rand
+from helpers import assert_matches_c, rand
 
 FLOATS = ['float16', 'float32', 'float64']
 INTS = ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64']
@@ -49,8 +49,8 @@ def test_float_ops(dtype):
     xv[0, :3] = [0, 0.5, -2.5]            # rounding ties
     tol = dict(rtol=5e-3, atol=5e-3) if dtype == 'float16' else \
         dict(rtol=2e-5, atol=2e-5) if dtype == 'float32' else dict(rtol=1e-10, atol=1e-10)
-    compare_with_c([x], _float_unary(x), [xv], **tol)
-    compare_with_c([x, y], _float_binary(x, y), [xv, yv], **tol)
+    assert_matches_c([x], _float_unary(x), [xv], **tol)
+    assert_matches_c([x, y], _float_binary(x, y), [xv, yv], **tol)
 
 
 def _int_ops(x, y, dtype):
@@ -72,7 +72,7 @@ def test_int_ops(dtype):
     low = 0 if dtype.startswith('u') else -9
     xv = rand((3, 5), dtype, rng, low=low, high=9)
     yv = rand((3, 5), dtype, rng, low=low, high=9)
-    compare_with_c([x, y], _int_ops(x, y, dtype), [xv, yv])
+    assert_matches_c([x, y], _int_ops(x, y, dtype), [xv, yv])
 
 
 @pytest.mark.parametrize('dtype', INTS)
@@ -82,7 +82,7 @@ def test_int_wraparound(dtype):
     info = np.iinfo(dtype)
     xv = np.array([info.min, info.max, info.max, 0, 1], dtype)
     yv = np.array([1, 1, info.max, info.min, info.max], dtype)
-    compare_with_c([x, y], [x + y, x - y, x * y, T.cast(x, 'int8'), T.cast(x, 'uint8'),
+    assert_matches_c([x, y], [x + y, x - y, x * y, T.cast(x, 'int8'), T.cast(x, 'uint8'),
                             T.cast(x, 'float32')], [xv, yv])
 
 
@@ -91,7 +91,7 @@ def test_bool_ops():
     y = T.matrix('y', dtype='bool')
     rng = np.random.RandomState(7)
     xv, yv = rand((3, 4), 'bool', rng), rand((3, 4), 'bool', rng)
-    compare_with_c([x, y], [x & y, x | y, x ^ y, ~x, T.eq(x, y), x + y, T.cast(x, 'float32'),
+    assert_matches_c([x, y], [x & y, x | y, x ^ y, ~x, T.eq(x, y), x + y, T.cast(x, 'float32'),
                             T.switch(x, 1.5, -2.0)], [xv, yv])
 
 
@@ -107,7 +107,7 @@ def test_broadcasting_and_empty(xshape, yshape, xb, yb):
     y = T.TensorType('float32', yb)('y')
     rng = np.random.RandomState(9)
     ex = y if len(xb) < len(yb) else x
-    compare_with_c([x, y], [x * y + T.exp(x), x - y], [rand(xshape, 'f4', rng), rand(yshape, 'f4', rng)])
+    assert_matches_c([x, y], [x * y + T.exp(x), x - y], [rand(xshape, 'f4', rng), rand(yshape, 'f4', rng)])
 
 
 def test_strided_device_views():
@@ -116,7 +116,7 @@ def test_strided_device_views():
     y = T.fvector('y')
     rng = np.random.RandomState(11)
     xv, yv = rand((6, 8), 'f4', rng), rand((6,), 'f4', rng)
-    compare_with_c([x, y], [T.exp(x.T) * y, x[::-1] + x, x[:, ::2] * 2, x[::-2, 1::3] - 1,
+    assert_matches_c([x, y], [T.exp(x.T) * y, x[::-1] + x, x[:, ::2] * 2, x[::-2, 1::3] - 1,
                             (x.T[::-1] + y[::-1]).T], [xv, yv])
 
 
@@ -125,7 +125,7 @@ def test_fused_composite_is_one_kernel():
     out = x * y + T.exp(-z) * T.tanh(x) / (1 + abs(y))
     rng = np.random.RandomState(13)
     vals = [rand((1000,), 'f4', rng) for _ in range(3)]
-    f = compare_with_c([x, y, z], [out], vals, rtol=1e-5, atol=1e-6)
+    f = assert_matches_c([x, y, z], [out], vals, rtol=1e-5, atol=1e-6)
     nodes = f.maker.fgraph.toposort()
     assert len(nodes) == 1 and 'Composite' in str(nodes[0].op)
     assert f.fn.last_frame.n_launches == 1
@@ -137,7 +137,7 @@ def test_inplace_chain_reuses_buffers():
     for k in range(6):
         out = T.tanh(out * 0.5) - k          # a chain Theano makes inplace
     rng = np.random.RandomState(17)
-    f = compare_with_c([x], [out], [rand((5000,), 'f4', rng)], rtol=1e-5, atol=1e-5)
+    f = assert_matches_c([x], [out], [rand((5000,), 'f4', rng)], rtol=1e-5, atol=1e-5)
     frame = f.fn.last_frame
     # intermediates share buffers: far fewer buffers than nodes
     assert len(frame.arena) <= 3
@@ -147,5 +147,5 @@ def test_float16_storage():
     x = T.vector('x', dtype='float16')
     rng = np.random.RandomState(19)
     xv = rand((300,), 'float16', rng)
-    compare_with_c([x], [x * 2 + 1, T.exp(x), T.cast(x, 'float32') * 3, T.cast(x * 100, 'int16')],
+    assert_matches_c([x], [x * 2 + 1, T.exp(x), T.cast(x, 'float32') * 3, T.cast(x * 100, 'int16')],
                    [xv], rtol=2e-3, atol=2e-3)

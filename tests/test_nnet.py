@@ -8,7 +8,7 @@ import theano.tensor as T
 from theano.tensor import nnet
 
 import theano_ocl
-from helpers import assert_close, compare_with_c, rand
+from helpers import assert_close, assert_matches_c, rand
 
 FLOATS = ['float16', 'float32', 'float64']
 # float16: Theano has no C code and its perform rounds every step (sums included) to half
@@ -36,7 +36,7 @@ def test_softmax_family(dtype, view, shape):
     bv, tv = rand((cols,), dtype, rng), rand((rows, cols), dtype, rng)
     outs = [nnet.softmax(vx), nnet.softmax(vx + b), nnet.logsoftmax(vx),
             T.grad((nnet.softmax(vx) * t).sum(), x)]
-    f = compare_with_c([x, b, t], outs, [xv, bv, tv], **TOL[dtype])
+    f = assert_matches_c([x, b, t], outs, [xv, bv, tv], **TOL[dtype])
     assert {'Softmax', 'SoftmaxWithBias', 'LogSoftmax', 'SoftmaxGrad'} <= _ops(f)
 
 
@@ -44,7 +44,7 @@ def test_softmax_is_stable_and_vector_input():
     x = T.matrix('x', 'float32')
     v = T.vector('v', 'float32')
     xv = np.array([[1000, 1001, 999], [-1e4, 0, 1e4]], 'float32')
-    f = compare_with_c([x, v], [nnet.softmax(x), nnet.logsoftmax(x), nnet.softmax(v)],
+    f = assert_matches_c([x, v], [nnet.softmax(x), nnet.logsoftmax(x), nnet.softmax(v)],
                        [xv, xv[0]])
     out = f(xv, xv[0])
     assert np.isfinite(out[0]).all() and np.isfinite(out[1]).all()
@@ -66,7 +66,7 @@ def test_crossentropy_softmax_1hot(dtype, idx_dtype, view):
     nll_sum = -T.sum(T.log(nnet.softmax(vx + b))[T.arange(y.shape[0]), y])
     outs = list(nnet.crossentropy_softmax_argmax_1hot_with_bias(vx, b, y)) + \
         [nll_sum] + T.grad(nll_sum, [x, b])
-    f = compare_with_c([x, b, y], outs, [xv, bv, yv], **TOL[dtype])
+    f = assert_matches_c([x, b, y], outs, [xv, bv, yv], **TOL[dtype])
     assert {'CrossentropySoftmaxArgmax1HotWithBias', 'CrossentropySoftmax1HotWithBiasDx'} <= _ops(f)
 
 
@@ -80,7 +80,7 @@ def test_crossentropy_categorical_1hot_and_grad(dtype):
     yv = rng.randint(0, 7, 5).astype('int32')
     xent = nnet.crossentropy_categorical_1hot(p[::-1], y)
     outs = [xent, T.grad((xent * w[:, 0]).sum(), p)]
-    f = compare_with_c([p, y, w], outs, [pv, yv, wv], **TOL[dtype])
+    f = assert_matches_c([p, y, w], outs, [pv, yv, wv], **TOL[dtype])
     assert {'CrossentropyCategorical1Hot', 'CrossentropyCategorical1HotGrad'} <= _ops(f)
 
 
@@ -101,13 +101,13 @@ def test_activations_and_losses_lower_to_device_ops(dtype):
     outs = [nnet.relu(x), nnet.relu(x, 0.1), nnet.elu(x), nnet.elu(x, 0.5),
             nnet.binary_crossentropy(p, t).mean(axis=1),
             T.grad(nnet.binary_crossentropy(p, t).sum() + nnet.elu(x).sum(), x)]
-    compare_with_c([x, t], outs, [xv, tv], **TOL[dtype])
+    assert_matches_c([x, t], outs, [xv, tv], **TOL[dtype])
 
 
 def test_relu_grad():
     x = T.matrix('x')
     xv = rand((6, 9), 'float64', np.random.RandomState(3))
-    compare_with_c([x], T.grad(nnet.relu(x).sum(), x), [xv])
+    assert_matches_c([x], T.grad(nnet.relu(x).sum(), x), [xv])
 
 
 def test_h_softmax():
@@ -123,7 +123,7 @@ def test_h_softmax():
     picked = nnet.h_softmax(x, 8, n_classes, n_groups, per_group, W1, b1, W2, b2, y)
     xv = rand((8, n_in), 'float32', rng)
     yv = rng.randint(0, n_classes, 8).astype('int32')
-    f = compare_with_c([x, y], [full, picked], [xv, yv], device_only=False, rtol=1e-5, atol=1e-6)
+    f = assert_matches_c([x, y], [full, picked], [xv, yv], device_only=False, rtol=1e-5, atol=1e-6)
     # the softmax, dot and elementwise parts run on the device; what falls back belongs
     # to other families (advanced indexing, batched dot on some paths)
     fb = {type(n.op).__name__ for n in theano_ocl.fallback_nodes(f)}

@@ -21,7 +21,7 @@ def _outputs(f, frame):
             else None for v in vm.program.fgraph.outputs]
 
 
-def _check(inputs, outputs, values, expect_fewer=True, against_c=True):
+def _assert_same_results(inputs, outputs, values, expect_fewer=True, against_c=True):
     f, frame = _frame(inputs, outputs, values)
     vm = f.fn
     want = _outputs(f, frame)
@@ -55,7 +55,7 @@ def test_independent_same_expression_ops_merge():
     xs = [T.fvector('x%d' % k) for k in range(12)]
     outs = [T.tanh(x) * 2 + 1 for x in xs]
     vals = [rand((3 + 5 * k,), 'float32', np.random.RandomState(k)) for k in range(12)]
-    plan = _check(xs, outs, vals)
+    plan = _assert_same_results(xs, outs, vals)
     assert plan.n_launches_after == 1
 
 
@@ -64,7 +64,7 @@ def test_chain_is_not_merged_across_dependency():
     ys = [x]
     for k in range(4):
         ys.append(T.tanh(ys[-1]) * 2 + 1)       # each reads the previous one's output
-    plan = _check([x], ys[1:], [rand((50,), 'float32')], expect_fewer=False)
+    plan = _assert_same_results([x], ys[1:], [rand((50,), 'float32')], expect_fewer=False)
     assert plan.n_launches_after == plan.n_launches_before
 
 
@@ -76,14 +76,14 @@ def test_mixed_kernels_broadcast_strided_and_float64():
         [T.sqr(m) - r for m, r in zip(ms, rows)]
     vals = [rand((2 + k, 4 + k), 'float64', rng) for k in range(5)] + \
         [rand((1, 4 + k), 'float64', rng) for k in range(5)]
-    _check(ms + rows, outs, vals)
+    _assert_same_results(ms + rows, outs, vals)
 
 
 def test_many_ops_chunked_by_parameter_limit():
     xs = [T.fvector('x%d' % k) for k in range(40)]
     outs = [x * x for x in xs]
     vals = [rand((k + 2,), 'float32', np.random.RandomState(k)) for k in range(40)]
-    plan = _check(xs, outs, vals, against_c=False)
+    plan = _assert_same_results(xs, outs, vals, against_c=False)
     assert plan.n_launches_after == 2      # 32 operand sets fit in one launch's arguments
 
 

@@ -9,7 +9,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import reduce as ocl_reduce
-from helpers import assert_close, compare_with_c, ocl_mode, rand
+from helpers import assert_close, assert_matches_c, ocl_mode, rand
 
 DTYPES = ['int8', 'int32', 'int64', 'uint8', 'bool', 'float16', 'float32', 'float64']
 SUBSETS_3D = [None] + [c for k in range(3) for c in itertools.combinations(range(3), k)] \
@@ -30,7 +30,7 @@ def test_every_op_and_axis_subset(dtype):
     outs = [T.sum(x, a) for a in [None, (0,), (1,), (2,), (0, 1), (0, 2), (1, 2), ()]]
     outs += [T.max(x, 1), T.min(x, None), T.prod(x, 2), T.all(x, 0), T.any(x, (1, 2)),
              T.argmax(x, 1), T.max_and_argmax(x, None)[1]]
-    compare_with_c([x], outs, [rand((5, 6, 7), dtype)])
+    assert_matches_c([x], outs, [rand((5, 6, 7), dtype)])
 
 
 @pytest.mark.parametrize('dtype', ['float64', 'int16'])
@@ -41,13 +41,13 @@ def test_max_and_argmax_all_axis_subsets(dtype):
     for a in SUBSETS_3D[1:]:
         m, i = T.max_and_argmax(x, a)
         outs += [m * 1, i]                          # both outputs used: MaxAndArgmax stays
-    compare_with_c([x], outs, [v])
+    assert_matches_c([x], outs, [v])
 
 
 def test_max_over_axis_subsets_is_careduce():
     x = T.tensor3('x', dtype='float32')
     outs = [T.max(x, a) for a in SUBSETS_3D] + [T.min(x, (0, 2))]
-    f = compare_with_c([x], outs, [rand((3, 4, 5), 'float32')])
+    f = assert_matches_c([x], outs, [rand((3, 4, 5), 'float32')])
     _on_device(f, T.elemwise.CAReduce)
 
 
@@ -56,7 +56,7 @@ def test_nan_and_ties():
     v = np.array([[1, 3, 3, np.nan, np.nan], [2, 2, 1, 0, 2], [-np.inf] * 5,
                   [np.nan, 1, np.nan, 5, 5]])
     m, i = T.max_and_argmax(x, 1)
-    compare_with_c([x], [m * 1, i, T.argmax(x, 0), T.argmax(x), T.min(x, 1), T.sum(x, 0)], [v])
+    assert_matches_c([x], [m * 1, i, T.argmax(x, 0), T.argmax(x), T.min(x, 1), T.sum(x, 0)], [v])
 
 
 @pytest.mark.parametrize('build', [lambda x: x[::-1], lambda x: x.T, lambda x: x[:, ::2],
@@ -67,7 +67,7 @@ def test_strided_views_built_in_graph(build):
     y = build(x)
     outs = [T.sum(y, 0), T.sum(y, 1), T.sum(y), T.max(y, 0), T.argmax(y, 1),
             T.max_and_argmax(y, None)[1], T.prod(y, 1)]
-    f = compare_with_c([x], outs, [rand((9, 14), 'float64')], device_only=False)
+    f = assert_matches_c([x], outs, [rand((9, 14), 'float64')], device_only=False)
     _on_device(f, (T.elemwise.CAReduce, T.basic.Argmax, T.basic.MaxAndArgmax))
 
 
@@ -100,10 +100,10 @@ def test_strided_device_inputs(slicer):
 def test_empty_and_0d():
     x = T.matrix('x')
     e = np.zeros((0, 4))
-    compare_with_c([x], [T.sum(x, 0), T.prod(x, 0), T.sum(x), T.prod(x), T.sum(x, 1),
+    assert_matches_c([x], [T.sum(x, 0), T.prod(x, 0), T.sum(x), T.prod(x), T.sum(x, 1),
                          T.any(x, 0), T.all(x, 0), T.max(x, 1)], [e])
     s = T.scalar('s')
-    compare_with_c([s], [T.sum(s), T.max(s), T.argmax(s), T.prod(s, dtype='float32')],
+    assert_matches_c([s], [T.sum(s), T.max(s), T.argmax(s), T.prod(s, dtype='float32')],
                    [np.asarray(2.5)])
 
 
@@ -134,7 +134,7 @@ def test_dtype_and_acc_dtype():
             T.sum(b, 0), T.sum(b, dtype='int8'), T.sum(i8, 2, acc_dtype='float64')]
     vi8 = rand((4, 50, 3), 'int8', low=-120, high=120)
     vu8 = rand((30, 20), 'uint8', low=0, high=255)
-    compare_with_c([i8, u8, f32, b], outs,
+    assert_matches_c([i8, u8, f32, b], outs,
                    [vi8, vu8, rand((6, 40), 'float32', low=-1.5, high=1.5), rand((5, 9), 'bool')],
                    rtol=1e-5)
 
@@ -146,7 +146,7 @@ def test_mean_var_std_norm_logsumexp():
     lse = T.log(T.sum(T.exp(x - xm), 1)) + xm.flatten()
     outs = [T.mean(x), T.mean(x, 0), T.var(x, 1), T.std(x), T.std(xf, 0), x.norm(1, 1),
             x.norm(2), xf.norm(2, 0), lse, T.mean(xf, 1), T.var(xf)]
-    f = compare_with_c([x, xf], outs, [rand((13, 21), 'float64'), rand((8, 33), 'float32')],
+    f = assert_matches_c([x, xf], outs, [rand((13, 21), 'float64'), rand((8, 33), 'float32')],
                        device_only=False)
     _on_device(f, (T.elemwise.CAReduce, T.elemwise.Elemwise))
 
@@ -157,7 +157,7 @@ def test_mean_var_std_norm_logsumexp():
 def test_large_two_stage(shape, axis):
     x = T.TensorType('float32', (False,) * len(shape))('x')
     v = rand(shape, 'float32')
-    compare_with_c([x], [T.sum(x, axis), T.max(x, axis), T.argmax(x, axis), T.all(x > -2.9, axis)],
+    assert_matches_c([x], [T.sum(x, axis), T.max(x, axis), T.argmax(x, axis), T.all(x > -2.9, axis)],
                    [v], rtol=1e-4, atol=1e-4)
 
 
@@ -174,5 +174,5 @@ def test_every_kernel_geometry(forced, monkeypatch):
     v[5, 100] = np.nan
     outs = [T.sum(x, 1), T.sum(x[::-1].T, 1), T.sum(x), T.max(x, 0), T.argmax(x, 1),
             T.argmax(x.T, 1), T.argmax(x, None), T.prod(y, 0), T.max(y), T.argmax(y, 0)]
-    compare_with_c([x, y], outs, [v, rand((40, 300), 'int32', low=-1, high=1)],
+    assert_matches_c([x, y], outs, [v, rand((40, 300), 'int32', low=-1, high=1)],
                    device_only=False)

@@ -579,7 +579,7 @@ def _family(name):
     return by_op
 
 
-def _check_all(cases):
+def _assert_all_match(cases):
     assert cases, 'no dtype combination was tried'
     errors = []
     for case in cases:
@@ -596,22 +596,22 @@ def _check_all(cases):
 
 @pytest.mark.parametrize('op', _UNARY_OPS, ids=str)
 def test_unary(op):
-    _check_all(_family('unary')[str(op)])
+    _assert_all_match(_family('unary')[str(op)])
 
 
 @pytest.mark.parametrize('op', _BINARY_OPS, ids=str)
 def test_binary(op):
-    _check_all(_family('binary')[str(op)])
+    _assert_all_match(_family('binary')[str(op)])
 
 
 @pytest.mark.parametrize('op', _TERNARY_OPS, ids=str)
 def test_ternary(op):
-    _check_all(_family('ternary')[str(op)])
+    _assert_all_match(_family('ternary')[str(op)])
 
 
 @pytest.mark.parametrize('src', _DTYPES)
 def test_cast(src):
-    _check_all([c for cases in _family('cast').values() for c in cases
+    _assert_all_match([c for cases in _family('cast').values() for c in cases
                 if c.in_dtypes[0] == src])
 
 
@@ -620,7 +620,7 @@ def test_nary_add_mul():
     cases = [_Case(op, inputs, '%s%s' % (op, tuple(str(a.dtype) for a in inputs)))
              for op in (S.add, S.mul)
              for inputs in (arrays[:3], arrays[:1] * 4, arrays, [arrays[3]] * 3)]
-    _check_all(_run(cases))
+    _assert_all_match(_run(cases))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -659,7 +659,7 @@ def test_int_pow():
     cases.append(_Case(S.pow, (x.astype('bool'), y.astype('bool'))))
     cases.append(_Case(S.pow, (x, y.astype('uint8'))))
     _run(cases[-2:])
-    _check_all(cases)
+    _assert_all_match(cases)
 
 
 def test_int_division_edges():
@@ -677,7 +677,7 @@ def test_int_division_edges():
                 case.want = [ref(x, y)]
             cases.append(case)
     _opencl_outputs(cases)
-    _check_all(cases)
+    _assert_all_match(cases)
 
 
 def _x86_float_to_int(values, dtype):
@@ -719,14 +719,14 @@ def test_float_to_int_out_of_range():
                                                   err_msg='model vs numpy %s->%s' % (src, dst))
             cases.append(case)
     _opencl_outputs(cases)
-    _check_all(cases)
+    _assert_all_match(cases)
 
 
 def test_psi_trigamma_nonpositive():
     """Theano's C psi and tri_gamma give 0 for x <= 0; so does scalar.py."""
     cases = [_Case(op, (np.array([-2.5, -1, -0.0, 0, 1e-7, 0.3] * 4, d),))
              for op in (SS.psi, SS.tri_gamma) for d in ('float32', 'float64')]
-    _check_all(_run(cases))
+    _assert_all_match(_run(cases))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -790,7 +790,7 @@ def test_fused_graphs():
     cases = [c for inputs, build in graphs for c in _fused_cases(list(inputs), build)]
     for case in cases:
         _opencl_outputs([case])
-    _check_all(cases)
+    _assert_all_match(cases)
 
 
 def test_composite_shapes():
@@ -828,7 +828,7 @@ def test_composite_shapes():
     cases.append(case)
     for case in cases:
         _opencl_outputs([case])
-    _check_all(cases)
+    _assert_all_match(cases)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -864,7 +864,9 @@ def test_helpers_are_guarded():
     cases = [c for c in _all_cases() if c.support]
     source = ('\n'.join(dict.fromkeys(c.support for c in cases)) + '\n') * 2
     source += '\n__kernel void nothing(__global int *p) { p[0] = 0; }\n'
-    cl.Program(_cl_queue().context, source).build()
+    prg = cl.Program(_cl_queue().context, source).build()
+    assert prg.get_info(cl.program_info.KERNEL_NAMES) == 'nothing'
+    assert all('#ifndef' in c.support for c in cases if 'th_' in c.support)
 
 
 @pytest.mark.parametrize('op, dtypes', [

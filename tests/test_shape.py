@@ -12,7 +12,7 @@ import theano.scalar as S
 import theano.tensor as T
 
 import theano_ocl
-from helpers import assert_close, compare_with_c, compile_both, rand
+from helpers import assert_close, assert_matches_c, compile_both, rand
 
 DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
 
@@ -32,7 +32,7 @@ def test_reshape_flatten_specify(dtype):
             T.flatten(x3.dimshuffle(2, 0, 1), 2), T.flatten(x[::-1, ::3], 1),
             x[0, 0].reshape((1, 1)), T.specify_shape(x.T, (6, 4)),
             T.addbroadcast(x[:, :1], 1)]
-    f = compare_with_c([x, shp], outs, [xv, np.array([-1, 4])])
+    f = assert_matches_c([x, shp], outs, [xv, np.array([-1, 4])])
     assert {'Reshape', 'SpecifyShape'} <= _op_names(f)
 
 
@@ -44,7 +44,7 @@ def test_alloc(dtype):
     outs = [T.alloc(x[0], 3, 4, 6), T.alloc(x[-1, ::-2], n, 3), T.alloc(x[1, 2], n, 2),
             T.alloc(T.addbroadcast(x.T[:, :1], 1), 6, 5), T.alloc(x[0, 0], 0, n),
             T.zeros((n, 2), dtype=dtype), T.ones((2, n), dtype=dtype)]
-    f = compare_with_c([x, n], outs, [xv, 3])
+    f = assert_matches_c([x, n], outs, [xv, 3])
     assert 'Alloc' in _op_names(f)
 
 
@@ -61,7 +61,7 @@ def test_join_split_stack(dtype):
             T.join(ax, x, x[::-1]),
             T.stack([x[0, 0], x[-1, -1], x[1, 2]]),
             a, b, c, d, e, T.join(0, a.T, c.T)]
-    f = compare_with_c([x, ax, splits], outs, [xv, 1, np.array([1, 0, 3])])
+    f = assert_matches_c([x, ax, splits], outs, [xv, 1, np.array([1, 0, 3])])
     assert {'Join', 'Split', 'MakeVector'} <= _op_names(f)
 
 
@@ -91,7 +91,7 @@ def test_alloc_empty():
     got = f(5)
     assert got.shape == (5, 3) and got.dtype == np.float32
     # filled completely afterwards, so values are defined
-    compare_with_c([x, n], [T.set_subtensor(empty[:, ::-1], x[:, :3])],
+    assert_matches_c([x, n], [T.set_subtensor(empty[:, ::-1], x[:, :3])],
                    [rand((5, 4), 'float32'), 5])
 
 

@@ -11,7 +11,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from helpers import assert_close, compare_with_c, compile_both, ocl_mode, rand
+from helpers import assert_close, assert_matches_c, compile_both, ocl_mode, rand
 
 DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
 
@@ -28,7 +28,7 @@ def test_subtensor_views(dtype):
     outs = [x[1], x[::-1, 1:3], x[:, ::-2, -1], x.dimshuffle(2, 0, 1)[1:, ::2],
             x[5:], x[-1, -1, -1], x[:, 0:0], x[s:, :, s], x[::-1][::s, -s],
             x[1:-1:2, ::-3, 4:0:-2], x[-100:100, 10:, :-100]]
-    f = compare_with_c([x, s], outs, [xv, 2])
+    f = assert_matches_c([x, s], outs, [xv, 2])
     # another index value re-plans (the index is a guarded host value), same results
     f_c, _ = compile_both([x, s], outs)
     for sv in (1, -1, 3):
@@ -49,7 +49,7 @@ def test_inc_subtensor(dtype):
             T.inc_subtensor(x[:, :, 2:4], y[:, 0:2]),          # y broadcast over axis 0
             T.set_subtensor(x[2:2], y),                         # empty subtensor
             T.inc_subtensor(x[-1, -1, -1], y[0, 0])]
-    compare_with_c([x, y], outs, [xv, yv])
+    assert_matches_c([x, y], outs, [xv, yv])
 
 
 @pytest.mark.parametrize('dtype', DTYPES)
@@ -60,7 +60,7 @@ def test_advanced_subtensor1(dtype):
     v = x[0, 0]
     outs = [x[i], x[::-1][i], x.dimshuffle(2, 1, 0)[i32], x[:, ::2][i32],
             x[:, i], v[i], x[i[:0]], x[i][:, :, ::-3]]
-    compare_with_c([x, i, i32], outs,
+    assert_matches_c([x, i, i32], outs,
                    [xv, np.array([3, 0, -1, 3, 1]), np.array([-4, 3, 0, 3], np.int32)])
 
 
@@ -80,7 +80,7 @@ def test_advanced_inc_subtensor1(dtype):
             T.inc_subtensor(x[i[:0]], y[:0])]              # no index
     values = [xv, np.array([3, 0, -1, 3, 3]), yv]
     if dtype != 'bool':
-        compare_with_c([x, i, y], outs, values)
+        assert_matches_c([x, i, y], outs, values)
         return
     # Theano's C code raises TypeError on bool arrays: its Python code is the reference
     f_py = theano.function([x, i, y], outs, mode=theano.Mode(linker='py'))
@@ -97,7 +97,7 @@ def test_advanced_subtensor(dtype):
     ic = T.lmatrix('ic')
     outs = [x[i, :, j], x[1:, i, j], x[i, j], x[::-1, :, ::-2][i, j], x[ic, j[:3]],
             x[:, j[:3], ic.T], x[i, j[::-1], i]]
-    compare_with_c([x, i, j, ic], outs,
+    assert_matches_c([x, i, j, ic], outs,
                    [xv, np.array([3, 0, -1, 3]), np.array([-1, 4, 0, 2], np.int32),
                     np.array([[1], [-2], [3]])])
 
@@ -112,7 +112,7 @@ def test_advanced_inc_subtensor(dtype):
             T.set_subtensor(x[i, :, j], y),
             T.inc_subtensor(x[1:, i, j], y[:, 0]),
             T.inc_subtensor(x.dimshuffle(2, 1, 0)[::-1][j, i], y[:, :4].T)]
-    compare_with_c([x, i, j, y], outs,
+    assert_matches_c([x, i, j, y], outs,
                    [xv, np.array([3, 0, -1, 3]), np.array([2, 5, 0, 2]), yv])
 
 

@@ -163,7 +163,7 @@ def expected_reason(expected, module, tid):
 
 
 # ------------------------------------------------------------------------- results ---
-def test_id(module, classname, name):
+def case_id(module, classname, name):
     if classname == module:
         tid = name
     elif classname.startswith(module + '.'):
@@ -230,7 +230,7 @@ def parse_junit(path, module):
     tree = ET.parse(path)
     seen = {}
     for tc in tree.iter('testcase'):
-        tid = _dedup(seen, test_id(module, tc.get('classname', ''), tc.get('name', '')))
+        tid = _dedup(seen, case_id(module, tc.get('classname', ''), tc.get('name', '')))
         outcome, message, tb = 'pass', '', ''
         for child in tc:
             if child.tag in ('failure', 'error', 'skipped'):
@@ -260,7 +260,7 @@ def parse_stream(path, module):
                 rec = json.loads(line)
             except ValueError:
                 continue           # a half-written last line
-            tid = test_id(module, rec.get('classname', ''), rec.get('name', ''))
+            tid = case_id(module, rec.get('classname', ''), rec.get('name', ''))
             if rec.get('ev') == 'start':
                 running = _dedup(seen_start, tid)
             elif rec.get('ev') == 'end':
