@@ -11,12 +11,11 @@ import numpy as np
 
 class Root(object):
     """The owner of one buffer; views keep a reference to it, never to the buffer."""
-    __slots__ = ('buf', 'nbytes', 'input_index', 'arena', '__weakref__')
+    __slots__ = ('buf', 'nbytes', 'arena', '__weakref__')
 
-    def __init__(self, buf, nbytes, input_index=None, arena=False):
+    def __init__(self, buf, nbytes, arena=False):
         self.buf = buf
         self.nbytes = nbytes
-        self.input_index = input_index
         self.arena = arena    # owned by a frame: reusable once its values are dead
 
 
@@ -125,8 +124,8 @@ def is_device_array(value):
     return isinstance(value, cla.Array)
 
 
-def from_pyopencl(arr, input_index=None):
+def from_pyopencl(arr):
     """View a pyopencl.array.Array as a DArray (no copy)."""
     nbytes = arr.base_data.int_size if hasattr(arr.base_data, 'int_size') else arr.base_data.size
-    root = Root(arr.base_data, nbytes, input_index)
+    root = Root(arr.base_data, nbytes)
     return DArray(root, arr.shape, arr.dtype, arr.strides, arr.offset)

@@ -229,10 +229,6 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         p = producer.get(var)
         if p is not None and p.kind != 'dev':
             p.upload_outputs.append(var)
-    for var in update_sources:
-        p = producer.get(var)
-        if p is not None and p.kind != 'dev':
-            pass  # committed from the host cell
     prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
                               if v.owner is not None and producer[v].kind != 'dev']
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)

@@ -518,14 +518,13 @@ class OCLFunction(object):
                 if v is None:
                     raise TypeError('input %s has no value' % (var,))
                 if da.is_device_array(v):
-                    d = da.from_pyopencl(v, input_index=i)
+                    d = da.from_pyopencl(v)
                     frame.input_roots[i] = d.root
                     frame.root_to_input[id(d.root)] = i
                     if i in prog.host_read_inputs:
-                        ctx.host_step(_host_copy_of_device_input(self, cell, i), 'download')
+                        ctx.host_step(_host_copy_of_device_input(self, cell), 'download')
                 else:
                     d = ctx.alloc(np.shape(v), var.type.dtype)
-                    d.root.input_index = i
                     frame.input_roots[i] = d.root
                     ctx.host_step(_upload_input_step(self.dev, self.queue, d, cell), 'upload')
                 self._set_dval(dvals, live, var, d)
@@ -691,9 +690,6 @@ class OCLFunction(object):
                 self.call_times[t] += (ev.profile.end - ev.profile.start) * 1e-9
             except Exception:
                 pass
-        seen = set()
-        for t, _ in self._events:
-            seen.add(t)
         for t in range(len(self.call_counts)):
             self.call_counts[t] += 1
         self._events = []
@@ -771,7 +767,7 @@ def _sync_host_step(res):
     return run
 
 
-def _host_copy_of_device_input(vm, cell, i):
+def _host_copy_of_device_input(vm, cell):
     def run():
         v = cell[0]
         if da.is_device_array(v):
