@@ -2,9 +2,16 @@
 time against Theano's C backend, measured in the same process.
 
     THEANO_FLAGS=blas.ldflags= python bench/reduce.py [--device SPEC] [--n 4096] [--reps 20]
+                                                      [--generic] [--set KNOB=INT ...]
 
 Inputs stay on the device (a pyopencl array) and outputs too (output_mode='device'), so the
-OCL time is the kernels'; the copy bandwidth counts read + write of a same-size buffer.
+OCL time is the kernels' plus the Python call (~40-50 us on a GPU); the copy bandwidth counts
+read + write of a same-size buffer. The kernel-only columns replay the function's planned
+launches (its frame's steps) ``--reps`` times back to back and finish once: no Python call,
+no output hand-over, just the reduction kernels (a second pass included) and their enqueues.
+``--generic`` turns the fast paths off (every reduction takes the generic kernel): the
+numbers before them, on the same machine. ``--set GPU_UNROLL=8`` (repeatable) sets one of
+the geometry knobs of ``theano_ocl/ops/reduce.py`` (``CPU_*``, ``GPU_*``) for a sweep.
 """
 import argparse
 import os
@@ -35,12 +42,47 @@ def median_time(fn, reps, sync=None):
     return statistics.median(times)
 
 
+def kernel_time(f, queue, reps):
+    """Seconds per replay of ``f``'s last frame (its launches, enqueued back to back)."""
+    frame = f.fn.last_frame
+    steps = [st.fn for st in frame.steps if st.kind in ('launch', 'copy')]
+    assert len(steps) == len(frame.steps), [st.kind for st in frame.steps]
+
+    def run():
+        for _ in range(reps):
+            for fn in steps:
+                fn()
+    run()
+    queue.finish()
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        run()
+        queue.finish()
+        times.append((time.perf_counter() - t0) / reps)
+    return statistics.median(times), len(steps)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--device', default=None, help="device spec ('P:D', 'gpu', 'cpu', name)")
     ap.add_argument('--n', type=int, default=4096)
     ap.add_argument('--reps', type=int, default=20)
+    ap.add_argument('--generic', action='store_true', help='generic reduction kernel only')
+    ap.add_argument('--set', action='append', default=[], metavar='KNOB=INT',
+                    help='a fast-path geometry knob of theano_ocl/ops/reduce.py')
     args = ap.parse_args()
+    from theano_ocl.ops import reduce as ocl_reduce
+    if args.generic:
+        ocl_reduce.FAST_PATHS = False
+    knobs = []
+    for item in args.set:
+        name, value = item.split('=')
+        if not (name.startswith('CPU_') or name.startswith('GPU_')) or \
+                not hasattr(ocl_reduce, name):
+            ap.error('no knob %s in theano_ocl/ops/reduce.py' % name)
+        setattr(ocl_reduce, name, int(value))
+        knobs.append('%s=%s' % (name, int(value)))
 
     import pyopencl as cl
     import pyopencl.array as cla
@@ -59,10 +101,13 @@ def main():
     x = T.matrix('x', dtype='float32')
     cases = [('sum all', T.sum(x)), ('sum axis 0', T.sum(x, 0)), ('sum axis 1', T.sum(x, 1)),
              ('argmax axis 1', T.argmax(x, 1))]
-    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write); %s'
-          % (dev.name, dev.platform_name, n, n, copy_gbs, time.strftime('%Y-%m-%d')))
-    print('%-14s %10s %10s %9s %10s %9s' % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms',
-                                           'C / ocl'))
+    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write); %s%s%s'
+          % (dev.name, dev.platform_name, n, n, copy_gbs, time.strftime('%Y-%m-%d'),
+             '; generic kernel only' if args.generic else '',
+             '; ' + ' '.join(knobs) if knobs else ''))
+    print('%-14s %10s %10s %9s %10s %9s %10s %10s %9s %8s'
+          % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms', 'C / ocl', 'kernel ms', 'kern GB/s',
+             'vs copy', 'launches'))
     for name, out in cases:
         f_c = theano.function([x], out, mode='FAST_RUN')
         f_o = theano.function([x], out, mode=theano_ocl.OCLMode(device=args.device,
@@ -73,9 +118,12 @@ def main():
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
         t_o = median_time(lambda: f_o(dx), args.reps, queue.finish)
         t_c = median_time(lambda: f_c(host), args.reps)
+        t_k, n_launch = kernel_time(f_o, queue, max(args.reps, 50))
         gbs = nbytes / t_o / 1e9
-        print('%-14s %10.3f %10.1f %8.0f%% %10.3f %8.2fx'
-              % (name, t_o * 1e3, gbs, 100 * gbs / copy_gbs, t_c * 1e3, t_c / t_o))
+        kgbs = nbytes / t_k / 1e9
+        print('%-14s %10.3f %10.1f %8.0f%% %10.3f %8.2fx %10.3f %10.1f %8.0f%% %8d'
+              % (name, t_o * 1e3, gbs, 100 * gbs / copy_gbs, t_c * 1e3, t_c / t_o,
+                 t_k * 1e3, kgbs, 100 * kgbs / copy_gbs, n_launch))
 
 
 if __name__ == '__main__':

@@ -18,5 +18,6 @@ run elemwise 120 elemwise.py
 run overhead 120 overhead.py --calls 5000
 run reduce 200 reduce.py
 run gemm 200 gemm.py
-run demo 300 demo.py --hidden 1000 --steps 50
-run nengo 300 nengo_like.py --ensembles ${NENGO_E:-500} --steps 200
+run demo 300 demo.py --hidden 1000,1000 --steps 50
+run mlp 300 mlp.py
+run nengo 600 nengo_like.py --ensembles ${NENGO_E:-500} --steps 200 --detail ${NENGO_CACHE:+--cache $NENGO_CACHE}

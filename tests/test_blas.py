@@ -10,7 +10,7 @@ import theano_ocl
 from theano_ocl.ops import blas
 from helpers import assert_close, assert_matches_c, rand
 
-BACKENDS = ['host', 'kernel'] + (['clblast'] if blas._pyclblast() is not None else [])
+BACKENDS = ['host', 'kernel', 'small'] + (['clblast'] if blas._pyclblast() is not None else [])
 TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e-4),
        'float64': dict(rtol=1e-10, atol=1e-10)}
 
@@ -45,8 +45,8 @@ VIEWS = {
 @pytest.mark.parametrize('va,vb', [('plain', 'plain'), ('T', 'plain'), ('plain', 'T'), ('T', 'T'),
                                    ('rev', 'step'), ('step', 'rev')])
 def test_dot22_views(backend, dtype, va, vb):
-    if dtype == 'float16' and backend != 'kernel':
-        pytest.skip('float16 always runs on the kernel')
+    if dtype == 'float16' and backend not in ('kernel', 'small'):
+        pytest.skip('float16 runs on the kernel (or the forced small kernel)')
     rng = np.random.RandomState(1)
     m, k, n = 13, 17, 9
     sa, fa = VIEWS[va]
@@ -54,7 +54,7 @@ def test_dot22_views(backend, dtype, va, vb):
     x, y = T.matrix('x', dtype), T.matrix('y', dtype)
     xv, yv = _vals(rng, [sa(m, k), sb(k, n)], dtype)
     f = assert_matches_c([x, y], T.dot(fa(x), fb(y)), [xv, yv], **TOL[dtype])
-    assert _backends_used(f) == {'kernel' if dtype == 'float16' else backend}
+    assert _backends_used(f) == {'kernel' if dtype == 'float16' and backend != 'small' else backend}
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])

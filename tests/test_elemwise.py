@@ -9,7 +9,8 @@ import theano
 import theano.tensor as T
 from theano.tensor import nnet
 
-from helpers import assert_matches_c, rand
+from helpers import assert_close, assert_matches_c, compile_both, rand
+from theano_ocl import fallback_nodes
 
 FLOATS = ['float16', 'float32', 'float64']
 INTS = ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64']
@@ -149,3 +150,117 @@ def test_float16_storage():
     xv = rand((300,), 'float16', rng)
     assert_matches_c([x], [x * 2 + 1, T.exp(x), T.cast(x, 'float32') * 3, T.cast(x * 100, 'int16')],
                    [xv], rtol=2e-3, atol=2e-3)
+
+
+# ------------------------------------------------------------------ integer division by zero
+def _c_and_ocl_outcome(f_c, f_o, values):
+    """(result or (exception type, first message line)) of Theano C and of OCL."""
+    out = []
+    for f in (f_c, f_o):
+        try:
+            out.append(('ok', f(*values)))
+        except Exception as e:
+            out.append((type(e), str(e).splitlines()[0]))
+    return out
+
+
+def _assert_same_outcome(f_c, f_o, values):
+    (kc, c), (ko, o) = _c_and_ocl_outcome(f_c, f_o, values)
+    if kc == 'ok':
+        assert ko == 'ok', 'Theano C computes, OCL raises %s' % (o,)
+        assert_close(o, c)
+    else:
+        assert (kc, c) == (ko, o)
+    return kc, c
+
+
+@pytest.mark.parametrize('dtype', ['bool'] + INTS)
+def test_int_division_by_zero_raises_as_c(dtype):
+    """Theano's C code raises ZeroDivisionError for integer // and % by 0 (Theano's own
+    message); so does the device, through the kernel's error flag. Vectors, broadcasting
+    and 0-d; the function stays usable afterwards."""
+    rng = np.random.RandomState(23)
+    low = 0 if dtype.startswith('u') or dtype == 'bool' else -9
+    x = T.matrix('x', dtype=dtype)
+    y = T.TensorType(dtype, (True, False))('y')        # a row: broadcast over x's rows
+    s = T.scalar('s', dtype=dtype)
+    xv = rand((4, 5), dtype, rng, low=low, high=9)
+    yv = rand((1, 5), dtype, rng, low=low, high=9)
+    yv[yv == 0] = 1
+    zero = yv.copy()
+    zero[0, 3] = 0
+    for out, message in ((x // y, 'integer division by zero'), (x % y, 'integer modulo by zero')):
+        f_c, f_o = compile_both([x, y], out)
+        assert not fallback_nodes(f_o)
+        _assert_same_outcome(f_c, f_o, [xv, yv])
+        assert _assert_same_outcome(f_c, f_o, [xv, zero]) == (ZeroDivisionError, message)
+        _assert_same_outcome(f_c, f_o, [xv, yv])            # the flag was cleared
+    f_c, f_o = compile_both([s, y], [s // y, y % s])       # 0-d, both ways
+    one = np.ones((), dtype)
+    _assert_same_outcome(f_c, f_o, [one, yv])
+    assert _assert_same_outcome(f_c, f_o, [np.zeros((), dtype), yv]) == \
+        (ZeroDivisionError, 'integer modulo by zero')
+    assert _assert_same_outcome(f_c, f_o, [one, zero]) == \
+        (ZeroDivisionError, 'integer division by zero')
+
+
+def test_int_division_by_zero_fused_and_constant_divisors():
+    x, y = T.ivector('x'), T.ivector('y')
+    xv = np.array([7, -8, 9, 10], 'int32')
+    yv = np.array([2, -3, 4, 5], 'int32')
+    zero = np.array([2, 0, 4, 5], 'int32')
+    # fused: Theano's C code stops at the first op of the Composite that divides by zero
+    for out in ((x % y) - (x // y), (x // y) * 2 + 1, (x % y) + x):
+        f_c, f_o = compile_both([x, y], out)
+        assert not fallback_nodes(f_o)
+        _assert_same_outcome(f_c, f_o, [xv, yv])
+        kind, message = _assert_same_outcome(f_c, f_o, [xv, zero])
+        assert kind is ZeroDivisionError
+    # nonzero constant divisors need no check: no host step in the frame
+    f_c, f_o = compile_both([x], [x // 3 + x % -2, x // np.int32(7)])
+    _assert_same_outcome(f_c, f_o, [xv])
+    assert [s.kind for s in f_o.fn.last_frame.steps if s.kind == 'guard'] == []
+    # a zero constant divisor raises
+    f_c, f_o = compile_both([x], x % np.int32(0))
+    assert _assert_same_outcome(f_c, f_o, [xv]) == (ZeroDivisionError, 'integer modulo by zero')
+    # true division of integers by zero does not raise (inf, nan)
+    f_c, f_o = compile_both([x, y], x / y)
+    _assert_same_outcome(f_c, f_o, [xv, np.array([0, 0, 1, 0], 'int32') * xv])
+
+
+# ------------------------------------------------------------------ mixed signedness
+MIXED = [('int8', 'uint8'), ('int16', 'uint16'), ('int32', 'uint32'), ('int64', 'uint64'),
+         ('int8', 'uint64'), ('uint32', 'int8'), ('uint32', 'int64'), ('uint64', 'int32'),
+         ('uint16', 'int32'), ('uint32', 'int32')]
+
+
+def _mixed_values(dtype, shape, rng):
+    """Random values of ``dtype`` with |v| < 2**40 (Theano's C maximum and minimum pass
+    integers through double), starting with -1, 0, 1 (or 0, 1, 2) where there is room."""
+    info = np.iinfo(dtype)
+    lo, hi = max(int(info.min), -2 ** 40), min(int(info.max), 2 ** 40)
+    v = rng.randint(lo, hi, size=shape, dtype=np.int64)
+    first = [-1, 0, 1] if lo < 0 else [0, 1, 2]
+    v.reshape(-1)[:3] = first[:v.size]
+    return v.astype(dtype)
+
+
+@pytest.mark.parametrize('dx,dy', MIXED)
+def test_mixed_signedness_matches_c(dx, dy):
+    """Integers of mixed signedness combine as Theano's C code combines them: in C's common
+    type (a negative int32 becomes a large uint32, int64 with uint64 wraps in uint64 before
+    the float64 result), then converted to the dtype Theano infers. Broadcasting and 0-d."""
+    rng = np.random.RandomState(29)
+    x = T.matrix('x', dtype=dx)
+    y = T.TensorType(dy, (True, False))('y')
+    s = T.scalar('s', dtype=dy)
+    nz = T.switch(T.eq(y, 0), T.ones_like(y), y)
+    outs = [x + y, x - y, y - x, x * y, x // nz, x % nz, nz // T.switch(T.eq(x, 0), 1, x),
+            T.maximum(x, y), T.minimum(x, y), x < y, x > y, x <= y, x >= y, T.eq(x, y),
+            T.neq(x, y), x & y, x | y, x ^ y, T.switch(x > 0, x, y), T.clip(x, y, 50),
+            x + s, s * x, T.maximum(s, x), x < s]
+    xv = _mixed_values(dx, (3, 6), rng)
+    yv = _mixed_values(dy, (1, 6), rng)
+    sv = _mixed_values(dy, (), rng)
+    f = assert_matches_c([x, y, s], outs, [xv, yv, sv])
+    assert f(xv, yv, sv)[0].dtype == np.dtype(theano.scalar.upcast(dx, dy))

@@ -6,6 +6,7 @@ import pytest
 import theano
 import theano.tensor as T
 from theano.tensor import nnet
+from theano.tensor.nnet import nnet as tnnet
 
 import theano_ocl
 from helpers import assert_close, assert_matches_c, rand
@@ -155,3 +156,89 @@ def test_logistic_regression_sgd_matches_c():
     assert losses[0][-1] < losses[0][0] * 0.9        # it does learn
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-4)
     np.testing.assert_allclose(weights[1], weights[0], rtol=1e-4, atol=1e-6)
+
+
+def _outcome(f, values):
+    try:
+        return 'ok', f(*values)
+    except Exception as e:
+        return type(e), str(e).splitlines()[0]
+
+
+def _assert_same_outcome(f_c, f_o, values, dtype):
+    kc, c = _outcome(f_c, values)
+    ko, o = _outcome(f_o, values)
+    if kc == 'ok':
+        assert ko == 'ok', 'Theano gives a result, OCL raises %s %s' % (ko, o)
+        for k, (g, w) in enumerate(zip(o if isinstance(o, list) else [o],
+                                       c if isinstance(c, list) else [c])):
+            assert_close(g, w, what='output %d' % k, **TOL[dtype])
+    else:
+        assert (ko, o) == (kc, c)
+    return kc, c
+
+
+@pytest.mark.parametrize('idx_dtype', ['int32', 'int64', 'uint8', 'uint64'])
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_class_index_out_of_range_raises_as_theano(dtype, idx_dtype):
+    """A class index outside [0, D) raises what Theano raises (Theano's test_neg_idx): the C
+    code's ValueError for CrossentropySoftmaxArgmax1HotWithBias and
+    CrossentropySoftmax1HotWithBiasDx; numpy's IndexError for CrossentropyCategorical1Hot and
+    its grad (Theano runs their perform, where -D <= index < 0 counts from the end). The
+    function works again afterwards (the error flag is cleared)."""
+    rng = np.random.RandomState(6)
+    x, sm = T.matrix('x', dtype), T.matrix('sm', dtype)
+    b, dy = T.vector('b', dtype), T.vector('dy', dtype)
+    y = T.vector('y', idx_dtype)
+    graphs = [([x, b, y], tnnet.CrossentropySoftmaxArgmax1HotWithBias()(x, b, y)),
+              ([dy, sm, y], tnnet.CrossentropySoftmax1HotWithBiasDx()(dy, sm, y)),
+              ([dy, sm, y], tnnet.crossentropy_categorical_1hot_grad(dy, sm, y))]
+    if idx_dtype in ('int32', 'int64'):
+        graphs.append(([sm, y], tnnet.crossentropy_categorical_1hot(sm, y)))
+    N, D = 6, 5
+    bad = [[0, 5, 1, 2, 3, 4], [0, 1, 2, 3, 4, 7]]
+    if idx_dtype.startswith('u'):
+        bad.append([0, 1, 2, 3, 4, np.iinfo(idx_dtype).max])
+    else:
+        bad += [[0, -1, 2, 3, 4, 1], [0, -5, 2, 3, 4, 1], [0, 1, -6, -9, 4, 7]]
+    for inputs, out in graphs:
+        f_c = theano.function(inputs, out, mode='FAST_RUN')
+        f_o = theano.function(inputs, out, mode=theano_ocl.OCLMode())
+        assert not theano_ocl.fallback_nodes(f_o)
+
+        def values(idx, rows=N, cols=D):
+            vals = {x: rand((rows, cols), dtype, rng), b: rand((cols,), dtype, rng),
+                    dy: rand((rows,), dtype, rng),
+                    sm: rng.uniform(0.1, 1, (rows, cols)).astype(dtype),
+                    y: np.array(idx, idx_dtype)}
+            return [vals[v] for v in inputs]
+        good = values(rng.randint(0, D, N))
+        _assert_same_outcome(f_c, f_o, good, dtype)
+        for idx in bad:
+            kind, message = _assert_same_outcome(f_c, f_o, values(idx), dtype)
+            if -D <= min(idx) and max(idx) < D:
+                continue        # numpy's negative indices (CrossentropyCategorical1Hot[Grad])
+            assert kind in (ValueError, IndexError, OverflowError), (out.owner.op, idx, kind)
+            _assert_same_outcome(f_c, f_o, good, dtype)     # usable again
+        # no column: every index is out of range
+        kind, _ = _assert_same_outcome(f_c, f_o, values([0] * 3, 3, 0), dtype)
+        assert kind in (ValueError, IndexError)
+
+
+def test_theano_neg_idx():
+    """Theano's own test_neg_idx of both classes (floatX matrices, an lvector with -1)."""
+    rng = np.random.RandomState(7)
+    admat, advec, alvec = T.matrix(), T.vector(), T.lvector()
+    m = theano_ocl.OCLMode()
+    idx = rng.randint(low=0, high=5, size=3)
+    idx[1] = -1
+    f = theano.function([admat, advec, alvec],
+                        tnnet.CrossentropySoftmaxArgmax1HotWithBias()(admat, advec, alvec), mode=m)
+    with pytest.raises(ValueError, match='y_i value out of bounds'):
+        f(rng.rand(3, 5), rng.rand(5), idx)
+    idx = rng.randint(low=0, high=5, size=10)
+    idx[1] = -1
+    f = theano.function([advec, admat, alvec],
+                        tnnet.CrossentropySoftmax1HotWithBiasDx()(advec, admat, alvec), mode=m)
+    with pytest.raises(ValueError, match=r'y_i >= dx dimensions\[1\] or y_i < 0\.'):
+        f(rng.rand(10), rng.rand(10, 5), idx)

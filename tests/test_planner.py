@@ -80,11 +80,16 @@ def test_mixed_kernels_broadcast_strided_and_float64():
 
 
 def test_many_ops_chunked_by_parameter_limit():
-    xs = [T.fvector('x%d' % k) for k in range(40)]
+    n = 300
+    xs = [T.fvector('x%d' % k) for k in range(n)]
     outs = [x * x for x in xs]
-    vals = [rand((k + 2,), 'float32', np.random.RandomState(k)) for k in range(40)]
+    vals = [rand((k % 7 + 2,), 'float32', np.random.RandomState(k)) for k in range(n)]
     plan = _assert_same_results(xs, outs, vals, against_c=False)
-    assert plan.n_launches_after == 2      # 32 operand sets fit in one launch's arguments
+    f, frame = _frame(xs, outs, vals)
+    key = [planner.analyse(i, s) for i, s in enumerate(frame.steps) if s.kind == 'launch'][0].key
+    per_launch = planner.max_batch(f.fn.dev, key)  # operand sets that fit one launch's arguments
+    assert per_launch < n
+    assert plan.n_launches_after == -(-n // per_launch)
 
 
 def test_schedule_respects_barriers_and_conflicts():
@@ -99,3 +104,46 @@ def test_schedule_respects_barriers_and_conflicts():
         for o in g:
             o.step.fn()
     assert log == ['a', 'h', 'b']
+
+
+def test_small_products_merge():
+    # Nengo-style encoders and decoders: many independent tiny matrix-vector products
+    # (ops/gemm_small.py) run as one batched launch per kind, with alpha/beta per product.
+    rng = np.random.RandomState(3)
+    n = 9
+    shapes = [(k + 3, k % 4 + 1) for k in range(n)]
+    As = [T.fmatrix('A%d' % k) for k in range(n)]
+    xs = [T.fvector('x%d' % k) for k in range(n)]
+    zs = [T.fvector('z%d' % k) for k in range(n)]
+    ys = [T.fvector('y%d' % k) for k in range(n)]
+    outs = [T.dot(A, x) for A, x in zip(As, xs)]
+    outs += [np.float32(0.25 + k) * y + np.float32(0.5 - k) * T.dot(A.T, z)
+             for k, (A, z, y) in enumerate(zip(As, zs, ys))]
+    vals = [rand(s, 'float32', rng) for s in shapes]
+    vals += [rand((c,), 'float32', rng) for r, c in shapes]
+    vals += [rand((r,), 'float32', rng) for r, c in shapes]
+    vals += [rand((c,), 'float32', rng) for r, c in shapes]
+    ins = As + xs + zs + ys
+    f, frame = _frame(ins, outs, vals)
+    kinds = [s.meta[1].rsplit('_', 1)[0] for s in frame.steps if s.kind == 'launch']
+    assert kinds.count('gemm_small') >= 2 * n, kinds
+    plan = _assert_same_results(ins, outs, vals)
+    assert plan.n_launches_after <= plan.n_launches_before - (2 * n - 4)
+
+
+def test_one_step_calls_use_a_batched_plan_when_hot():
+    # mode='OCL' without the simulator: after a few replays a frame with many independent
+    # same-kernel launches runs its batched plan; every call still matches Theano C.
+    n = 24
+    xs = [T.fvector('x%d' % k) for k in range(n)]
+    outs = [T.tanh(x) * x + 1 for x in xs]
+    f = theano.function(xs, outs, mode='OCL')
+    g = theano.function(xs, outs, mode='FAST_RUN')
+    rng = np.random.RandomState(0)
+    for call in range(6):
+        vals = [rand((k + 2,), 'float32', rng) for k in range(n)]
+        for k, (a, b) in enumerate(zip(f(*vals), g(*vals))):
+            assert_close(a, b, what='call %d output %d' % (call, k))
+    plan = f.fn.last_frame.batched
+    assert plan, plan
+    assert plan.n_launches_after * 4 <= plan.n_launches_before

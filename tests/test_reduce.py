@@ -166,7 +166,9 @@ def test_large_two_stage(shape, axis):
                          ids=['tree', 'tree-interleaved-parts', 'tree-chunked-parts', 'serial',
                               'serial-parts', 'wide-tree-interleaved'])
 def test_every_kernel_geometry(forced, monkeypatch):
-    """What the geometry picks for GPUs, run on whatever device the tests have."""
+    """The generic kernel's geometries (what it picks for GPUs too), run on whatever device
+    the tests have; the fast paths are off, so every layout takes the generic kernel."""
+    monkeypatch.setattr(ocl_reduce, 'FAST_PATHS', False)
     monkeypatch.setattr(ocl_reduce, 'geometry', lambda dev, n_out, n_red, rows: forced)
     x = T.matrix('x')
     y = T.matrix('y', dtype='int32')
@@ -176,3 +178,182 @@ def test_every_kernel_geometry(forced, monkeypatch):
             T.argmax(x.T, 1), T.argmax(x, None), T.prod(y, 0), T.max(y), T.argmax(y, 0)]
     assert_matches_c([x, y], outs, [v, rand((40, 300), 'int32', low=-1, high=1)],
                    device_only=False)
+
+
+# ------------------------------------------------------------------ fast paths (rows, cols, full)
+# The geometry depends on the device (CPU: one work-item per row / per band of columns;
+# GPU: lanes per row, column tiles with row-lanes, partials when there are few outputs).
+# 'gpu-*' plan for a GPU's traits and run those kernels on whatever device the tests have.
+TRAITS = {'gpu-132cu': ocl_reduce.Traits(False, 132, 1024, 49152),
+          'gpu-2cu': ocl_reduce.Traits(False, 2, 256, 32768)}
+
+
+@pytest.fixture(params=['device', 'gpu-132cu', 'gpu-2cu'])
+def traits(request, monkeypatch):
+    """Plan with the device's traits or a GPU's; records every fast geometry planned."""
+    if request.param != 'device':
+        t = TRAITS[request.param]
+        monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: t)
+    planned = []
+    real = ocl_reduce.fast_geometry
+
+    def recording(*args, **kwargs):
+        g = real(*args, **kwargs)
+        if g is not None:
+            planned.append(g)
+        return g
+    monkeypatch.setattr(ocl_reduce, 'fast_geometry', recording)
+    return request.param, planned
+
+
+def _layout_outputs(x):
+    """Reductions of matrix ``x`` covering rows, cols and full fast paths on views."""
+    views = [x, x[1:], x[:, 1:], x[::-1], x[:, ::-1], x[::2], x.T]
+    outs = []
+    for y in views:
+        outs += [T.sum(y, 1), T.sum(y, 0), T.sum(y)]
+    return outs
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'uint8', 'int64', 'bool',
+                                   'float16'])
+@pytest.mark.parametrize('shape', [(37, 523), (70, 3), (5, 4099)], ids=['mid', 'thin', 'wide'])
+def test_fast_layouts_sum(traits, dtype, shape):
+    kind, planned = traits
+    if (kind == 'gpu-2cu' and shape != (37, 523)) or (kind == 'gpu-132cu' and shape == (70, 3)):
+        pytest.skip('fewer shapes on the emulated GPUs')
+    x = T.matrix('x', dtype=dtype)
+    v = rand(shape, dtype, low=-5, high=5)
+    assert_matches_c([x], _layout_outputs(x), [v], rtol=1e-3 if dtype == 'float16' else 1e-5,
+                     device_only=False)
+    modes = {g.mode for g in planned}
+    assert modes == {'rows', 'cols'}, planned
+    if dtype != 'float16' or kind == 'device':
+        assert any(g.V > 1 for g in planned), planned
+
+
+def _op_outputs(x, dtype):
+    outs = []
+    for y in [x, x[:, 1:], x[::-1]]:
+        for a in [1, 0, None]:
+            outs += [T.max(y, a), T.min(y, a), T.argmax(y, a), T.prod(y, a)]
+            m, i = T.max_and_argmax(y, a)
+            outs += [m * 1, i]
+            if dtype == 'bool':
+                outs += [T.all(y, a), T.any(y, a)]
+    if dtype in ('int8', 'uint8', 'bool'):
+        outs += [T.sum(x, 1, dtype=dtype), T.sum(x, 0, acc_dtype='float64'),
+                 T.sum(x, None, dtype='float32')]
+    if dtype == 'float32':
+        outs += [T.sum(x, 0, dtype='float64'), T.sum(x, 1, acc_dtype='float64'),
+                 T.prod(x, 1, dtype='float16'), T.sum(x.astype('int32'), 0, dtype='int16')]
+    return outs
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'uint8', 'int16', 'int32',
+                                   'uint64', 'bool', 'float16'])
+@pytest.mark.parametrize('shape', [(40, 300), (300, 40)], ids=['long-rows', 'short-rows'])
+def test_fast_ops(traits, dtype, shape):
+    """max/min/argmax/prod/all/any and dtype/acc_dtype through the rows, cols and full paths
+    (values in [-2, 2]: many ties; products of few elements stay finite)."""
+    kind, planned = traits
+    if kind != 'device' and dtype not in ('float32', 'int8', 'float16', 'bool'):
+        pytest.skip('a dtype subset on the emulated GPUs')
+    x = T.matrix('x', dtype=dtype)
+    v = rand(shape, dtype, low=-2, high=2)
+    if dtype.startswith('float'):
+        v = (v * (np.abs(v) > 1.5) + np.sign(v)).astype(dtype)     # products stay finite
+    assert_matches_c([x], _op_outputs(x, dtype), [v], device_only=False,
+                     rtol=1e-2 if dtype == 'float16' else 1e-5,
+                     atol=1e-2 if dtype == 'float16' else None)
+    assert {'rows', 'cols'} <= {g.mode for g in planned}, planned
+
+
+def _nan_matrix(n_rows, n_cols, rng):
+    v = rng.uniform(-3, 3, size=(n_rows, n_cols))
+    for i, cols in enumerate([[0], [n_cols - 1], [17, 40], [5, 3], [n_cols // 2, 1],
+                              list(range(n_cols))]):
+        v[i, cols] = np.nan                            # head, tail, vector lanes, everywhere
+    v[6] = -np.inf                                     # all equal to max's identity
+    v[7] = 1.0                                         # all tied
+    v[8, 20] = v[8, 60] = v[8, 99] = 100               # ties across lanes
+    v[9, ::3] = np.inf
+    v[:, 33] = np.where(np.arange(n_rows) % 4 == 0, np.nan, v[:, 33])
+    return v
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
+def test_fast_argmax_nan_inf_ties(traits, dtype):
+    kind, planned = traits
+    x = T.matrix('x', dtype=dtype)
+    v = _nan_matrix(24, 130, np.random.RandomState(3)).astype(dtype)
+    outs = []
+    for y in [x, x[:, 1:], x[::-1], x[:, ::-1], x.T]:
+        m, i = T.max_and_argmax(y, 1)
+        outs += [m * 1, i, T.argmax(y, 0), T.argmax(y), T.max(y, 0), T.min(y, 1), T.sum(y, 1)]
+    f = assert_matches_c([x], outs, [v], device_only=False,
+                         rtol=1e-2 if dtype == 'float16' else None,
+                         atol=1e-2 if dtype == 'float16' else None)
+    _on_device(f, (T.basic.Argmax, T.basic.MaxAndArgmax))
+    assert {'rows', 'cols'} <= {g.mode for g in planned}, planned
+
+
+@pytest.mark.parametrize('shape,axis', [((200003,), None), ((3, 70001), 1), ((70001, 3), 0),
+                                        ((600, 1031), 0), ((5, 300, 211), (0, 2))],
+                         ids=['full', 'rows-few', 'cols-few', 'cols-many', 'outer-inner'])
+def test_fast_two_stage(traits, shape, axis):
+    """Few outputs over long ranges: partials and a second pass (GPU traits split more)."""
+    kind, planned = traits
+    x = T.TensorType('float32', (False,) * len(shape))('x')
+    v = rand(shape, 'float32')
+    v.flat[len(v.flat) // 3] = 7.5                   # one clear maximum
+    assert_matches_c([x], [T.sum(x, axis), T.max(x, axis), T.argmax(x, axis),
+                           T.all(x > -2.9, axis)], [v], rtol=1e-4, atol=1e-4)
+    if kind == 'gpu-132cu' and shape != (5, 300, 211):        # that one is generic
+        assert any(g.parts > 1 for g in planned), planned
+
+
+def test_fast_long_index_path(monkeypatch):
+    """argmax lanes with 64-bit offsets (chunks of 2**31 elements and more)."""
+    monkeypatch.setattr(ocl_reduce, 'IDX32_LIMIT', 0)
+    x = T.matrix('x')
+    v = _nan_matrix(24, 130, np.random.RandomState(4))
+    outs = [T.argmax(x, 1), T.argmax(x, 0), T.argmax(x), T.argmax(x[:, 2:], 1)]
+    assert_matches_c([x], outs, [v])
+
+
+def test_fast_paths_off_matches(monkeypatch):
+    """The generic kernel alone (what every layout falls back to) still matches."""
+    monkeypatch.setattr(ocl_reduce, 'FAST_PATHS', False)
+    x = T.matrix('x', dtype='float32')
+    assert_matches_c([x], _layout_outputs(x) + [T.argmax(x, 1), T.argmax(x, 0)],
+                     [rand((37, 523), 'float32')], rtol=1e-5)
+
+
+def test_fast_empty_and_0d(traits):
+    x = T.matrix('x')
+    for e in [np.zeros((0, 40)), np.zeros((40, 0)), np.zeros((1, 40)), np.zeros((40, 1))]:
+        assert_matches_c([x], [T.sum(x, 0), T.sum(x, 1), T.sum(x), T.prod(x, 1), T.any(x, 0)],
+                         [e])
+    s = T.scalar('s')
+    assert_matches_c([s], [T.sum(s), T.max(s), T.argmax(s)], [np.asarray(-1.5)])
+
+
+@pytest.mark.parametrize('knobs', [dict(GPU_UNROLL=8, GPU_MIN_SWEEPS=2, GPU_LOCAL=512,
+                                        GPU_COLS_CX=16, GPU_COLS_MIN_CX=4),
+                                   dict(GPU_UNROLL=2, GPU_LOCAL=64, GPU_THREADS_PER_CU=256,
+                                        GPU_COLS_CX=8)],
+                         ids=['wide', 'narrow'])
+def test_fast_gpu_knobs(knobs, monkeypatch):
+    """Other GPU geometries (what a benchmark sweep may set) on the emulated H100."""
+    monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: TRAITS['gpu-132cu'])
+    for name, value in knobs.items():
+        monkeypatch.setattr(ocl_reduce, name, value)
+    x = T.matrix('x')
+    v = _nan_matrix(24, 1030, np.random.RandomState(5))
+    w = rand((600, 1031), 'float64')
+    outs = _layout_outputs(x) + [T.argmax(x, 1), T.argmax(x[:, 3:], 1), T.argmax(x, 0),
+                                 T.max(x, 0), T.argmax(x)]
+    assert_matches_c([x], outs, [v], device_only=False)
+    assert_matches_c([x], _layout_outputs(x) + [T.argmax(x, 1), T.argmax(x, 0)], [w],
+                     device_only=False)

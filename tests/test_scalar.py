@@ -6,11 +6,13 @@ cases per kernel, one kernel build per batch), and through ``theano.function`` i
 as an ``Elemwise`` whose scalar op is a ``Composite`` of up to 31 cases, so Theano compiles one
 C module per batch rather than per op (Theano's C code of a Composite is its ops' code, and
 Elemwise takes at most 32 operands). Cases where Theano has no C code (float16, ops computed
-with scipy) get Theano's Python result, as Theano itself does. Cases where scalar.py
-deliberately follows numpy instead of C's type promotion (see its docstring) are compared with
-Theano's Python implementation; ``_follows_numpy`` says which. ``_adjust_c_reference`` and
-``_adjust_python_reference`` name the values where Theano's C code is undefined or its Python
-code less precise than the dtype it declares, and what scalar.py gives there instead.
+with scipy) get Theano's Python result, as Theano itself does. Integer cases of mixed
+signedness are compared with C (scalar.py follows C's conversions there); cases where
+scalar.py deliberately follows numpy instead of C (integers mixed with floats, see its
+docstring) are compared with Theano's Python implementation; ``_follows_numpy`` says which.
+``_adjust_c_reference`` and ``_adjust_python_reference`` name the values where Theano's C
+code is undefined or its Python code less precise than the dtype it declares, and what
+scalar.py gives there instead.
 """
 import functools
 import math
@@ -48,10 +50,11 @@ _SAME = tuple((d, d) for d in _DTYPES)
 _MIXED = (
     ('int8', 'uint8'), ('int32', 'uint32'), ('int64', 'uint64'), ('int8', 'uint64'),
     ('uint32', 'int64'), ('bool', 'int8'), ('bool', 'float32'), ('int16', 'float32'),
-    ('int64', 'float32'), ('uint8', 'float64'), ('float16', 'float32'), ('float32', 'float64'))
+    ('int64', 'float32'), ('uint8', 'float64'), ('float16', 'float32'), ('float32', 'float64'),
+    ('uint32', 'int8'), ('uint64', 'int32'))
 _SAME_FEW = tuple((d, d) for d in _FEW)
 _SIGNED_UNSIGNED = (('int64', 'uint64'), ('int8', 'uint64'), ('int32', 'uint32'),
-                    ('uint32', 'int64'))
+                    ('uint32', 'int64'), ('uint32', 'int8'), ('uint64', 'int32'))
 
 # Tolerances for float outputs, by output dtype; integer and bool outputs must be equal.
 _TOL = {'float16': (2e-3, 1e-4), 'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-14)}
@@ -153,14 +156,22 @@ _PROMOTING_OPS = (S.Add, S.Sub, S.Mul, S.TrueDiv, S.IntDiv, S.Mod, S.Maximum, S.
                   type(mul_without_zeros))
 
 
+def _c_mixed(*dtypes):
+    """Whether C converts a signed value among these integer dtypes to an unsigned common type
+    (where C's result differs from numpy's; scalar.py follows C)."""
+    return (all(d not in _FLOATS for d in dtypes) and _c_promotion(*dtypes) in _UNSIGNED
+            and any(d in _SIGNED for d in dtypes))
+
+
 def _follows_numpy(case):
     """Whether scalar.py deliberately differs from Theano's C code on this case (and follows
-    Theano's Python code, that is numpy): where C's type promotion differs from numpy's, where
-    Theano's C code passes int64 through double, and trunc of INT_MIN (its C code negates it)."""
+    Theano's Python code, that is numpy): where C's type promotion of integers and floats
+    differs from numpy's, where Theano's C code passes int64 through double, and trunc of
+    INT_MIN (its C code negates it). Integers only (mixed signedness included) follow C."""
     op, dtypes = case.op, case.in_dtypes
     if isinstance(op, S.Switch):
         dtypes = dtypes[1:]
-    if isinstance(op, _PROMOTING_OPS) and len(dtypes) > 1:
+    if isinstance(op, _PROMOTING_OPS) and len(dtypes) > 1 and any(d in _FLOATS for d in dtypes):
         if isinstance(op, S.TrueDiv) and all(d not in _FLOATS for d in dtypes):
             return False  # Theano's C code divides in double
         if isinstance(op, (S.OR, S.XOR, S.AND)) and case.out_dtypes[0] in _FLOATS:
@@ -172,7 +183,8 @@ def _follows_numpy(case):
             for b in dtypes[i + 1:]:
                 if _c_promotion(a, b) != _int_promotion(str(np.promote_types(a, b))):
                     return True
-    if isinstance(op, (S.Maximum, S.Minimum)) and case.out_dtypes[0] in ('int64', 'uint64'):
+    if isinstance(op, (S.Maximum, S.Minimum)) and case.out_dtypes[0] in ('int64', 'uint64') \
+            and not _c_mixed(*dtypes):
         return True
     return isinstance(op, S.Trunc) and dtypes[0] in _SIGNED
 
@@ -249,8 +261,13 @@ def _adjust_c_reference(case):
     """Where Theano's C code is undefined or leaves its algorithm's domain, expect the value
     scalar.py documents: Python's (numpy's, scipy's)."""
     out = case.out_dtypes[0]
-    if isinstance(case.op, (S.IntDiv, S.Mod)) and out in _SIGNED:
-        # Theano's C code negates x and y in their own type: INT_MIN overflows (undefined)
+    if isinstance(case.op, (S.IntDiv, S.Mod)) and (
+            (out in _SIGNED and not _c_mixed(*case.in_dtypes)) or
+            (isinstance(case.op, S.Mod) and out in _FLOATS and _c_mixed(*case.in_dtypes))):
+        # Theano's C code negates x and y in their own type: INT_MIN overflows (undefined).
+        # (A signed // or % with an unsigned common type converts the wrapped INT_MIN to that
+        # type, which gives its magnitude: scalar.py's result is C's there; the float formula
+        # of int64 % uint64 converts the wrapped value to double instead.)
         edge = np.zeros(_N, bool)
         for a, d in zip(case.inputs, case.in_dtypes):
             if d in ('int32', 'int64'):
@@ -502,7 +519,8 @@ _TERNARY_DTYPES = (
     ('float32',) * 3, ('float64',) * 3, ('int8',) * 3, ('int64',) * 3, ('uint32',) * 3,
     ('float16',) * 3, ('int32', 'uint32', 'int64'), ('float32', 'int64', 'int8'),
     ('bool', 'float32', 'float32'), ('bool', 'uint64', 'int64'), ('float64', 'float16', 'int8'),
-    ('int8', 'int32', 'uint8'), ('uint8', 'bool', 'bool'))
+    ('int8', 'int32', 'uint8'), ('uint8', 'bool', 'bool'), ('uint32', 'int8', 'int16'),
+    ('int16', 'int8', 'uint32'))
 
 
 def _unary_cases():
@@ -663,8 +681,9 @@ def test_int_pow():
 
 
 def test_int_division_edges():
-    """Zero divisors give 0 (numpy's result; Theano's C code raises ZeroDivisionError) and
-    INT_MIN // -1 wraps to INT_MIN (it traps in C), for every integer dtype."""
+    """In ``elemwise_code``'s bodies zero divisors give 0 (numpy's result; Theano's C code
+    raises ZeroDivisionError: ``elemwise_code_checked`` reports it, test_checked_zero_division)
+    and INT_MIN // -1 wraps to INT_MIN (it traps in C), for every integer dtype."""
     cases = []
     for d in _INTS:
         info = np.iinfo(d)
@@ -678,6 +697,83 @@ def test_int_division_edges():
             cases.append(case)
     _opencl_outputs(cases)
     _assert_all_match(cases)
+
+
+def _run_checked(op, inputs, nonzero=()):
+    """``elemwise_code_checked``'s body of ``op`` on ``inputs`` in one kernel: (outputs,
+    th_err per element, codes)."""
+    in_dtypes = [str(a.dtype) for a in inputs]
+    node = op.make_node(*[S.get_scalar_type(d)() for d in in_dtypes])
+    out_dtypes = [o.type.dtype for o in node.outputs]
+    support, body, codes = oscalar.elemwise_code_checked(op, in_dtypes, out_dtypes, nonzero)
+    params = ''.join(', __global const %s *p%d' % (oscalar.ctype(d), k)
+                     for k, d in enumerate(in_dtypes))
+    params += ''.join(', __global %s *q%d' % (oscalar.ctype(d), k)
+                      for k, d in enumerate(out_dtypes))
+    lines = ['const %s i%d = p%d[gi];' % (oscalar.compute_ctype(d), k, k)
+             for k, d in enumerate(in_dtypes)]
+    lines += ['%s o%d;' % (oscalar.compute_ctype(d), k) for k, d in enumerate(out_dtypes)]
+    lines += ['int th_err = 0;', '{\n%s\n}' % body, 'err[gi] = th_err;']
+    lines += ['q%d[gi] = o%d;' % (k, k) for k in range(len(out_dtypes))]
+    src = ('%s\n__kernel void run(__global int *err%s)\n{\n const long gi = get_global_id(0);\n'
+           '%s\n}\n' % (support, params, '\n'.join(lines)))
+    queue = _cl_queue()
+    mf = cl.mem_flags
+    n = len(inputs[0])
+    bufs = [cl.Buffer(queue.context, mf.READ_ONLY | mf.COPY_HOST_PTR,
+                      hostbuf=np.ascontiguousarray(a)) for a in inputs]
+    outs = [np.zeros(n, d) for d in out_dtypes]
+    obufs = [cl.Buffer(queue.context, mf.WRITE_ONLY, max(o.nbytes, 1)) for o in outs]
+    err = np.zeros(n, np.int32)
+    ebuf = cl.Buffer(queue.context, mf.WRITE_ONLY, err.nbytes)
+    cl.Program(queue.context, src).build().run(queue, (n,), None, ebuf, *(bufs + obufs))
+    cl.enqueue_copy(queue, err, ebuf)
+    for o, b in zip(outs, obufs):
+        cl.enqueue_copy(queue, o, b)
+    queue.finish()
+    return outs, err, codes
+
+
+def test_checked_zero_division():
+    """``elemwise_code_checked``: integer // and % report a zero divisor in th_err (1 for //,
+    2 for %: Theano's C code raises ZeroDivisionError with their messages) and compute
+    ``elemwise_code``'s value elsewhere; float outputs (Theano's C code does not raise), and
+    divisors known to be nonzero, give unchecked bodies."""
+    assert oscalar.ZERO_DIVISION_ERRORS == {1: 'integer division by zero',
+                                            2: 'integer modulo by zero'}
+    pairs = [(d, d) for d in _INTS + ('bool',)] + [('int32', 'uint32'), ('uint32', 'int8'),
+                                                    ('int8', 'uint8'), ('uint16', 'int64')]
+    for d1, d2 in pairs:
+        x, y = _pair(d1, d2, 'checked', divisor_safe=False)
+        y = y.copy()
+        y[::5] = 0
+        for op, code in ((S.int_div, 1), (S.mod, 2)):
+            (got,), err, codes = _run_checked(op, [x, y])
+            assert codes == (code,), (op, d1, d2)
+            np.testing.assert_array_equal(err, np.where(y == 0, code, 0), err_msg=str((op, d1, d2)))
+            ref = _Case(op, (x, y))
+            _opencl_outputs([ref])
+            np.testing.assert_array_equal(got, ref.got[0], err_msg=str((op, d1, d2)))
+            plain = oscalar.elemwise_code(op, [d1, d2], ref.out_dtypes)
+            assert oscalar.elemwise_code_checked(op, [d1, d2], ref.out_dtypes, nonzero=[1]) == \
+                plain + ((),)
+    # float outputs: Theano's float formula, no error
+    for d1, d2 in (('float32', 'int32'), ('int64', 'uint64')):
+        assert oscalar.elemwise_code_checked(S.int_div, [d1, d2], ['float64'])[2] == ()
+    # a Composite: the first failing op of an element wins, as Theano's C code stops there
+    a, b = S.int32(), S.int32()
+    comp = S.Composite([a, b], [(a % b) - (a // b) + a // np.int32(3) + a % np.int32(-2)])
+    x = np.array([7, 8, 9, -5], 'int32')
+    y = np.array([0, 2, 0, 3], 'int32')
+    (got,), err, codes = _run_checked(comp, [x, y])
+    assert codes == (1, 2)
+    first = next(1 if isinstance(n.op, S.IntDiv) else 2 for n in comp.fgraph.toposort()
+                 if isinstance(n.op, (S.IntDiv, S.Mod))
+                 and not isinstance(n.inputs[1], theano.gof.Constant))
+    np.testing.assert_array_equal(err, [first, 0, first, 0])
+    # constant divisors of a Composite need no check
+    comp = S.Composite([a], [a // np.int32(3) + a % np.int32(-2)])
+    assert oscalar.elemwise_code_checked(comp, ['int32'], ['int32'])[2] == ()
 
 
 def _x86_float_to_int(values, dtype):

@@ -65,6 +65,54 @@ def test_run_steps_matches_c(batch, feed):
         assert st['batched'] and st['launches_per_step'] < st['launches_per_step_unbatched']
 
 
+def _ensembles(E=6, N=20, D=2, seed=1):
+    """A smooth Nengo-like network: per ensemble encoders (dot), rate neurons, decoders
+    (dot), a lowpass synapse into the next ensemble; all state in shared variables."""
+    rng = np.random.RandomState(seed)
+    u = T.fvector('u')
+    syn = [theano.shared(np.zeros(D, F32), name='syn%d' % e) for e in range(E)]
+    upd, probes = [], []
+    for e in range(E):
+        enc = theano.shared(rng.randn(N, D).astype(F32), name='enc%d' % e)
+        dec = theano.shared((rng.randn(D, N) * 0.1).astype(F32), name='dec%d' % e)
+        gain = theano.shared(rng.uniform(0.5, 2, N).astype(F32), name='gain%d' % e)
+        v = theano.shared(np.zeros(N, F32), name='v%d' % e)
+        x = syn[e] + (u if e == 0 else 0)
+        J = gain * T.dot(enc, x) + F32(0.1)
+        v_new = v + F32(0.2) * (T.tanh(J) - v)
+        upd.append((v, v_new))
+        out = T.dot(dec, v_new)
+        tgt = syn[(e + 1) % E]
+        upd.append((tgt, tgt * F32(0.8) + out * F32(0.2)))
+        if e == E - 1:
+            probes.append(out)
+    f = theano.function([u], probes, updates=upd, mode='FAST_RUN')
+    state = [i.variable for i in f.maker.inputs[1:]]
+    us = rng.uniform(-1, 1, (15, D)).astype(F32)
+    return f, state, us
+
+
+def test_small_products_run_on_device_and_batch():
+    f, state, us = _ensembles()
+    want, final = _reference(f, state, us)
+    sim = theano_ocl.SimulatorOCL(f)
+    for batch in (False, True):
+        init = [s.get_value() for s in state]
+        got = sim.run_steps(len(us), inputs={'u': us}, batch=batch)
+        assert_close(got[0], want[0], what='probe (batch=%s)' % batch)
+        for s, w in zip(state, final):
+            assert_close(s.get_value(), w, what='%s (batch=%s)' % (s.name, batch))
+        st = sim.stats
+        assert st['host_steps'] == 0, st          # the encoders/decoders run on the device
+        if batch:
+            assert st['launches_per_step'] * 3 < st['launches_per_step_unbatched'], st
+            # intermediates and shared state were gathered into one slab buffer, so each
+            # batched launch binds its operands once
+            assert sim._main.vm.last_frame.slab, 'no slab'
+        for s, v in zip(state, init):
+            s.set_value(v)
+
+
 def test_probe_every_and_names_and_list_inputs():
     f, ss, xs = _net()
     want, final = _reference(f, ss, xs)
@@ -275,3 +323,29 @@ def test_pickle_round_trip_in_subprocess(tmp_path):
     assert_close(res['e'], np.asarray(np.square(final[0]).sum(), F32), rtol=1e-5)
     for k in range(4):
         assert_close(res['s%d' % k], final[k], what='s%d' % k)
+
+
+def test_index_checks_are_deferred_in_run_steps():
+    # An out-of-range index is reported (IndexError, as Theano C) without making every
+    # step a host round trip: the device flag is read once, after the steps.
+    rng = np.random.RandomState(5)
+    table = theano.shared(rng.uniform(-1, 1, (7, 3)).astype(F32), name='table')
+    acc = theano.shared(np.zeros(3, F32), name='acc')
+    i = T.ivector('i')
+    f = theano.function([i], [T.sum(table[i])], updates=[(acc, acc + table[i].sum(0))],
+                        mode='FAST_RUN')
+    idx = rng.randint(0, 7, (6, 2)).astype('int32')
+    want, final = _reference(f, [acc], idx)
+    sim = theano_ocl.SimulatorOCL(f)
+    got = sim.run_steps(len(idx), inputs={'i': idx})
+    assert_close(got[0], want[0], what='probe')
+    assert_close(acc.get_value(), final[0], what='acc')
+    assert sim.stats['host_steps'] == 0, sim.stats
+    bad = idx.copy()
+    bad[3, 1] = 7
+    with pytest.raises(IndexError, match='run_steps'):
+        sim.run_steps(len(bad), inputs={'i': bad})
+    # the flag was cleared: the simulator keeps working
+    acc.set_value(np.zeros(3, F32))
+    got = sim.run_steps(len(idx), inputs={'i': idx})
+    assert_close(got[0], want[0], what='probe after the error')

@@ -116,6 +116,37 @@ def to_pyopencl(darr, queue):
                      data=darr.root.buf, offset=darr.offset)
 
 
+def array_factory(queue, shape, dtype, strides=None):
+    """``make(buf, offset=0)``: a pyopencl Array of this layout over ``buf``, built without
+    pyopencl's per-call validation (its ``_fast`` constructor; the layout is checked once,
+    here). The VM hands device outputs back through it on every call."""
+    import pyopencl.array as cla
+    dtype = np.dtype(dtype)
+    shape = tuple(int(s) for s in shape)
+    strides = tuple(int(s) for s in (c_strides(shape, dtype.itemsize) if strides is None
+                                     else strides))
+    size = 1
+    for s in shape:
+        size *= s
+    context = queue.context
+    try:
+        cla.Array(None, shape, dtype, data=None, strides=strides, _fast=True, _size=size,
+                  _context=context, _queue=queue) if size == 0 else None
+        fast = True
+    except TypeError:  # pragma: no cover - a pyopencl without the fast constructor
+        fast = False
+    Array = cla.Array
+
+    if fast:
+        def make(buf, offset=0):
+            return Array(None, shape, dtype, data=buf, offset=offset, strides=strides,
+                         _fast=True, _size=size, _context=context, _queue=queue)
+    else:  # pragma: no cover
+        def make(buf, offset=0):
+            return Array(queue, shape, dtype, data=buf, offset=offset, strides=strides)
+    return make
+
+
 def is_device_array(value):
     try:
         import pyopencl.array as cla

@@ -9,6 +9,9 @@ same-dtype contiguous device copies, e.g. the update commits of ``run_steps``) i
 one launch of a batched kernel (``kernels/batched.cl.mako``): K operand sets bound as
 arguments, a table of per-operation offsets, sizes and strides, and work-items mapped
 to (operation, element) through the prefix sum of the sizes -- nengo-ocl's planner idea.
+Small matrix products (``ops/gemm_small.py``: encoders, decoders) batch the same way,
+with alpha/beta in a second table. K is bounded by the device's kernel-argument size
+(CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA).
 
 Dependencies are read off what each step touches (buffer, byte span): a step that
 reads or writes bytes an earlier step wrote, or writes bytes an earlier step read, runs
@@ -27,11 +30,13 @@ from mako.template import Template
 from . import darray as da
 from .darray import DArray
 from .ops import elemwise as ew
+from .ops import gemm_small
 from .ops.base import launch_geometry
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), 'kernels',
                                            'batched.cl.mako'))
-MAX_BATCH = 32
+MAX_BATCH = 256
+SLAB_MAX_BATCH = 1 << 16
 _name_to_key = {}
 _batched_sources = {}
 
@@ -55,7 +60,7 @@ def _copy_key(dtype):
 class Op(object):
     """One step as the planner sees it."""
     __slots__ = ('index', 'step', 'key', 'reads', 'writes', 'barrier', 'record', 'ptrs', 'n',
-                 'deps')
+                 'deps', 'coef')
 
     def __init__(self, index, step):
         self.index = index
@@ -68,6 +73,7 @@ class Op(object):
         self.ptrs = None         # DArrays bound as operand pointers
         self.n = 0
         self.deps = set()
+        self.coef = None         # small products: (alpha, beta)
 
 
 def _span(d):
@@ -86,6 +92,14 @@ def analyse(index, step):
     meta = step.meta
     if step.kind == 'launch' and meta is not None:
         prg, kname, gsize, lsize, args = meta
+        skey = gemm_small.batch_key(kname)
+        if skey is not None:
+            record, coef, ptrs, n = gemm_small.analyse(args)
+            op.writes = [_span(ptrs[2])]
+            op.reads = [_span(d) for k, d in enumerate(ptrs) if k != 2]
+            op.key, op.record, op.ptrs, op.n = ('gemm_small', skey), record, ptrs, n
+            op.coef = coef
+            return op
         key = _elemwise_key(kname)
         darrs = [a for a in args if isinstance(a, DArray)]
         if key is None:
@@ -152,8 +166,9 @@ def _dependencies(ops):
 
 
 def schedule(ops):
-    """Greedy list schedule: emit ready non-batchable steps first, else the largest
-    ready same-kernel set. Returns a list of groups (lists of ops)."""
+    """Greedy list schedule: emit ready non-batchable steps first, then the largest ready
+    same-kernel set whose kernel has no launch left waiting, else the largest ready set.
+    Returns a list of groups (lists of ops)."""
     _dependencies(ops)
     waiting = [len(o.deps) for o in ops]
     succ = [[] for _ in ops]
@@ -161,6 +176,10 @@ def schedule(ops):
         for i in o.deps:
             succ[i].append(o.index)
     ready = [o for o in ops if not o.deps]
+    remaining = {}
+    for o in ops:
+        if o.key is not None:
+            remaining[o.key] = remaining.get(o.key, 0) + 1
     groups = []
     while ready:
         singles = [o for o in ready if o.key is None]
@@ -171,7 +190,11 @@ def schedule(ops):
             by_key = {}
             for o in ready:
                 by_key.setdefault(o.key, []).append(o)
-            chosen = max(by_key.values(), key=len)
+            # a kernel all of whose launches are ready goes first: waiting cannot grow it,
+            # and running it may make other kernels' launches ready (fewer, larger groups)
+            complete = [g for k, g in by_key.items() if len(g) == remaining[k]]
+            chosen = max(complete or by_key.values(), key=len)
+            remaining[chosen[0].key] -= len(chosen)
         groups.append(chosen)
         ids = {o.index for o in chosen}
         ready = [o for o in ready if o.index not in ids]
@@ -203,9 +226,9 @@ class BatchedPlan(object):
             fn()
 
 
-def _batched_kernel(dev, key, K):
+def _batched_kernel(dev, key, K, slab=False):
     support, body, out_dtypes, in_dtypes, ndim, contig = key
-    skey = (key, K)
+    skey = (key, K, slab)
     hit = _batched_sources.get(skey)
     if hit is None:
         operands = []
@@ -227,13 +250,15 @@ def _batched_kernel(dev, key, K):
         pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
             if needs_fp64 and 'cl_khr_fp64' not in support else ''
         src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
-                               operands=operands, K=K, rec=pos)
+                               operands=operands, K=K, rec=pos, slab=slab)
         hit = _batched_sources[skey] = (src, name, pos)
     src, name, rec = hit
     return dev.build(src), name, rec
 
 
 def max_batch(dev, key):
+    if key[0] == 'gemm_small':
+        return gemm_small.max_batch(dev, key[1][3])
     nops = len(key[2]) + len(key[3])
     try:
         limit = int(dev.device.max_parameter_size)
@@ -242,22 +267,102 @@ def max_batch(dev, key):
     return max(1, min(MAX_BATCH, (limit - 32) // (8 * nops)))
 
 
-def _make_batch(dev, queue, group, holds, bound):
+def device_table(dev, queue, host):
+    """A read-only device buffer holding ``host`` (a launch table), filled by a blocking copy.
+
+    Not CL_MEM_COPY_HOST_PTR: a driver may leave such a buffer in host memory, and every
+    work-item reads the table."""
+    cl = dev.cl
+    buf = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY, max(host.nbytes, 1))
+    if host.nbytes:
+        cl.enqueue_copy(queue, buf, np.ascontiguousarray(host), is_blocking=True)
+    return buf
+
+
+def _base(buf):
+    """(buffer, byte origin): a sub-buffer's parent and its place in it, else (buf, 0)."""
+    cl = _cl()
+    parent = buf.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    if parent is None:
+        return buf, 0
+    return parent, int(buf.get_info(cl.mem_info.OFFSET))
+
+
+def _cl():
+    import pyopencl
+    return pyopencl
+
+
+def slab_of(group):
+    """Per operand position, the one buffer every op's operand lies in, with each op's
+    origins in it -- or None when some position spans several buffers."""
+    nops = len(group[0].ptrs)
+    bufs, origins = [], [[] for _ in group]
+    for k in range(nops):
+        parent = None
+        for j, o in enumerate(group):
+            b, origin = _base(o.ptrs[k].root.buf)
+            if parent is None:
+                parent = b
+            elif b.int_ptr != parent.int_ptr:
+                return None
+            origins[j].append(origin)
+        bufs.append(parent)
+    return bufs, origins
+
+
+def _offset_positions(key):
+    """Where each operand's element offset sits in a record (after the start)."""
+    if key[0] == 'gemm_small':
+        return gemm_small.OFFSET_AT[:3 + key[1][3]]
+    _, _, out_dtypes, in_dtypes, ndim, contig = key
+    pos, at = ndim, []
+    for k in range(len(out_dtypes) + len(in_dtypes)):
+        at.append(pos)
+        pos += 1 if contig[k] else 1 + ndim
+    return at
+
+
+def _records(group, slab):
+    """The group's records, offsets moved to count from the slab buffers when given."""
+    if slab is None:
+        return [o.record for o in group]
+    at = _offset_positions(group[0].key)
+    recs = []
+    for o, origins in zip(group, slab[1]):
+        r = list(o.record)
+        for k, pos in enumerate(at):
+            if origins[k]:
+                r[pos] += origins[k] // o.ptrs[k].itemsize
+        recs.append(r)
+    return recs
+
+
+def _make_batch(dev, queue, group, holds, bound, slab=None):
     key = group[0].key
+    for o in group:
+        bound.extend((d.root, d.root.buf) for d in o.ptrs)
+    records = _records(group, slab)
+    if key[0] == 'gemm_small':
+        return gemm_small.make_batch(dev, queue, key[1], records,
+                                     [o.coef for o in group], [o.ptrs for o in group],
+                                     [o.n for o in group], holds,
+                                     slab=None if slab is None else slab[0])
     K = len(group)
-    prg, name, rec = _batched_kernel(dev, key, K)
+    prg, name, rec = _batched_kernel(dev, key, K, slab is not None)
     table = np.zeros((K, rec), np.int64)
     start = 0
     args = [None, None]
-    for k, o in enumerate(group):
+    for k, (o, r) in enumerate(zip(group, records)):
         table[k, 0] = start
-        table[k, 1:] = o.record
+        table[k, 1:] = r
         start += o.n
-        for d in o.ptrs:
-            args.append(d.root.buf)
-            bound.append((d.root, d.root.buf))
+        if slab is None:
+            args.extend(d.root.buf for d in o.ptrs)
+    if slab is not None:
+        args.extend(slab[0])
     cl = dev.cl
-    tab = cl.Buffer(dev.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR, hostbuf=table)
+    tab = device_table(dev, queue, table)
     args[0] = np.int64(start)
     args[1] = tab
     kernel = cl.Kernel(prg, name)
@@ -282,6 +387,12 @@ def plan_steps(steps, dev, queue, min_group=2):
             for o in group:
                 fns.append(o.step.fn)
                 after += o.step.kind in ('launch', 'copy')
+            continue
+        slab = slab_of(group)
+        if slab is not None and len(group) <= SLAB_MAX_BATCH:
+            # every operand position lies in one buffer: one launch, pointers bound once
+            fns.append(_make_batch(dev, queue, group, holds, bound, slab))
+            after += 1
             continue
         K = max_batch(dev, group[0].key)
         for c in range(0, len(group), K):

@@ -12,14 +12,25 @@ The code computes what each op's ``c_code`` computes in Theano's C backend, exce
 result is undefined, crashes, or comes from C's type promotion instead of the dtypes Theano
 declares:
 
-* Inputs are converted to the output dtype before arithmetic, as numpy (and Theano's Python
-  code) do: int32 + uint32 -> int64 gives -1 for (-1, 0), not C's 4294967295, and
-  float32 + int64 -> float64 is computed in double, not float. Comparisons convert to numpy's
-  common dtype, except that a signed integer against uint64 compares exactly and an integer
-  against a float32 compares in float, as in C (no double where no dtype is float64).
-* Integer ``//`` and ``%`` by zero give 0, numpy's result: Theano's C code raises
-  ZeroDivisionError, which a kernel cannot. INT_MIN // -1 wraps to INT_MIN (it traps on x86).
-  Signed integer arithmetic wraps (it is done in unsigned arithmetic, never undefined).
+* Integer operands of mixed signedness combine as Theano's C code combines them: in C's
+  common type (usual arithmetic conversions, LP64), where a signed value converts to an
+  unsigned type modulo 2**n, and the result then converts to the dtype Theano declares.
+  int32 + uint32 -> int64 gives 4294967295 for (-1, 0) (numpy: -1), int64 + uint64 ->
+  float64 gives 2**64 - 1 for (-1, 0), int32 < uint32 is false for (-1, 0), maximum(int32 -1,
+  uint32 7) is -1; likewise ``//``, ``%``, bitwise ops, clip, switch and mul_without_zeros
+  (``_c_mixed``). Where no signed value meets an unsigned common type (int8 + uint8,
+  uint32 + int64, same signedness), C's result is numpy's and the inputs are converted to the
+  output dtype before arithmetic, as numpy does.
+* Integers mixed with floats follow numpy: float32 + int64 -> float64 is computed in double,
+  not in C's float. Comparisons of an integer with a float32 compare in float, as in C (no
+  double where no dtype is float64).
+* Integer ``//`` and ``%`` by zero: Theano's C code raises ZeroDivisionError ("integer division
+  by zero", "integer modulo by zero"). ``elemwise_code_checked`` gives a body that reports it
+  through ``th_err`` (1 for division, 2 for modulo; the first failing op of an element wins),
+  which the elementwise kernel hands back in an error flag; ``elemwise_code``'s bodies (the
+  reductions', the scatters') give 0 there, numpy's result. INT_MIN // -1 wraps to INT_MIN (it
+  traps on x86). Signed integer arithmetic wraps (it is done in unsigned arithmetic, never
+  undefined).
 * maximum/minimum of integers are exact (Theano's C code passes them through double).
 * Float -> integer conversion of NaN and out-of-range values, undefined in C, follows x86's
   scalar conversions as gcc emits them without AVX-512 (``th_f2i32``): the value numpy gives
@@ -98,10 +109,40 @@ def elemwise_code(scalar_op, in_dtypes, out_dtypes):
         raise TypeError("%s takes %s inputs and gives %d outputs; got %d input and %d output "
                         "dtypes" % (scalar_op, nin if nin >= 0 else 'any number of', nout,
                                     len(in_dtypes), len(out_dtypes)))
-    gen = _Gen()
-    body = gen.code(scalar_op, ['i%d' % k for k in range(len(in_dtypes))], in_dtypes,
+    support, body, _ = _elemwise_code(scalar_op, in_dtypes, out_dtypes, False, ())
+    return support, body
+
+
+# th_err codes of a checked body, and the error Theano's C code raises for each
+ZERO_DIVISION_ERRORS = {1: 'integer division by zero', 2: 'integer modulo by zero'}
+
+
+def elemwise_code_checked(scalar_op, in_dtypes, out_dtypes, nonzero=()):
+    """``elemwise_code`` whose integer ``//`` and ``%`` report a zero divisor: ``(support,
+    body, codes)``.
+
+    When ``codes`` (the th_err values the body may set, see ``ZERO_DIVISION_ERRORS``) is not
+    empty, the body expects an ``int th_err`` declared 0 before it and sets it to the code of
+    the first op that divided by zero, as Theano's C code raises ZeroDivisionError at the
+    first one. ``nonzero``: indices of inputs known to hold no zero (constants); divisions by
+    those (and by nonzero constants inside a Composite) need no check. Without codes the body
+    is exactly ``elemwise_code``'s.
+    """
+    in_dtypes = [str(d) for d in in_dtypes]
+    out_dtypes = [str(d) for d in out_dtypes]
+    support, body, codes = _elemwise_code(scalar_op, in_dtypes, out_dtypes, True, nonzero)
+    if not codes:
+        return elemwise_code(scalar_op, in_dtypes, out_dtypes) + ((),)
+    return support, body, tuple(sorted(codes))
+
+
+def _elemwise_code(scalar_op, in_dtypes, out_dtypes, check, nonzero):
+    gen = _Gen(check)
+    ins = ['i%d' % k for k in range(len(in_dtypes))]
+    gen.nonzero.update(ins[k] for k in nonzero)
+    body = gen.code(scalar_op, ins, in_dtypes,
                     ['o%d' % k for k in range(len(out_dtypes))], out_dtypes)
-    return gen.support(), body
+    return gen.support(), body, gen.codes
 
 
 # ---------------------------------------------------------------------------------------------
@@ -110,10 +151,13 @@ def elemwise_code(scalar_op, in_dtypes, out_dtypes):
 class _Gen(object):
     """One body under construction: the helper functions it calls and its temporaries."""
 
-    def __init__(self):
+    def __init__(self, check=False):
         self.helpers = {}  # name -> guarded code, in dependency (= first use) order
         self.fp64 = False
         self.ntmp = 0
+        self.check = check      # integer // and % by zero set th_err (elemwise_code_checked)
+        self.codes = set()      # th_err codes the body may set
+        self.nonzero = set()    # input expressions known to hold no zero
 
     def ct(self, dtype):
         t = compute_ctype(dtype)
@@ -299,6 +343,8 @@ def _composite(op, c):
     names = {}
     for var, expr, dtype in zip(fg.inputs, c.ins, c.in_dtypes):
         names[var] = _convert(gen, expr, dtype, var.type.dtype)
+        if expr in gen.nonzero and dtype == var.type.dtype:
+            gen.nonzero.add(names[var])
     first_out = {}
     for name, var, dtype in zip(c.outs, fg.outputs, c.out_dtypes):
         if var.owner is not None and var.type.dtype == dtype:
@@ -309,7 +355,10 @@ def _composite(op, c):
             return names[var]
         if isinstance(var, Constant):
             gen.ct(var.type.dtype)
-            return _literal(var.data, var.type.dtype)
+            text = _literal(var.data, var.type.dtype)
+            if np.all(np.asarray(var.data) != 0):
+                gen.nonzero.add(text)
+            return text
         raise ValueError("Composite %s: %s is neither an input, a constant nor computed "
                          "before it is used" % (op, var))
 
@@ -344,9 +393,81 @@ def _int_arith(c, sym, args):
 
 
 def _arith(c, sym):
+    if _c_chain_mixed(c.in_dtypes):
+        return c.set(_c_chain(c, sym))
     if c.od in _INTS:
         return c.set(_int_arith(c, sym, c.xs()))
     return c.set((' %s ' % sym).join(c.xs()))
+
+
+# ---------------------------------------------------------------------------------------------
+# C's integer conversions, for operands of mixed signedness
+
+def _c_int(dtype):
+    """The dtype of C's integer promotion of a ``dtype`` value (bool, 8 and 16 bits: int)."""
+    return 'int32' if dtype in ('bool', 'int8', 'int16', 'uint8', 'uint16') else dtype
+
+
+def _c_common(a, b):
+    """C's common type of integer dtypes ``a`` and ``b`` (usual arithmetic conversions; long
+    is 64 bits, as for Theano's npy_int64 on LP64 hosts)."""
+    a, b = _c_int(a), _c_int(b)
+    if a == b:
+        return a
+    if (a in _SIGNED) == (b in _SIGNED):
+        return max(a, b, key=lambda d: np.dtype(d).itemsize)
+    s, u = (a, b) if a in _SIGNED else (b, a)
+    return u if np.dtype(u).itemsize >= np.dtype(s).itemsize else s
+
+
+def _is_int(dtype):
+    return dtype in _INTS or dtype == 'bool'
+
+
+def _c_mixed(*dtypes):
+    """C's common type of integer ``dtypes`` where a signed value converts to it and it is
+    unsigned (C's result then differs from numpy's), else None."""
+    if not dtypes or not all(_is_int(d) for d in dtypes):
+        return None
+    common = functools.reduce(_c_common, dtypes)
+    if common in _UNSIGNED and any(d in _SIGNED for d in dtypes):
+        return common
+    return None
+
+
+def _c_chain_mixed(dtypes):
+    """Whether C's left-to-right ``x0 op x1 op ...`` meets a mixed step (``_c_mixed``)."""
+    if len(dtypes) < 2 or not all(_is_int(d) for d in dtypes):
+        return False
+    acc = dtypes[0]
+    for k in range(1, len(dtypes)):
+        acc = _c_common(acc, dtypes[k])
+        if acc in _UNSIGNED and any(d in _SIGNED for d in dtypes[:k + 1]):
+            return True
+    return False
+
+
+def _c_in(c, k, dtype):
+    """Input ``k`` converted to the integer ``dtype`` as C converts it (modulo 2**n)."""
+    return _convert(c.gen, c.ins[k], c.in_dtypes[k], dtype)
+
+
+def _wrapping(gen, P, sym, a, b):
+    """``a sym b`` in C's type ``P`` (a dtype), computed in unsigned arithmetic (wraps)."""
+    U = 'ulong' if P in ('int64', 'uint64') else 'uint'
+    expr = '(%s)%s %s (%s)%s' % (U, a, sym, U, b)
+    return expr if gen.ct(P) == U else '((%s)(%s))' % (gen.ct(P), expr)
+
+
+def _c_chain(c, sym):
+    """Theano's C ``x0 sym x1 sym ...``, each step in C's common type, then the output dtype."""
+    acc, at = _c_in(c, 0, _c_int(c.in_dtypes[0])), _c_int(c.in_dtypes[0])
+    for k in range(1, len(c.ins)):
+        P = _c_common(at, c.in_dtypes[k])
+        acc = '(%s)' % _wrapping(c.gen, P, sym, _convert(c.gen, acc, at, P),
+                                 _c_in(c, k, P))
+        at = P
+    return _convert(c.gen, acc, at, c.od)
 
 
 @_register(scal.Add, scal.Mul)
@@ -393,9 +514,9 @@ def _inv(op, c):
 
 
 _INT_DIV_MOD = string.Template('''
-/* Python's floor division and modulo. y == 0 gives 0 as in numpy: Theano's C code raises
-   ZeroDivisionError there, which a kernel cannot. y == -1 avoids INT_MIN / -1, which traps,
-   and wraps as numpy does. */
+/* Python's floor division and modulo. y == 0 gives 0 as in numpy (Theano's C code raises
+   ZeroDivisionError there: checked bodies report it before calling). y == -1 avoids
+   INT_MIN / -1, which traps, and wraps as numpy does. */
 $T th_floordiv_$T($T x, $T y)
 {
     if (y == 0) return 0;
@@ -440,19 +561,106 @@ $T th_mod_$T($T x, $T y)
 ''')
 
 
+_C_DIV_MOD = string.Template('''
+/* Theano's C code for // and % of a $X by a $Y: C's common type $P is unsigned, so the
+   negative operand's magnitude and the results wrap modulo 2**n there (C's result, not
+   Python's). y == 0 gives 0 (the caller reports it). */
+$P th_cfloordiv_${X}_$Y($X x, $Y y)
+{
+    if (y == 0) return 0;
+    if ($NEGX) {
+        const $P m = ($P)($X)(0 - ($UX)x);
+        return 0 - m / ($P)y - ($P)(m % ($P)y != 0);
+    }
+    if ($NEGY) {
+        const $P m = ($P)($Y)(0 - ($UY)y);
+        return 0 - ($P)x / m - ($P)(($P)x % m != 0);
+    }
+    return ($P)x / ($P)y;
+}
+$P th_cmod_${X}_$Y($X x, $Y y)
+{
+    if (y == 0) return 0;
+    if ($NEGX) {
+        const $P r = ($P)($X)(0 - ($UX)x) % ($P)y;
+        return 0 - r + (r != 0 ? ($P)y : 0);
+    }
+    if ($NEGY) {
+        const $P r = ($P)x % ($P)($Y)(0 - ($UY)y);
+        return r + (r != 0 ? ($P)y : 0);
+    }
+    return ($P)x % ($P)y;
+}
+''')
+
+
+_C_FLOAT_DIV = string.Template('''
+/* Theano's C code for // of a $X by a $Y, whose output is float64 (a signed integer with
+   uint64): its float formula, in which x / y is C's integer division in ulong and the
+   remainder test is fmod in double. y == 0, where that code divides an integer by zero (the
+   process gets SIGFPE), gives floor(x / y) in double, Theano's Python result. */
+double th_cfdiv_${X}_$Y($X x, $Y y)
+{
+    if (y == 0) return floor((double)x / (double)y);
+    if ($NEGY) {
+        const $Y m = ($Y)(0 - ($UY)y);
+        return -floor((double)((ulong)x / (ulong)m)) - (fmod((double)x, (double)m) == 0 ? 0 : 1);
+    }
+    if ($NEGX) {
+        const $X m = ($X)(0 - ($UX)x);
+        return -floor((double)((ulong)m / (ulong)y)) - (fmod((double)m, (double)y) == 0 ? 0 : 1);
+    }
+    return floor((double)((ulong)x / (ulong)y));
+}
+''')
+
+
+def _zero_divisor_check(c, code):
+    """The statement setting th_err to ``code`` for a zero divisor (checked bodies only)."""
+    y = c.ins[1]
+    if not c.gen.check or y in c.gen.nonzero:
+        return ''
+    c.gen.codes.add(code)
+    return 'if (%s == 0 && !th_err) th_err = %d;\n' % (y, code)
+
+
 @_register(scal.IntDiv, scal.Mod)
 def _int_div_mod(op, c):
     fn = 'floordiv' if isinstance(op, scal.IntDiv) else 'mod'
-    x, y = c.xs()
+    P = _c_mixed(*c.in_dtypes)
     if c.od in _FLOATS:
+        # Theano's float formula (also for a signed integer with uint64: float64 output)
+        if P is not None and fn == 'floordiv':
+            X, Y = [c.gen.ct(_c_int(d)) for d in c.in_dtypes]
+            c.gen.ct(c.od)
+            c.gen.helper('c_float_div_%s_%s' % (X, Y), _C_FLOAT_DIV, X=X, Y=Y,
+                         UX='u' + X.lstrip('u'), UY='u' + Y.lstrip('u'),
+                         NEGX='x < 0' if c.in_dtypes[0] in _SIGNED else '0',
+                         NEGY='y < 0' if c.in_dtypes[1] in _SIGNED else '0')
+            return c.set('th_cfdiv_%s_%s(%s, %s)' % (X, Y, _c_in(c, 0, _c_int(c.in_dtypes[0])),
+                                                     _c_in(c, 1, _c_int(c.in_dtypes[1]))))
         T = c.T
+        x, y = c.xs()
         c.gen.helper('float_div_mod_' + T, _FLOAT_DIV_MOD, T)
-    elif c.od in _SIGNED:
+        return c.set('th_%s_%s(%s, %s)' % (fn, T, x, y))
+    # integers (Theano's C code divides integers when neither input is a float)
+    check = _zero_divisor_check(c, 1 if fn == 'floordiv' else 2)
+    if P is not None:
+        X, Y = [c.gen.ct(_c_int(d)) for d in c.in_dtypes]
+        signed = [d in _SIGNED for d in c.in_dtypes]
+        c.gen.helper('c_div_mod_%s_%s' % (X, Y), _C_DIV_MOD, X=X, Y=Y, P=c.gen.ct(P),
+                     UX='u' + X.lstrip('u'), UY='u' + Y.lstrip('u'),
+                     NEGX='x < 0' if signed[0] else '0', NEGY='y < 0' if signed[1] else '0')
+        call = 'th_c%s_%s_%s(%s, %s)' % (fn, X, Y, _c_in(c, 0, _c_int(c.in_dtypes[0])),
+                                         _c_in(c, 1, _c_int(c.in_dtypes[1])))
+        return check + c.set(_convert(c.gen, call, P, c.od))
+    x, y = c.xs()
+    if c.od in _SIGNED:
         T = 'long' if c.od == 'int64' else 'int'
         c.gen.helper('int_div_mod_' + T, _INT_DIV_MOD, T=T, U='u' + T)
-    else:  # unsigned and bool: only the zero divisor needs care
-        return c.set('%s == 0 ? 0 : %s %s %s' % (y, x, '/' if fn == 'floordiv' else '%', y))
-    return c.set('th_%s_%s(%s, %s)' % (fn, T, x, y))
+        return check + c.set('th_%s_%s(%s, %s)' % (fn, T, x, y))
+    # unsigned and bool: only the zero divisor needs care
+    return check + c.set('%s == 0 ? 0 : %s %s %s' % (y, x, '/' if fn == 'floordiv' else '%', y))
 
 
 _INT_POW = string.Template('''
@@ -514,6 +722,10 @@ def _pow(op, c):
 @_register(scal.Maximum, scal.Minimum)
 def _max_min(op, c):
     sym = '>' if isinstance(op, scal.Maximum) else '<'
+    P = _c_mixed(*c.in_dtypes)
+    if P is not None:  # compared in C's common type, the chosen input then converted
+        return c.set('(%s %s %s) ? %s : %s' % (_c_in(c, 1, P), sym, _c_in(c, 0, P),
+                                               c.x(1), c.x(0)))
     x, y = c.xs()
     if c.od in _FLOATS:  # NaN in either input gives NaN, as in Theano
         return c.set('(%s %s %s) ? %s : ((%s %s= %s) ? %s : NAN)' % (
@@ -523,6 +735,14 @@ def _max_min(op, c):
 
 @_register(scal.Clip)
 def _clip(op, c):
+    dx, dlo, dhi = c.in_dtypes
+    if _c_mixed(dx, dlo) or _c_mixed(dx, dhi) or _c_mixed(dx, dlo, dhi):
+        # x < lo ? lo : x > hi ? hi : x, with C's conversions of each comparison and of the
+        # conditional operators' operands
+        P = functools.reduce(_c_common, (dlo, dhi, dx))
+        return c.set(_convert(c.gen, '(%s ? %s : (%s ? %s : %s))' % (
+            _compare(c, 0, '<', 1), _c_in(c, 1, P), _compare(c, 0, '>', 2), _c_in(c, 2, P),
+            _c_in(c, 0, P)), P, c.od))
     x, lo, hi = c.xs()
     return c.set('%s < %s ? %s : (%s > %s ? %s : %s)' % (x, lo, lo, x, hi, hi, x))
 
@@ -557,17 +777,14 @@ _MIRRORED = {'<': '>', '>': '<', '<=': '>=', '>=': '<=', '==': '==', '!=': '!='}
 
 
 def _compare(c, i, sym, j):
-    """Inputs ``i`` and ``j`` compared in numpy's common dtype, except: a signed integer and a
-    uint64 (float64 in numpy) compare exactly; an integer and a float32 or float16 (float64 or
-    float32 in numpy) compare in the float's precision, as in C (Theano's C code)."""
+    """Inputs ``i`` and ``j`` compared as Theano's C code compares them: integers of mixed
+    signedness in C's common type (a signed value converts to an unsigned common type modulo
+    2**n), an integer and a float32 or float16 in the float's precision; otherwise in numpy's
+    common dtype (the same values)."""
     di, dj = c.in_dtypes[i], c.in_dtypes[j]
-    if di == 'uint64' and dj in _SIGNED:
-        return _compare(c, j, _MIRRORED[sym], i)
-    if di in _SIGNED and dj == 'uint64':
-        x, y = c.ins[i], c.ins[j]
-        if sym in ('<', '<=', '!='):
-            return '(%s < 0 || (ulong)%s %s %s)' % (x, x, sym, y)
-        return '(%s >= 0 && (ulong)%s %s %s)' % (x, x, sym, y)
+    P = _c_mixed(di, dj)
+    if P is not None:
+        return '(%s %s %s)' % (_c_in(c, i, P), sym, _c_in(c, j, P))
     common = str(np.promote_types(di, dj))
     floats = [d for d in (di, dj) if d in _FLOATS]
     if floats and common not in floats:
@@ -598,6 +815,10 @@ def _isnan_isinf(op, c):
 
 @_register(scal.Switch)
 def _switch(op, c):
+    P = _c_mixed(*c.in_dtypes[1:])
+    if P is not None:  # C's conditional converts both branches to their common type
+        return c.set(_convert(c.gen, '(%s ? %s : %s)' % (c.x(0, 'bool'), _c_in(c, 1, P),
+                                                         _c_in(c, 2, P)), P, c.od))
     return c.set('%s ? %s : %s' % (c.x(0, 'bool'), c.x(1), c.x(2)))  # NaN is true, as in C
 
 
@@ -607,6 +828,10 @@ _BITWISE = {scal.OR: '|', scal.XOR: '^', scal.AND: '&'}
 @_register(*_BITWISE)
 def _bitwise(op, c):
     sym = ' %s ' % next(s for cls, s in _BITWISE.items() if isinstance(op, cls))
+    P = _c_mixed(*c.in_dtypes)
+    if P is not None:  # in C's common type, then converted
+        return c.set(_convert(c.gen, '(%s)' % sym.join(_c_in(c, k, P) for k in range(len(c.ins))),
+                              P, c.od))
     if c.od in _FLOATS:
         # a signed integer with uint64 gives float64, which numpy has no bitwise op for;
         # Theano's C code computes in uint64, C's common type
@@ -995,6 +1220,11 @@ def _xlogy0(op, c):
 
 @_register(MulWithoutZeros)
 def _mul_without_zeros(op, c):
+    P = _c_mixed(*c.in_dtypes)
+    if P is not None:  # C's conditional converts y, x and y * x to their common type
+        x, y = _c_in(c, 0, P), _c_in(c, 1, P)
+        return c.set(_convert(c.gen, '(%s == 0 ? %s : (%s == 0 ? %s : %s))' % (
+            c.ins[0], y, c.ins[1], x, _wrapping(c.gen, P, '*', y, x)), P, c.od))
     x, y = c.xs()
     product = _int_arith(c, '*', [y, x]) if c.od in _INTS else '%s * %s' % (y, x)
     return c.set('%s == 0 ? %s : (%s == 0 ? %s : %s)' % (x, y, y, x, product))

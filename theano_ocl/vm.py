@@ -13,8 +13,8 @@ Data flow of one call (``OCLFunction.__call__``), top to bottom:
    before every step succeeded: a failed call leaves shared state as it was);
 5. hand back the outputs: downloaded into fresh host arrays, or as device arrays.
 
-A frame owns its buffers; buffers of dead intermediates are reused by later tasks
-of the same frame (in-order queue), so steady-state calls allocate nothing.
+A frame owns its buffers; buffers of dead intermediates (64 KiB and larger) are reused
+by later tasks of the same frame (in-order queue), so steady-state calls allocate nothing.
 The same frames serve ``SimulatorOCL.run_steps``: replay N times with no host
 round trip when the frame has no host steps.
 """
@@ -65,6 +65,8 @@ class Frame(object):
         self.n_launches = 0
         self.tiny = False          # every value is small: hot calls may run in-thread
         self.replays = 0
+        self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
+        self.checks = []           # (task index, fn): device error flags read after a call
 
     def release(self):
         for root in self.arena + self.owned:
@@ -77,6 +79,7 @@ class Frame(object):
         self.free = []
         self.steps = []
         self.dvals = {}
+        self.batched = False
 
 
 class PlanContext(object):
@@ -205,6 +208,15 @@ class PlanContext(object):
     def host_step(self, fn, kind='host'):
         self._record(Step(fn, self.task_index, kind))
 
+    def deferred_check(self, fn):
+        """Record ``fn()``, which reads a device error flag (and raises if a kernel set it),
+        to run once the call's outputs are fetched and before its updates are committed
+        -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
+        A failed check still commits nothing; later kernels of that call ran on the values
+        the erring kernel left (kernels that flag errors never access memory out of range).
+        """
+        self.frame.checks.append((self.task_index, fn))
+
     def _record(self, step):
         self.new_steps.append(step)
 
@@ -278,11 +290,22 @@ class OCLFunction(object):
         self.replans = 0
         self.queue = dev.profiling_queue if profile else dev.queue
         self.const_dvals = {}
-        # On CPU devices a launch + finish costs ~40 us (PoCL), far more than a tiny
-        # node's work: once a frame of tiny values is hot, run Theano's own thunks
-        # in this thread on the same cores (see _run_in_thread).
-        self.host_tier_after = 20 if dev.is_cpu else None
+        # A launch + finish costs ~40 us on PoCL, and an upload, a launch and a download
+        # ~60 us on a GPU: far more than a tiny node's work. Once a frame of tiny values
+        # (every value at most tiny_size elements, inputs and outputs on the host) is
+        # hot, run Theano's own thunks in this thread (see _run_in_thread); shared
+        # variables then live on the host until a device frame needs them.
+        self.host_tier_after = 20
         self.tiny_size = 4096
+        # buffers of dead intermediates smaller than this are not reused: they cost little
+        # memory, and reusing them would chain independent small ops through false
+        # (write-after-read) dependencies that stop the planner from batching them
+        self.reuse_min_bytes = 1 << 16
+        # one-step calls replay a batched plan (planner.py) once a frame has been replayed
+        # batch_after times, when it has batch_min_launches launches and batching removes
+        # at least a quarter of them; None turns this off
+        self.batch_after = 3
+        self.batch_min_launches = 16
         self._host_thunks = None
 
     def upload_constants(self):
@@ -314,6 +337,8 @@ class OCLFunction(object):
         if frame is None:
             frame = self._plan(key)
         outputs = [fetch() for fetch in frame.outputs]
+        if frame.checks:
+            self.run_checks(frame)
         for apply in [prepare() for prepare in frame.commits]:
             apply()
         self.last_frame = frame
@@ -404,6 +429,24 @@ class OCLFunction(object):
                 root.buf = bufs[i] = cur
                 for kernel, argi, off in frame.rebind_sites.get(i, ()):
                     kernel.set_arg(argi, cur)
+        if self.batch_after is not None and not self.profile and frame.batched is not False:
+            plan = frame.batched
+            if plan is None and frame.replays >= self.batch_after:
+                plan = frame.batched = self._batched_plan(frame)
+            if plan:
+                if plan.valid():
+                    try:
+                        for fn in plan.fns:
+                            fn()
+                    except Replan:
+                        raise
+                    except BaseException:
+                        self.position_of_error = -1
+                        raise
+                    return
+                # a buffer the plan bound changed (a donated output, another input
+                # buffer): plans would go stale every call, so this frame stays unbatched
+                frame.batched = False
         if self.profile:
             self._events = []
             for step in frame.steps:
@@ -425,6 +468,28 @@ class OCLFunction(object):
             if step is not None:
                 self.position_of_error = step.task
             raise
+
+    def run_checks(self, frame):
+        """Read the frame's device error flags (see PlanContext.deferred_check)."""
+        if frame.checks:
+            self.queue.finish()
+        for t, check in frame.checks:
+            self.position_of_error = t
+            check()
+        self.position_of_error = -1
+
+    def _batched_plan(self, frame):
+        """The frame's steps with independent same-kernel launches merged (planner.py),
+        or False when that does not remove at least a quarter of the launches."""
+        from . import planner
+        before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
+        if before < self.batch_min_launches or any(
+                st.kind == 'launch' and st.meta is None for st in frame.steps):
+            return False
+        plan = planner.plan_steps(frame.steps, self.dev, self.queue)
+        if plan.n_launches_after * 4 > plan.n_launches_before * 3:
+            return False
+        return plan
 
     def _input_buffer(self, i):
         kind = self.program.input_kinds[i]
@@ -459,7 +524,8 @@ class OCLFunction(object):
                     if d is None or var in prog.keep_vars:
                         continue
                     live[id(d.root)] -= 1
-                    if live[id(d.root)] == 0 and getattr(d.root, 'arena', False):
+                    if live[id(d.root)] == 0 and getattr(d.root, 'arena', False) \
+                            and d.root.nbytes >= self.reuse_min_bytes:
                         frame.free.append(d.root)
             self.position_of_error = -1
             self._plan_outputs(frame, dvals)
@@ -795,14 +861,13 @@ def _donate_output(vm, frame, d):
     Cheaper than a copy: one pooled allocation and a re-bind of the kernel arguments
     that referred to the buffer.
     """
-    import pyopencl.array as cla
     dev, queue = vm.dev, vm.queue
     root = d.root
-    shape, dtype = d.shape, d.dtype
+    make = da.array_factory(queue, d.shape, d.dtype)
     sites = frame.root_sites[id(root)]
 
     def run():
-        out = cla.Array(queue, shape, dtype, data=root.buf)
+        out = make(root.buf)
         root.buf = new = dev.alloc(root.nbytes)
         for kernel, argi in sites:
             kernel.set_arg(argi, new)
@@ -812,15 +877,15 @@ def _donate_output(vm, frame, d):
 
 def _device_output(vm, ctx, d):
     """Outputs kept on the device get a fresh buffer per call: the frame's buffers are reused."""
-    import pyopencl.array as cla
     dev, queue = vm.dev, vm.queue
     shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
     contiguous = d.is_c_contiguous()
+    make = da.array_factory(queue, shape, dtype)
     from .ops.elemwise import strided_copy_now
 
     def run():
         buf = dev.alloc(nbytes)
-        out = cla.Array(queue, shape, dtype, data=buf)
+        out = make(buf)
         if nbytes:
             if contiguous:
                 dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.offset)

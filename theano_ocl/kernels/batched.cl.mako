@@ -1,34 +1,49 @@
 ## K launches of one elementwise kernel (kernels/elemwise.cl.mako) as one launch.
 ## Work-item gi belongs to the operation whose start (prefix sum of sizes) is the
-## largest one <= gi; grid-stride loops visit increasing gi, so the search resumes.
+## largest one <= gi (a binary search of the table).
 ## The table holds one record of ${rec} longs per operation:
 ##   start, dims[ndim], then per operand: element offset[, element strides[ndim]].
-## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own.
+## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own;
+## slab == True: every operation's operand k lies in one buffer (sub-buffers of one slab,
+## see SimulatorOCL), bound once, and the table's offsets count from its start -- any K.
 ${support}
 
 __kernel void ${name}(
     const long total, __global const long *tab
-% for k in range(K):
+% if slab:
 %   for o in operands:
-    , __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p${k}
+    , __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_s
 %   endfor
-% endfor
+% else:
+%   for k in range(K):
+%     for o in operands:
+    , __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p${k}
+%     endfor
+%   endfor
+% endif
 )
 {
-    int op = 0;
     for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
-        while (op + 1 < ${K} && tab[(op + 1) * ${rec}] <= gi)
-            op++;
+        /* the operation of gi: the last one whose start is <= gi (binary search) */
+        int op = 0, hi = ${K} - 1;
+        while (op < hi) {
+            const int mid = (op + hi + 1) >> 1;
+            if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
+        }
         __global const long *r = tab + op * ${rec};
         const long li = gi - r[0];
 % for o in operands:
+%   if slab:
+        __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p = ${o['name']}_s;
+%   else:
         __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p;
         switch (op) {
-%   for k in range(1, K):
+%     for k in range(1, K):
         case ${k}: ${o['name']}_p = ${o['name']}_p${k}; break;
-%   endfor
+%     endfor
         default: ${o['name']}_p = ${o['name']}_p0;
         }
+%   endif
 %   if o['contig']:
         const long ${o['name']}_i = r[${o['off_at']}] + li;
 %   else:

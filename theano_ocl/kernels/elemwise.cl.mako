@@ -2,6 +2,8 @@
 ## Operands are outputs then inputs; each is (pointer, element offset[, element strides]).
 ## Contiguous operands index with the flat id; the others with strides over the
 ## collapsed shape (broadcast dimensions have stride 0, negative strides are fine).
+## ``check`` (integer // and % by a divisor that may be zero): one more argument, an int
+## error flag, where an element whose body set th_err stores it (ops/elemwise.py checks it).
 <%
 any_strided = any(not o['contig'] for o in operands)
 %>
@@ -20,6 +22,9 @@ __kernel void ${name}(
 %     endfor
 %   endif
 % endfor
+% if check:
+    , __global int *err_p, const long err_off
+% endif
 )
 {
     /* one element per work-item: PoCL vectorizes across work-items, and a
@@ -62,9 +67,16 @@ __kernel void ${name}(
         ${o['cctype']} ${o['name']};
 %   endif
 % endfor
+% if check:
+        int th_err = 0;
+% endif
         {
 ${body}
         }
+% if check:
+        if (th_err)
+            err_p[err_off] = th_err;
+% endif
 % for o in operands:
 %   if o['is_out']:
 %     if o['half']:

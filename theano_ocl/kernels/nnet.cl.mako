@@ -7,8 +7,12 @@
 ## Every operand has its own element strides (any view); float16 is stored as half and
 ## computed in float (acc_t), float64 in double.
 ## Formulas follow the ops' C code (softmax multiplies by 1/sum; the NLL is
-## -(x[y] + b[y]) + max + log(sum); argmax is the first maximum). An index outside the row
-## gives NaN (Theano's C code raises; a kernel cannot).
+## -(x[y] + b[y]) + max + log(sum); argmax is the first maximum).
+## Kinds that read a class index per row ('xent_softmax_1hot', 'xent_dx', 'xent_1hot',
+## 'xent_1hot_grad') take one more argument, an int error flag: an index outside the row
+## sets it to 1 (and gives NaN there) and ops/nnet.py raises Theano's error after the launch.
+## CrossentropyCategorical1Hot[Grad] index as numpy does (Theano runs their perform): a
+## negative index counts from the end of the row.
 ${support}
 <%
 def ld(o, idx):
@@ -29,6 +33,9 @@ def st(o, idx, val):
 %   endfor
 
 % endfor
+% if check:
+    , __global int *err_p, const long err_off
+% endif
 </%def>
 <%def name="tree(op)">
     /* combine the L lanes' partials in red[] (L a power of two) */
@@ -122,6 +129,8 @@ ${args()}
         ${acc_t} nll = NAN;
         if (yi >= 0 && yi < D) {
             nll = -(${xv.replace('j *', 'yi *')}) + m + log(s);
+        } else {
+            err_p[err_off] = 1;
         }
         ${st('nll', 'nll_off + r * nll_s0', 'nll')};
         am_p[am_off + r * am_s0] = (${ops['am']['t']})im;
@@ -138,15 +147,28 @@ ${args()}
 %   if kind == 'xent_1hot':
     /* one work-item per row: -log(coding[i, t[i]]) */
     if (gi >= N) return;
-    const long t = (long)tidx_p[tidx_off + gi * tidx_s0];
+    long t = (long)tidx_p[tidx_off + gi * tidx_s0];
+%   if ops['tidx']['signed']:
+    if (t < 0) t += D;
+%   endif
     ${acc_t} v = NAN;
     if (t >= 0 && t < D)
         v = -log(${ld('x', 'x_off + gi * x_s0 + t * x_s1')});
+    else
+        err_p[err_off] = 1;
     ${st('y', 'y_off + gi * y_s0', 'v')};
 %   else:
-    if (gi >= N * D) return;
-    const long i = gi / D, j = gi - i * D;
-    const long t = (long)tidx_p[tidx_off + i * tidx_s0];
+    /* one work-item per element; per row when D == 0 (the index is still checked) */
+    if (gi >= (D ? N * D : N)) return;
+    const long i = D ? gi / D : gi, j = gi - i * D;
+    long t = (long)tidx_p[tidx_off + i * tidx_s0];
+%     if kind == 'xent_1hot_grad' and ops['tidx']['signed']:
+    if (t < 0) t += D;
+%     endif
+    if (t < 0 || t >= D) {
+        err_p[err_off] = 1;
+        if (D == 0) return;
+    }
 %     if kind == 'xent_dx':
     /* dx = dy[i] * sm[i, j], minus dy[i] where j == y[i] */
     const ${acc_t} g = ${ld('dy', 'dy_off + i * dy_s0')};

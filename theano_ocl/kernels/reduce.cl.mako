@@ -1,13 +1,31 @@
-## One reduction kernel per (combine code, dtypes, collapsed kept/reduced ndim, contiguity,
-## local size L, argmax). The input is seen as (kept dims) x (reduced dims), each collapsed
-## (see ops/reduce.py); any strides, negative included.
+## One reduction kernel per (combine code, dtypes, mode, collapsed kept/reduced ndim and the
+## compile-time geometry: local size L, vector width V, unroll U, lanes T, band NB, tile CX x RY).
+## The input is seen as (kept dims) x (reduced dims), each collapsed (see ops/reduce.py); any
+## strides, negative included. Three modes:
 ##
-## Item g of the grid (a work-group when L > 1, else a work-item) owns output o = g % n_out
-## and part p = g / n_out of the reduced range: lane l visits r = p*a_step + l + k*k_step
-## for r < min(n_red, p*a_step + span). Parts > 1 write partials [p][o] (acc dtype) that a
-## second launch of this template reduces over p; with L > 1 the lanes combine in a
-## local-memory tree. Argmax carries (value, index) pairs: a NaN beats any number, then the
-## larger value, ties going to the smaller index (numpy's first occurrence).
+## generic: item g of the grid (a work-group when L > 1, else a work-item) owns output
+##   o = g % n_out and part p = g / n_out of the reduced range: lane l visits
+##   r = p*a_step + l + k*k_step for r < min(n_red, p*a_step + span). Any layout.
+## rows (the reduced elements of an output are contiguous: one reduced dim of stride 1):
+##   item = (output o, part p) owns [p*chunk, (p+1)*chunk) of its row; T lanes of a work-group
+##   share an item (L/T items per group), reading V-element vectors at V-aligned addresses
+##   (a scalar head and tail around them), U vectors in flight per lane, then a local-memory
+##   tree over the T lanes. CPUs: T = 1, one work-item walks its chunk with V-wide vectors.
+## cols (the kept elements are contiguous: one kept dim of stride 1):
+##   a work-item owns NB*V adjacent columns (NB vectors of V) and walks rows
+##   [p*chunk, (p+1)*chunk) of the reduced range; CX work-items side by side in a group read
+##   adjacent vectors of a row (coalesced), RY row-lanes split the rows and combine in local
+##   memory. CPUs: CX = RY = 1 and a wide band (NB*V columns) per work-item.
+##
+## Parts > 1 write partials [p][o] (acc dtype) that a second launch reduces over p.
+## Argmax carries (value, index) pairs: a NaN beats any number, then the larger value, ties
+## going to the smaller index (numpy's first occurrence). Vector lanes see increasing
+## indices, kept as int (long past 2**31) offsets from the lane's start: a lane starts at its
+## first element and only takes a strictly larger value, so ties keep the first. rows mode
+## tracks NaNs apart (a NaN anywhere: the lane's first NaN is looked up again, off the hot
+## loop); cols mode compares them in place.
+## Vector type names (acc_vt, load_vt, idx_vt, mask_vt, uacc_vt), idx_t, vec (V > 1) and
+## comps (the lane names s0..sf) come from ops/reduce.py.
 ${support}
 
 % if argmax:
@@ -28,7 +46,6 @@ ${absorb_body}
     }
     return o0;
 }
-%   if L > 1:
 inline ${acc_t} th_combine(${acc_t} i0, ${acc_t} i1)
 {
     ${acc_t} o0;
@@ -37,7 +54,6 @@ ${combine_body}
     }
     return o0;
 }
-%   endif
 % endif
 inline ${out_ct} th_finish(${acc_t} i0)
 {
@@ -48,6 +64,174 @@ ${finish_body}
     return o0;
 }
 
+## -------------------------------------------------------------------------------- helpers
+<%def name="load1(a)">\
+% if half_in:
+vload_half(${a}, x_p)\
+% else:
+x_p[${a}]\
+% endif
+</%def>
+## scalar absorb of element at absolute index ${a} with reduced index ${ri}
+<%def name="absorb1(acc, acci, a, ri)">\
+${absorbv(acc, acci, capture(load1, a), ri)}\
+</%def>
+## scalar absorb of the value ${val}
+<%def name="absorbv(acc, acci, val, ri)">\
+% if argmax:
+        {
+            const ${acc_t} v_ = ${val};
+            const long vi_ = ${ri};
+            if (th_better(v_, vi_, ${acc}, ${acci})) {
+                ${acc} = v_;
+                ${acci} = vi_;
+            }
+        }
+% else:
+        ${acc} = th_absorb(${acc}, ${val});
+% endif
+</%def>
+## fold vector accumulator lanes into a scalar accumulator
+<%def name="fold(acc, acci, va, vb, vb_off)">\
+% for c in comps:
+%   if argmax:
+        if (th_better(${va}.${c}, (long)${vb}.${c} + ${vb_off}, ${acc}, ${acci})) {
+            ${acc} = ${va}.${c};
+            ${acci} = (long)${vb}.${c} + ${vb_off};
+        }
+%   else:
+        ${acc} = th_combine(${acc}, ${va}.${c});
+%   endif
+% endfor
+</%def>
+## absorb a loaded vector ${v} (acc type) whose lanes have reduced indices ${vi}
+<%def name="vabsorb(va, vb, v, vi, nan_apart=False)">\
+% if argmax:
+        {
+            ${mask_vt} m_ = ${v} > ${va};
+%   if is_float and nan_apart:
+            nm |= isnan(${v});
+%   elif is_float:
+            m_ |= isnan(${v}) & ~isnan(${va});
+%   endif
+            ${va} = select(${va}, ${v}, m_);
+            ${vb} = select(${vb}, ${vi}, convert_${idx_vt}(m_));
+        }
+% else:
+        ${va} = th_vabsorb(${va}, ${v});
+% endif
+</%def>
+% if vec:
+inline ${acc_vt} th_vload(const long a, __global const ${in_t} *x_p)
+{
+%   if half_in:
+    const ${load_vt} v = vload_half${V}(0, x_p + a);
+%   elif aligned:
+    const ${load_vt} v = *((__global const ${load_vt} *)(x_p + a));
+%   else:
+    const ${load_vt} v = vload${V}(0, x_p + a);
+%   endif
+%   if load_vt == acc_vt:
+    return v;
+%   else:
+    return convert_${acc_vt}(v);
+%   endif
+}
+## a vector of which only the first rem (>= 1) lanes are real: the others repeat the last
+inline ${acc_vt} th_vload_part(const long a, const long rem, __global const ${in_t} *x_p)
+{
+    const ${load_vt} v = (${load_vt})(
+%   for q in range(V):
+        ${load1('a + (%d < rem ? %d : rem - 1)' % (q, q))}${',' if q < V - 1 else ''}
+%   endfor
+    );
+%   if load_vt == acc_vt:
+    return v;
+%   else:
+    return convert_${acc_vt}(v);
+%   endif
+}
+%   if not argmax:
+inline ${acc_vt} th_vabsorb(const ${acc_vt} a, const ${acc_vt} v)
+{
+%     if vkind == 'add' and is_float:
+    return a + v;
+%     elif vkind == 'add':
+    return as_${acc_vt}(as_${uacc_vt}(a) + as_${uacc_vt}(v));
+%     elif vkind == 'mul' and is_float:
+    return a * v;
+%     elif vkind == 'mul':
+    return as_${acc_vt}(as_${uacc_vt}(a) * as_${uacc_vt}(v));
+%     elif vkind in ('max', 'min') and is_float:
+<%      sym = '>' if vkind == 'max' else '<' %>
+    /* as th_absorb: (v ${sym} a) ? v : ((a ${sym}= v) ? a : NAN) */
+    return select(select((${acc_vt})(NAN), a, a ${sym}= v), v, v ${sym} a);
+%     elif vkind in ('max', 'min'):
+    return select(a, v, v ${'>' if vkind == 'max' else '<'} a);
+%     elif vkind == 'and':
+    return a & v;
+%     elif vkind == 'or':
+    return a | v;
+%     endif
+}
+%   endif
+% endif
+<%def name="store(idx, val, vali)">\
+% if half_out:
+        vstore_half_rte(th_finish(${val}), o_off + ${idx}, o_p);
+% else:
+        o_p[o_off + ${idx}] = th_finish(${val});
+% endif
+% if argmax:
+        oi_p[oi_off + ${idx}] = ${vali};
+% endif
+</%def>
+## the argmax index of a cols lane: vector lanes hold offsets from lo (LONG_MAX: no rows)
+<%def name="cols_idx(vb, c)">\
+% if vec:
+(lo + ry < hi ? (long)${vb}.${c} + lo : LONG_MAX)\
+% else:
+${vb}\
+% endif
+</%def>
+<%def name="out_args()">\
+    , __global ${out_t} *o_p, const long o_off
+% if argmax:
+    , __global long *oi_p, const long oi_off
+% endif
+</%def>
+## base += offset of kept index o
+<%def name="kept_offset(o)">\
+% if kd:
+    {
+        long q = ${o};
+%   for d in reversed(range(kd)):
+%     if d > 0:
+        base += (q % kdim${d}) * ks${d};
+        q /= kdim${d};
+%     else:
+        base += q * ks${d};
+%     endif
+%   endfor
+    }
+% endif
+</%def>
+## off += offset of reduced index r (strided reduced dims)
+<%def name="red_offset(off, r)">\
+        {
+            long q = ${r};
+% for d in reversed(range(rd)):
+%   if d > 0:
+            ${off} += (q % rdim${d}) * rs${d};
+            q /= rdim${d};
+%   else:
+            ${off} += q * rs${d};
+%   endif
+% endfor
+        }
+</%def>
+
+% if mode == 'generic':
 __kernel void ${name}(
     const long n_items, const long n_out, const long n_red,
     const long a_step, const long span, const long k_step
@@ -69,10 +253,7 @@ __kernel void ${name}(
 % if pairs_in:
     , __global const long *xi_p, const long xi_off
 % endif
-    , __global ${out_t} *o_p, const long o_off
-% if argmax:
-    , __global long *oi_p, const long oi_off
-% endif
+${out_args()}
 )
 {
 % if L > 1:
@@ -91,19 +272,7 @@ __kernel void ${name}(
     const long o = g % n_out;
     const long p = g / n_out;
     long base = x_off;
-% if kd:
-    {
-        long q = o;
-%   for d in reversed(range(kd)):
-%     if d > 0:
-        base += (q % kdim${d}) * ks${d};
-        q /= kdim${d};
-%     else:
-        base += q * ks${d};
-%     endif
-%   endfor
-    }
-% endif
+${kept_offset('o')}
     ${acc_t} acc = ${identity};
 % if argmax:
     long acc_i = LONG_MAX;
@@ -116,17 +285,7 @@ __kernel void ${name}(
         const long off = base + r;
 % else:
         long off = base;
-        {
-            long q = r;
-%   for d in reversed(range(rd)):
-%     if d > 0:
-            off += (q % rdim${d}) * rs${d};
-            q /= rdim${d};
-%     else:
-            off += q * rs${d};
-%     endif
-%   endfor
-        }
+${red_offset('off', 'r')}
 % endif
 % if half_in:
         const float v = vload_half(off, x_p);
@@ -173,12 +332,350 @@ __kernel void ${name}(
     acc_i = s_idx[0];
 %   endif
 % endif
-% if half_out:
-    vstore_half_rte(th_finish(acc), o_off + g, o_p);
+${store('g', 'acc', 'acc_i')}
+}
+
+% elif mode == 'rows':
+__kernel void ${name}(
+    const long n_items, const long n_out, const long n_red, const long chunk
+% for d in range(kd):
+    , const long kdim${d}
+% endfor
+    , __global const ${in_t} *x_p, const long x_off
+% for d in range(kd):
+    , const long ks${d}
+% endfor
+${out_args()}
+)
+{
+% if T > 1:
+    const int l = get_local_id(0);
+    const int t = l & ${T - 1};
+    const long item = (long)get_group_id(0) * ${L // T} + (l >> ${T.bit_length() - 1});
 % else:
-    o_p[o_off + g] = th_finish(acc);
+    const int t = 0;
+    const long item = get_global_id(0);
 % endif
+    ${acc_t} acc = ${identity};
 % if argmax:
-    oi_p[oi_off + g] = acc_i;
+    long acc_i = LONG_MAX;
+% endif
+    if (item < n_items) {
+        const long o = item % n_out;
+        const long p = item / n_out;
+        long base = x_off;
+${kept_offset('o')}
+        const long lo = p * chunk;
+        const long a_lo = base + lo;
+        const long a_hi = base + (lo + chunk < n_red ? lo + chunk : n_red);
+% if vec:
+        /* vectors at V-aligned absolute indices (the buffer is aligned) */
+        long v_lo = (a_lo + ${V - 1}) / ${V} * ${V};
+        if (v_lo > a_hi)
+            v_lo = a_hi;
+        long v_hi = a_hi / ${V} * ${V};
+        if (v_hi < v_lo)
+            v_hi = v_lo;
+        for (long a = a_lo + t; a < v_lo; a += ${T}) {
+${absorb1('acc', 'acc_i', 'a', 'a - base')}
+        }
+        for (long a = v_hi + t; a < a_hi; a += ${T}) {
+${absorb1('acc', 'acc_i', 'a', 'a - base')}
+        }
+        ${acc_vt} va = (${acc_vt})(${identity});
+%   if argmax:
+        const ${idx_vt} iota = (${idx_vt})(${', '.join(str(q) for q in range(V))});
+        ${idx_vt} vb = iota + (${idx_t})(t * ${V});
+%     if is_float:
+        ${mask_vt} nm = (${mask_vt})(0);
+%     endif
+%   endif
+        long a = v_lo + t * ${V};
+%   if U > 1:
+        for (; a + ${(U - 1) * T * V} < v_hi; a += ${U * T * V}) {
+%     for u in range(U):
+            const ${acc_vt} v${u} = th_vload(a + ${u * T * V}, x_p);
+%     endfor
+%     for u in range(U):
+${vabsorb('va', 'vb', 'v%d' % u, 'iota + (%s)(a + %d - v_lo)' % (idx_t, u * T * V), True)}
+%     endfor
+        }
+%   endif
+        for (; a < v_hi; a += ${T * V}) {
+            const ${acc_vt} v = th_vload(a, x_p);
+${vabsorb('va', 'vb', 'v', 'iota + (%s)(a - v_lo)' % idx_t, True)}
+        }
+%   if argmax:
+        if (v_lo + t * ${V} < v_hi) {
+%     if is_float:
+            if (any(nm)) {
+                /* the lane's first NaN */
+                long b = v_lo + t * ${V};
+                while (!any(isnan(th_vload(b, x_p))))
+                    b += ${T * V};
+                while (!isnan(${load1('b')}))
+                    b++;
+${absorbv('acc', 'acc_i', 'NAN', 'b - base')}
+            } else {
+%     endif
+${fold('acc', 'acc_i', 'va', 'vb', '(v_lo - base)')}
+%     if is_float:
+            }
+%     endif
+        }
+%   else:
+${fold('acc', 'acc_i', 'va', 'vb', '')}
+%   endif
+% else:
+        long a = a_lo + t;
+%   if U > 1 and not argmax:
+        for (; a + ${(U - 1) * T} < a_hi; a += ${U * T}) {
+%     for u in range(U):
+            const ${in_ct} v${u} = ${load1('a + %d' % (u * T))};
+%     endfor
+%     for u in range(U):
+            acc = th_absorb(acc, v${u});
+%     endfor
+        }
+%   endif
+        for (; a < a_hi; a += ${T}) {
+${absorb1('acc', 'acc_i', 'a', 'a - base')}
+        }
+% endif
+    }
+% if T > 1:
+    __local ${acc_t} s_acc[${L}];
+%   if argmax:
+    __local long s_idx[${L}];
+%   endif
+    s_acc[l] = acc;
+%   if argmax:
+    s_idx[l] = acc_i;
+%   endif
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ${T // 2}; s > 0; s >>= 1) {
+        if (t < s) {
+%   if argmax:
+            if (th_better(s_acc[l + s], s_idx[l + s], s_acc[l], s_idx[l])) {
+                s_acc[l] = s_acc[l + s];
+                s_idx[l] = s_idx[l + s];
+            }
+%   else:
+            s_acc[l] = th_combine(s_acc[l], s_acc[l + s]);
+%   endif
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (t != 0)
+        return;
+    acc = s_acc[l];
+%   if argmax:
+    acc_i = s_idx[l];
+%   endif
+% endif
+    if (item < n_items) {
+${store('item', 'acc', 'acc_i')}
+    }
+}
+
+% elif mode == 'cols':
+__kernel void ${name}(
+    const long n_out, const long n_red, const long chunk, const long n_cg
+% for d in range(rd):
+    , const long rdim${d}
+% endfor
+    , __global const ${in_t} *x_p, const long x_off
+% for d in range(rd):
+    , const long rs${d}
+% endfor
+${out_args()}
+)
+{
+<% W = NB * V %>
+% if L > 1:
+    const int l = get_local_id(0);
+    const int cx = l % ${CX};
+    const int ry = l / ${CX};
+% else:
+    const int cx = 0;
+    const int ry = 0;
+% endif
+    const long g = get_group_id(0);
+    const long cg = g % n_cg;
+    const long p = g / n_cg;
+    const long c0 = (cg * ${CX} + cx) * ${W};
+    /* nfull whole vectors from c0, then a partial one of rem lanes */
+    long nfull = 0, rem = 0;
+    if (c0 < n_out) {
+        nfull = (n_out - c0) / ${V};
+        if (nfull >= ${NB}) {
+            nfull = ${NB};
+        } else {
+            rem = n_out - c0 - nfull * ${V};
+        }
+    }
+    const long lo = p * chunk;
+    const long hi = lo + chunk < n_red ? lo + chunk : n_red;
+% if vec:
+    ${acc_vt} va[${NB}];
+%   if argmax:
+    /* row offsets from lo; a lane starts at its first row */
+    ${idx_vt} vb[${NB}];
+%   endif
+    for (int j = 0; j < ${NB}; j++) {
+        va[j] = (${acc_vt})(${identity});
+%   if argmax:
+        vb[j] = (${idx_vt})(ry);
+%   endif
+    }
+% else:
+    ${acc_t} va[${NB}];
+%   if argmax:
+    long vb[${NB}];
+%   endif
+    for (int j = 0; j < ${NB}; j++) {
+        va[j] = ${identity};
+%   if argmax:
+        vb[j] = LONG_MAX;
+%   endif
+    }
+% endif
+    long r = lo + ry;
+% if U > 1:
+    if (nfull == ${NB}) {
+        for (; r + ${(U - 1) * RY} < hi; r += ${U * RY}) {
+%   for u in range(U):
+            long off${u} = x_off + c0;
+${red_offset('off%d' % u, 'r + %d' % (u * RY))}
+%   endfor
+            for (int j = 0; j < ${NB}; j++) {
+%   for u in range(U):
+%     if vec:
+                const ${acc_vt} v${u} = th_vload(off${u} + j * ${V}, x_p);
+%     else:
+                const ${in_ct} v${u} = ${load1('off%d + j' % u)};
+%     endif
+%   endfor
+%   for u in range(U):
+%     if vec:
+%       if argmax:
+                const ${idx_vt} vi${u} = (${idx_vt})((${idx_t})(r + ${u * RY} - lo));
+%       endif
+${vabsorb('va[j]', 'vb[j]', 'v%d' % u, 'vi%d' % u)}
+%     else:
+${absorbv('va[j]', 'vb[j]', 'v%d' % u, 'r + %d' % (u * RY))}
+%     endif
+%   endfor
+            }
+        }
+    }
+% endif
+    for (; r < hi; r += ${RY}) {
+        long off = x_off + c0;
+${red_offset('off', 'r')}
+% if vec:
+%   if argmax:
+        const ${idx_vt} vi = (${idx_vt})((${idx_t})(r - lo));
+%   endif
+%   if NB == 1:
+        /* (no runtime index into va: it stays in registers) */
+        if (nfull) {
+            const ${acc_vt} v = th_vload(off, x_p);
+${vabsorb('va[0]', 'vb[0]', 'v', 'vi')}
+        } else if (rem) {
+            const ${acc_vt} v = th_vload_part(off, rem, x_p);
+${vabsorb('va[0]', 'vb[0]', 'v', 'vi')}
+        }
+%   else:
+        for (int j = 0; j < nfull; j++) {
+            const ${acc_vt} v = th_vload(off + j * ${V}, x_p);
+${vabsorb('va[j]', 'vb[j]', 'v', 'vi')}
+        }
+        if (rem) {
+            const ${acc_vt} v = th_vload_part(off + nfull * ${V}, rem, x_p);
+${vabsorb('va[nfull]', 'vb[nfull]', 'v', 'vi')}
+        }
+%   endif
+% elif NB == 1:
+        if (nfull) {
+${absorb1('va[0]', 'vb[0]', 'off', 'r')}
+        }
+% else:
+        for (int j = 0; j < nfull; j++) {
+${absorb1('va[j]', 'vb[j]', 'off + j', 'r')}
+        }
+% endif
+    }
+% if RY > 1:
+    /* combine the RY row-lanes of each column in local memory */
+    __local ${acc_t} s_acc[${L * W}];
+%   if argmax:
+    __local long s_idx[${L * W}];
+%   endif
+    {
+        const int s0 = (ry * ${CX} + cx) * ${W};
+%   for j in range(NB):
+%     for q, c in enumerate(comps):
+        s_acc[s0 + ${j * V + q}] = va[${j}]${'.' + c if vec else ''};
+%       if argmax:
+        s_idx[s0 + ${j * V + q}] = ${cols_idx('vb[%d]' % j, c)};
+%       endif
+%     endfor
+%   endfor
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int s = ${RY // 2}; s > 0; s >>= 1) {
+        if (ry < s) {
+            const int s0 = (ry * ${CX} + cx) * ${W};
+            const int s1 = ((ry + s) * ${CX} + cx) * ${W};
+            for (int q = 0; q < ${W}; q++) {
+%   if argmax:
+                if (th_better(s_acc[s1 + q], s_idx[s1 + q], s_acc[s0 + q], s_idx[s0 + q])) {
+                    s_acc[s0 + q] = s_acc[s1 + q];
+                    s_idx[s0 + q] = s_idx[s1 + q];
+                }
+%   else:
+                s_acc[s0 + q] = th_combine(s_acc[s0 + q], s_acc[s1 + q]);
+%   endif
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    if (ry != 0)
+        return;
+    {
+        const int s0 = cx * ${W};
+        const long w = nfull * ${V} + rem;
+        for (int q = 0; q < w; q++) {
+${store('p * n_out + c0 + q', 's_acc[s0 + q]', 's_idx[s0 + q]')}
+        }
+    }
+% else:
+<%
+    jv = '0' if NB == 1 else 'j'
+    jr = '0' if NB == 1 else 'nfull'
+%>
+%   if NB == 1:
+    if (nfull) {
+        const int j = 0;
+%   else:
+    for (int j = 0; j < nfull; j++) {
+%   endif
+        const long c = p * n_out + c0 + j * ${V};
+%   for q, c in enumerate(comps):
+${store('c + %d' % q, 'va[%s]' % jv + ('.' + c if vec else ''), capture(cols_idx, 'vb[%s]' % jv, c))}
+%   endfor
+    }
+%   if vec:
+    if (rem) {
+        const long c = p * n_out + c0 + nfull * ${V};
+%     for q, c in enumerate(comps):
+        if (${q} < rem) {
+${store('c + %d' % q, 'va[%s].' % jr + c, capture(cols_idx, 'vb[%s]' % jr, c))}
+        }
+%     endfor
+    }
+%   endif
 % endif
 }
+% endif

@@ -16,8 +16,13 @@ never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
 - ``'kernel'``: everything else (integer dot, float16, a GPU without CLBlast): the tiled
   kernel of ``kernels/gemm.cl.mako``, any strides and dtypes, float16 accumulated in float.
 
+Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
+with constant alpha/beta takes ``ops/gemm_small.py``: one work-item per element of C, one
+launch whose sizes are arguments, which the planner batches with other small products.
+
 ``FORCE_BACKEND`` (or ``$THEANO_OCL_BLAS``) overrides the choice where the backend can take
-the dtypes; tests use it to run every backend on one device.
+the dtypes ('small' forces the small kernel for every size); tests use it to run every
+backend on one device. A forced backend turns the automatic small path off.
 """
 import os
 
@@ -30,6 +35,7 @@ from theano.tensor import blas as tblas
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
+from . import gemm_small
 from .base import DeviceImpl
 from .registry import ocl_impl
 
@@ -49,12 +55,19 @@ def _pyclblast():
     return pyclblast
 
 
+def _forced():
+    return FORCE_BACKEND or os.environ.get('THEANO_OCL_BLAS') or None
+
+
 def choose_backend(dev, dtypes):
     """'clblast', 'host' or 'kernel' for operands of ``dtypes`` on ``dev`` (see module doc)."""
     blas_ok = len(set(dtypes)) == 1 and dtypes[0] in _BLAS_DTYPES
-    forced = FORCE_BACKEND or os.environ.get('THEANO_OCL_BLAS') or None
-    if forced not in (None, 'clblast', 'host', 'kernel'):
-        raise ValueError("THEANO_OCL_BLAS must be 'clblast', 'host' or 'kernel', got %r" % forced)
+    forced = _forced()
+    if forced not in (None, 'clblast', 'host', 'kernel', 'small'):
+        raise ValueError("THEANO_OCL_BLAS must be 'clblast', 'host', 'kernel' or 'small', "
+                         "got %r" % forced)
+    if forced == 'small':
+        return 'small'
     if not blas_ok:
         return 'kernel'
     if forced == 'clblast' and _pyclblast() is None:
@@ -121,6 +134,11 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
         return
     if beta.kind == 'const' and beta.value == 0:
         beta, Z = NONE, None
+    small_ok = gemm_small.takes(alpha, beta)
+    if backend == 'small' and not small_ok:
+        backend = 'kernel'
+    if backend == 'small' or (small_ok and _forced() is None and gemm_small.is_small(A, B, C)):
+        return gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z)
     if A.shape[2] == 0 and backend != 'kernel':
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
     if backend == 'host':
@@ -132,12 +150,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
 
 
 # --------------------------------------------------------------------------- kernel backend
-def _operand(dtype):
-    dtype = np.dtype(dtype)
-    t = oscalar.ctype(dtype.name)
-    signed = dtype.kind == 'i'
-    return dict(t=t, half=dtype == np.float16, signed_int=signed,
-                ut=('u' + t) if signed else t)
+_operand = gemm_small.operand_traits
 
 
 def _acc_type(out_dtype):
@@ -201,34 +214,101 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
 
 
 # --------------------------------------------------------------------------- host backend
+# On a CPU device the buffers live in host memory: a map is the buffer itself (PoCL hands
+# back the same pointer on every map, without copying), so the host BLAS reads and writes
+# the operands in place. Every operand in a BLAS layout (row- or column-major, any leading
+# dimension, see blas_layout) goes to ?gemm as a pointer with its transpose flag and leading
+# dimension; only views no BLAS can take (negative or element strides) are copied.
+# Host steps recorded one right after another in a frame (forward and backward products
+# of a layer) share one mapping: no unmap/map round trip between them.
 class _Mapped(object):
-    """Maps the buffers of some DArrays for one host step and gives numpy views of them.
+    """Maps, for one or more consecutive host steps, the bytes some DArrays cover.
 
-    Roots are read at run time, so a frame whose input buffers were re-bound still maps
-    the right memory. Mapping waits for the in-order queue (it is blocking)."""
+    Each root is mapped once over the union of the spans its views touch (READ, plus
+    WRITE where a view is written); every map is enqueued before waiting once. Buffers are
+    read off the roots at open time, so a frame whose input buffers were re-bound maps the
+    right memory. Mapping waits for the in-order queue; unmapping does not."""
 
-    def __init__(self, dev, queue, darrs):
+    def __init__(self, dev, queue):
         self.dev = dev
         self.queue = queue
-        self.maps = {}
-        cl = dev.cl
-        flags = cl.map_flags.READ | cl.map_flags.WRITE
-        for d in darrs:
-            if d is None or id(d.root) in self.maps:
-                continue
-            nbytes = _root_nbytes(d.root)
-            arr, _ = cl.enqueue_map_buffer(queue, d.root.buf, flags, 0, (nbytes,), np.uint8,
-                                           is_blocking=True)
-            self.maps[id(d.root)] = arr
+        self.maps = {}        # id(root) -> (uint8 array, first byte mapped, its address)
+
+    def open(self, regions):
+        """Map ``regions``: (root, first byte, end byte, written), one per root."""
+        cl = self.dev.cl
+        events = []
+        for root, lo, hi, write in regions:
+            flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
+            arr, ev = cl.enqueue_map_buffer(self.queue, root.buf, flags, lo, (hi - lo,),
+                                            np.uint8, is_blocking=False)
+            self.maps[id(root)] = (arr, lo, arr.ctypes.data)
+            events.append(ev)
+        if events:
+            cl.wait_for_events(events)
 
     def view(self, d):
-        mem = self.maps[id(d.root)]
-        return np.ndarray(d.shape, d.dtype, buffer=mem, offset=d.offset, strides=d.strides)
+        arr, lo, _ = self.maps[id(d.root)]
+        return np.ndarray(d.shape, d.dtype, buffer=arr, offset=d.offset - lo, strides=d.strides)
+
+    def address(self, d):
+        _, lo, addr = self.maps[id(d.root)]
+        return addr + d.offset - lo
 
     def release(self):
-        for arr in self.maps.values():
+        maps, self.maps = self.maps, {}
+        for arr, _, _ in maps.values():
             arr.base.release(self.queue)
-        self.maps = {}
+
+
+class _HostSession(object):
+    """Consecutive host BLAS steps of one frame: the first maps what all of them touch, the
+    last unmaps. A step that runs alone (while planning) maps its own operands."""
+
+    def __init__(self, dev, queue):
+        self.queue = queue
+        self.mapped = _Mapped(dev, queue)
+        self.members = []     # per step: [(DArray, written)]
+        self._regions = {}    # (first member, members) -> regions to map
+
+    def regions(self, i):
+        key = (i, len(self.members))
+        r = self._regions.get(key)
+        if r is None:
+            from ..darray import span
+            need = {}
+            for acc in self.members[i:]:
+                for d, write in acc:
+                    if d is None or d.size == 0:
+                        continue
+                    lo, hi = span(d)
+                    e = need.get(id(d.root))
+                    if e is None:
+                        need[id(d.root)] = [d.root, lo, hi, write]
+                    else:
+                        e[1], e[2], e[3] = min(e[1], lo), max(e[2], hi), e[3] or write
+            r = self._regions[key] = [tuple(e) for e in need.values()]
+        return r
+
+    def enter(self, i):
+        if i == 0 or not self.mapped.maps:
+            self.mapped.release()      # left open by an interrupted replay
+            self.mapped.open(self.regions(i))
+        return self.mapped
+
+    def leave(self, i, ok):
+        if not ok or i == len(self.members) - 1:
+            self.mapped.release()
+
+
+def _session_for(ctx):
+    """The session of the host BLAS step recorded just before this one, or a new one."""
+    steps = ctx.frame.steps
+    if not ctx.new_steps and steps:
+        s = getattr(steps[-1].fn, 'host_session', None)
+        if s is not None and s.queue is ctx.queue:
+            return s
+    return _HostSession(ctx.dev, ctx.queue)
 
 
 def _root_nbytes(root):
@@ -242,12 +322,93 @@ def _scalar_value(m, s):
     return s.value
 
 
+_GEMM = {}
+
+
+def _blas_gemm(dtype):
+    """scipy's ?gemm (the Fortran interface scipy.linalg.cython_blas exports) as a ctypes
+    function taking pointers, or None where it cannot be had (then f2py is used)."""
+    name = np.dtype(dtype).name
+    if name in _GEMM:
+        return _GEMM[name]
+    fn = None
+    try:
+        import ctypes
+        from scipy.linalg import cython_blas
+        cap = cython_blas.__pyx_capi__['sgemm' if name == 'float32' else 'dgemm']
+        api = ctypes.PyDLL(None)        # own function objects: argtypes set here stay here
+        api.PyCapsule_GetName.restype = ctypes.c_char_p
+        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        ptr = api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+        fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(ptr)   # releases the GIL
+        # check it once against numpy: leading dimensions, both transposes, alpha, beta
+        a = np.arange(6, dtype=name).reshape(2, 3) - 2          # row-major, lda 3
+        at = (np.arange(6, dtype=name).reshape(3, 2) + 1).T      # column-major, ld 2
+        b = (np.arange(12, dtype=name).reshape(4, 3) + 1)[:3, :2]  # row-major, ldb 3
+        for x, lx in ((a, (False, 3)), (at, (True, 2))):
+            for lc in ((False, 2), (True, 2)):
+                c = np.ones((2, 2), name, order='F' if lc[0] else 'C')
+                g = _HostGemm(fn, name, (2, 2, 3), lx, (False, 3), lc)
+                g.call(x.ctypes.data, b.ctypes.data, c.ctypes.data, 2.0, 0.5)
+                if not np.allclose(c, 2.0 * x.dot(b) + 0.5):
+                    raise ValueError('?gemm through ctypes disagrees with numpy')
+    except Exception:
+        fn = None
+    _GEMM[name] = fn
+    return fn
+
+
+class _HostGemm(object):
+    """One ?gemm call of fixed shapes and layouts: ``call(pa, pb, pc, alpha, beta)`` with
+    the addresses of the row-major-indexed operands. ``la``/``lb``/``lc`` are the
+    (transposed, leading dimension) pairs of ``blas_layout``."""
+
+    def __init__(self, fn, dtype, mnk, la, lb, lc):
+        import ctypes
+        M, N, K = mnk
+        real = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
+        self.fn = fn
+        self.alpha, self.beta = real(1), real(0)
+        ref = ctypes.byref
+        flag = {False: ctypes.c_char(b'N'), True: ctypes.c_char(b'T')}
+        if not lc[0]:
+            # row-major C is column-major C^T = B^T A^T: B first; a row-major operand is
+            # its own transpose in column-major terms ('N'), a column-major one needs 'T'
+            ops, dims, lds = (lb[0], la[0]), (N, M, K), (lb[1], la[1])
+            self.first_is_a = False
+        else:
+            # column-major C = A B: a column-major operand is 'N', a row-major one 'T'
+            ops, dims, lds = (not la[0], not lb[0]), (M, N, K), (la[1], lb[1])
+            self.first_is_a = True
+        keep = [flag[ops[0]], flag[ops[1]]] + [ctypes.c_int(int(v)) for v in dims + lds + (lc[1],)]
+        self._keep = keep
+        self.args = [ref(keep[0]), ref(keep[1]), ref(keep[2]), ref(keep[3]), ref(keep[4]),
+                     ref(self.alpha), None, ref(keep[5]), None, ref(keep[6]),
+                     ref(self.beta), None, ref(keep[7])]
+
+    def call(self, pa, pb, pc, alpha, beta):
+        args = self.args
+        self.alpha.value = alpha
+        self.beta.value = beta
+        if self.first_is_a:
+            args[6], args[8] = pa, pb
+        else:
+            args[6], args[8] = pb, pa
+        args[11] = pc
+        self.fn(*args)
+
+
+def _mat(d, i=0):
+    """Matrix ``i`` of a 3-d view, as a 2-d DArray."""
+    return d.view(d.shape[1:], d.strides[1:], d.offset + i * d.strides[0])
+
+
 def _host_gemm2(a, b, c, alpha, beta, z, blas):
-    """c = alpha * a @ b (+ beta * z), 2-d numpy views, writing into c."""
+    """c = alpha * a @ b (+ beta * z) on 2-d numpy views through scipy's f2py ?gemm (used
+    where the ctypes interface is missing): transposes through the trans flags."""
     if beta is None or beta == 0:
-        if alpha == 1 and c.flags.c_contiguous:
-            np.dot(a, b, out=c)
-            return
         beta = 0.0
     elif z is not c:
         np.copyto(c, z)
@@ -262,27 +423,75 @@ def _host_gemm2(a, b, c, alpha, beta, z, blas):
 
 
 def _plan_host(ctx, A, B, C, alpha, beta, Z):
-    from scipy.linalg import blas
-    dev, queue = ctx.dev, ctx.queue
-    scal = [s.darr for s in (alpha, beta) if s.kind == 'dev']
-    darrs = [A, B, C, Z] + scal
-    nb = C.shape[0]
+    if beta.kind == 'none':
+        Z = None
+    nb, M, N = C.shape
+    K = A.shape[2]
+    dtype = C.dtype
+    fn = _blas_gemm(dtype)
+    accesses = [(A, False), (B, False), (C, True)]
+    if Z is not None and Z is not C:
+        accesses.append((Z, False))
+    accesses += [(s.darr, False) for s in (alpha, beta) if s.kind == 'dev']
+    session = _session_for(ctx)
+    idx = len(session.members)
+    session.members.append(accesses)
+
+    if fn is None:
+        from scipy.linalg import blas as sblas
+
+        def compute(m, al, be):
+            a, b, c = m.view(A), m.view(B), m.view(C)
+            z = None if Z is None else (c if Z is C else m.view(Z))
+            for i in range(nb):
+                c_i = c[i]
+                _host_gemm2(a[i], b[i], c_i, al, be,
+                            None if z is None else (c_i if Z is C else z[i]), sblas)
+    else:
+        # layouts are decided here, once; operands without one are copied per call
+        la, lb, lc = (blas_layout(_mat(d)) for d in (A, B, C))
+        copy_a, copy_b, tmp_c = la is None, lb is None, lc is None
+        g = _HostGemm(fn, dtype, (M, N, K), la or (False, max(K, 1)), lb or (False, max(N, 1)),
+                      lc or (False, max(N, 1)))
+        sa, sb, sc = A.strides[0], B.strides[0], C.strides[0]
+        matmul = nb > 1 and alpha.kind == 'one' and Z is None
+
+        def compute(m, al, be):
+            if matmul:
+                np.matmul(m.view(A), m.view(B), out=m.view(C))
+                return
+            if be == 0:
+                be = 0.0          # BLAS does not read C for beta = 0 (NaN-safe)
+            z_copy = Z is not None and Z is not C and be != 0
+            pa, pb, pc = m.address(A), m.address(B), m.address(C)
+            for i in range(nb):
+                a_i = b_i = c_i = None
+                if copy_a:
+                    a_i = np.ascontiguousarray(m.view(A)[i])
+                if copy_b:
+                    b_i = np.ascontiguousarray(m.view(B)[i])
+                if tmp_c:
+                    c_i = (np.array(m.view(Z if Z is not None else C)[i], order='C')
+                           if be != 0 else np.empty((M, N), dtype))
+                elif z_copy:
+                    np.copyto(m.view(C)[i], m.view(Z)[i])
+                g.call(a_i.ctypes.data if copy_a else pa + i * sa,
+                       b_i.ctypes.data if copy_b else pb + i * sb,
+                       c_i.ctypes.data if tmp_c else pc + i * sc, al, be)
+                if tmp_c:
+                    m.view(C)[i][...] = c_i
 
     def run():
-        m = _Mapped(dev, queue, darrs)
+        ok = False
         try:
-            a, b, c = m.view(A), m.view(B), m.view(C)
+            m = session.enter(idx)
             al = _scalar_value(m, alpha)
-            be = None if beta.kind == 'none' else _scalar_value(m, beta)
-            z = None if Z is None else (c if Z is C else m.view(Z))
-            if nb > 1 and al == 1 and be is None:
-                np.matmul(a, b, out=c)
-                return
-            for i in range(nb):
-                _host_gemm2(a[i], b[i], c[i], al, be, None if z is None else (c[i] if z is c else z[i]),
-                            blas)
+            be = 0.0 if beta.kind == 'none' else _scalar_value(m, beta)
+            compute(m, al, be)
+            ok = True
         finally:
-            m.release()
+            session.leave(idx, ok)
+    run.host_session = session
     ctx.host_step(run)
 
 
@@ -305,79 +514,90 @@ def blas_layout(d):
 
 
 def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
+    """One CLBlast call (``gemm``, or ``gemmStridedBatched`` for a batch) on the buffers.
+
+    A plain product of BLAS-layout operands (row- or column-major, any leading dimension,
+    transposes as flags) with constant alpha/beta is that call and nothing else: CLBlast
+    reads C only where beta != 0 (its kernels test beta; checked with NaN-filled C on
+    direct, indirect and batched paths), so no fill precedes it. Extra work only where
+    CLBlast cannot take the operands: an operand without a BLAS layout is copied; a Z
+    apart from C is copied into C first (then beta applies in place); a device alpha or
+    beta computes into a temporary combined with one elementwise launch.
+    """
     import pyopencl.array as cla
     pyclblast = _pyclblast()
     nb = C.shape[0]
+    if beta.kind == 'none':
+        Z = None
     ops = []
     for d in (A, B):
-        lay = blas_layout(d.view(d.shape[1:], d.strides[1:]))
+        lay = blas_layout(_mat(d))
         if lay is None or (nb > 1 and d.strides[0] < 0):
             tmp = ctx.alloc(d.shape, d.dtype)
             ctx.copy(tmp, d)
             d = tmp
-            lay = blas_layout(d.view(d.shape[1:], d.strides[1:]))
+            lay = blas_layout(_mat(d))
         ops.append((d, lay))
     (A, (ta, lda)), (B, (tb, ldb)) = ops
-    # CLBlast writes a row-major, untransposed C: compute into a fresh buffer when C is not
-    # one, and combine with beta * Z elementwise when beta is a device value.
-    out = C
-    lay_c = blas_layout(C.view(C.shape[1:], C.strides[1:]))
-    static_beta = beta.kind in ('none', 'one', 'const')
     static_alpha = alpha.kind in ('one', 'const')
-    if lay_c is None or lay_c[0] or (nb > 1 and C.strides[0] < 0) or not static_beta \
-            or not static_alpha or (Z is not None and Z is not C):
+    static_beta = beta.kind in ('none', 'one', 'const')
+    lay_c = blas_layout(_mat(C))
+    out = C
+    if lay_c is None or (nb > 1 and C.strides[0] < 0) or not static_alpha or not static_beta:
+        # C = alpha * out (+ beta * Z) afterwards, reading device scalars on the device
         out = ctx.alloc(C.shape, C.dtype)
-        lay_c = blas_layout(out.view(out.shape[1:], out.strides[1:]))
-    ldc = lay_c[1]
+        lay_c = blas_layout(_mat(out))
+    elif Z is not None and Z is not C:
+        ctx.copy(C, Z)          # C = Z, then C = alpha * A @ B + beta * C
     al = float(alpha.value) if static_alpha else 1.0
-    be = 0.0
-    if out is C and beta.kind != 'none':
-        be = float(beta.value)
+    be = float(beta.value) if out is C and Z is not None else 0.0
     nb, M, N = C.shape
     K = A.shape[2]
+    A_, B_ = (A, B)
+    if lay_c[0]:
+        # column-major C: CLBlast (row-major) computes C^T = B^T @ A^T into it
+        A_, B_, (ta, lda), (tb, ldb), M, N = B, A, (not tb, ldb), (not ta, lda), N, M
+    ldc = lay_c[1]
     queue = ctx.queue
     dtype = C.dtype
-    roots = (A.root, B.root, out.root)
-    offs = [d.offset // d.itemsize for d in (A, B, out)]
-    bstr = [d.strides[0] // d.itemsize for d in (A, B, out)]
-    cache = {}
+    roots = (A_.root, B_.root, out.root)
+    offs = [d.offset // d.itemsize for d in (A_, B_, out)]
+    bstr = [d.strides[0] // d.itemsize for d in (A_, B_, out)]
+    # pyclblast takes pyopencl arrays and uses only their buffer (base_data): one wrapper
+    # per operand, re-pointed when a root's buffer changed (re-bound input, donated output)
+    wraps = [cla.Array(queue, (1, max(_root_nbytes(r) // dtype.itemsize, 1)), dtype, data=r.buf)
+             for r in roots]
+    wa, wb, wc = wraps
+    ra, rb, rc = roots
 
-    def arrays():
-        # pyclblast takes pyopencl arrays; re-wrap only when a root's buffer changed
-        bufs = tuple(r.buf for r in roots)
-        if cache.get('bufs') != bufs:
-            cache['bufs'] = bufs
-            cache['arrs'] = [cla.Array(queue, (1, _root_nbytes(r) // dtype.itemsize), dtype, data=r.buf)
-                             for r in roots]
-        return cache['arrs']
-
-    if be == 0.0:
-        # CLBlast may read C even for beta = 0: a reused buffer must not bring NaNs in
-        _plan_fill_zero(ctx, out)
-
-    def run():
-        a, b, c = arrays()
-        if nb == 1:
-            return pyclblast.gemm(queue, M, N, K, a, b, c, lda, ldb, ldc, alpha=al, beta=be,
+    if nb == 1:
+        def run():
+            if wa.base_data is not ra.buf:
+                wa.base_data = ra.buf
+            if wb.base_data is not rb.buf:
+                wb.base_data = rb.buf
+            if wc.base_data is not rc.buf:
+                wc.base_data = rc.buf
+            return pyclblast.gemm(queue, M, N, K, wa, wb, wc, lda, ldb, ldc, alpha=al, beta=be,
                                   a_transp=ta, b_transp=tb, a_offset=offs[0], b_offset=offs[1],
                                   c_offset=offs[2])
-        return pyclblast.gemmStridedBatched(
-            queue, M, N, K, nb, a, b, c, lda, ldb, ldc, bstr[0], bstr[1], bstr[2], alpha=al,
-            beta=be, a_transp=ta, b_transp=tb, a_offset=offs[0], b_offset=offs[1],
-            c_offset=offs[2])
+    else:
+        def run():
+            for w, r in zip(wraps, roots):
+                if w.base_data is not r.buf:
+                    w.base_data = r.buf
+            return pyclblast.gemmStridedBatched(
+                queue, M, N, K, nb, wa, wb, wc, lda, ldb, ldc, bstr[0], bstr[1], bstr[2],
+                alpha=al, beta=be, a_transp=ta, b_transp=tb, a_offset=offs[0],
+                b_offset=offs[1], c_offset=offs[2])
     ctx.enqueue(run)
-    if out is not C or not static_alpha:
-        # C = alpha * out (+ beta * Z): one elementwise launch reading the scalars on device
+    if out is not C:
         _plan_combine(ctx, C, out, None if static_alpha else alpha,
-                      None if out is C else beta, None if out is C else Z)
-
-
-def _plan_fill_zero(ctx, d):
-    from .elemwise import plan_elementwise
-    plan_elementwise(ctx, '', 'o0 = 0;', [d], [], d.shape)
+                      beta if Z is not None else None, Z)
 
 
 def _plan_combine(ctx, C, T, alpha, beta, Z):
+    """C = [alpha *] T [+ beta * Z] elementwise; a beta of 0 at run time ignores Z."""
     from .elemwise import plan_elementwise
     ins = [T]
     expr = 'i0'

@@ -4,28 +4,42 @@ One Mako template (``kernels/elemwise.cl.mako``) serves every elementwise kernel
 specialised per (scalar expression, dtypes, collapsed ndim, per-operand contiguity).
 Dimensions that are contiguous in every operand are merged first, so the common
 case (same-shaped C-contiguous operands) becomes a flat 1-d loop whatever the ndim.
+
+Integer ``//`` and ``%`` by a divisor that may be zero (``scalar.elemwise_code_checked``):
+Theano's C code raises ZeroDivisionError there. Those kernels (and only those: every other
+kernel keeps the argument layout ``planner`` analyses) take one more argument, an int
+error flag in a buffer the frame owns; a host step after the launch reads it and raises
+ZeroDivisionError with Theano's message, as ``ops/subtensor.py`` does for its IndexError.
+Their kernels are named ``ewcheck_*``, so the planner never batches them.
 """
 import os
 
 import numpy as np
 from mako.template import Template
+from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
+from ..vm import download, upload
 from .base import DeviceImpl, launch_geometry
 from .registry import ocl_impl
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'elemwise.cl.mako'))
-_sources = {}
+_sources = {}            # kernels the planner may batch (no error flag)
+_checked_sources = {}    # kernels with an error flag (integer // and % by a variable)
 
 
-def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig):
-    """Render (memoized) the elementwise kernel; returns (source, kernel name)."""
+def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=False):
+    """Render (memoized) the elementwise kernel; returns (source, kernel name).
+
+    ``check``: the body sets ``th_err`` (``scalar.elemwise_code_checked``); the kernel then
+    takes a trailing ``(int *err, offset)`` argument and is named ``ewcheck_*``."""
     key = (support, body, tuple(out_dtypes), tuple(in_dtypes), ndim, tuple(contig))
-    hit = _sources.get(key)
+    sources = _checked_sources if check else _sources
+    hit = sources.get(key)
     if hit is not None:
         return hit
     operands = []
@@ -33,11 +47,12 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig):
         operands.append(_operand('o%d' % k, dt, True, contig[k]))
     for k, dt in enumerate(in_dtypes):
         operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
-    name = 'elemwise_%d' % (len(_sources) + 1)
+    name = ('ewcheck_%d' if check else 'elemwise_%d') % (len(sources) + 1)
     needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
-    src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim, operands=operands)
-    _sources[key] = (src, name)
+    src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
+                           operands=operands, check=check)
+    sources[key] = (src, name)
     return src, name
 
 
@@ -81,25 +96,62 @@ def elem_strides(d, shape):
     return out
 
 
-def plan_elementwise(ctx, support, body, outs, ins, shape):
-    """Record one launch computing ``outs`` from ``ins`` over ``shape`` (any strides)."""
+def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
+    """Record one launch computing ``outs`` from ``ins`` over ``shape`` (any strides).
+
+    ``err``: an int32 DArray for a body that sets ``th_err`` (see ``kernel_source``);
+    returns whether the launch was recorded (nothing is launched for an empty shape)."""
     n = 1
     for s in shape:
         n *= s
     if n == 0:
-        return
+        return False
     operands = list(outs) + list(ins)
     cshape, cstrides, contig = collapse(shape, [elem_strides(d, shape) for d in operands])
     src, name = kernel_source(support, body, [o.dtype.name for o in outs],
-                              [i.dtype.name for i in ins], len(cshape), contig)
+                              [i.dtype.name for i in ins], len(cshape), contig,
+                              check=err is not None)
     prg = ctx.dev.build(src)
     args = [np.int64(n)] + [np.int64(s) for s in cshape]
     for d, st, c in zip(operands, cstrides, contig):
         args.append(d)
         if not c:
             args.extend(np.int64(x) for x in st)
+    if err is not None:
+        args.append(err)
     gsize, lsize = launch_geometry(ctx.dev, n)
     ctx.launch(prg, name, gsize, lsize, args)
+    return True
+
+
+# ------------------------------------------------------------------ device error flags
+def error_flag(ctx):
+    """A zeroed int32 flag on the device, owned by the frame, for a kernel to report an
+    error in (see ``check_flag``)."""
+    return ctx.constant(np.zeros(1, np.int32))
+
+
+def check_flag(ctx, err, make_error):
+    """Check ``err`` once the call's outputs are fetched (``ctx.deferred_check``): when the
+    kernel set it, clear it (the frame is replayed later) and raise ``make_error(code)``.
+
+    ``ops/subtensor.py`` does the same; the steps of a call (and of ``run_steps``) never
+    wait for the flag."""
+    dev, queue = ctx.dev, ctx.queue
+    flag = np.zeros(1, np.int32)
+    zero = np.zeros(1, np.int32)
+
+    def run():
+        download(dev, queue, err, flag)
+        code = int(flag[0])
+        if code:
+            upload(dev, queue, err, zero, blocking=True)
+            raise make_error(code)
+    ctx.deferred_check(run)
+
+
+def _zero_division(code):
+    return ZeroDivisionError(oscalar.ZERO_DIVISION_ERRORS[code])
 
 
 def _copy_code(out_dtype, in_dtype):
@@ -139,10 +191,11 @@ def strided_copy_now(dev, queue, dst, src):
 
 
 class ElemwiseImpl(DeviceImpl):
-    def __init__(self, node, dev, support, body):
+    def __init__(self, node, dev, support, body, checked=False):
         DeviceImpl.__init__(self, node, dev)
         self.support = support
         self.body = body
+        self.checked = checked          # the body reports integer division by zero
         self.inplace = dict(node.op.inplace_pattern)
         self.bcast = [i.type.broadcastable for i in node.inputs]
         self.out_dtypes = [o.type.dtype for o in node.outputs]
@@ -184,7 +237,9 @@ class ElemwiseImpl(DeviceImpl):
                 outs.append(ins[j])
             else:
                 outs.append(ctx.alloc(shape, dt))
-        plan_elementwise(ctx, self.support, self.body, outs, ins, shape)
+        err = error_flag(ctx) if self.checked else None
+        if plan_elementwise(ctx, self.support, self.body, outs, ins, shape, err) and self.checked:
+            check_flag(ctx, err, _zero_division)
         return outs
 
 
@@ -194,5 +249,9 @@ def _elemwise(op, node, dev):
     out_dtypes = [o.type.dtype for o in node.outputs]
     if any(dt.startswith('complex') for dt in in_dtypes + out_dtypes):
         raise NoDeviceImplementation('complex dtypes have no device kernels')
-    support, body = oscalar.elemwise_code(op.scalar_op, in_dtypes, out_dtypes)
-    return ElemwiseImpl(node, dev, support, body)
+    # divisors known to hold no zero (constants) need no check
+    nonzero = [j for j, v in enumerate(node.inputs)
+               if isinstance(v, Constant) and np.all(np.asarray(v.data) != 0)]
+    support, body, codes = oscalar.elemwise_code_checked(op.scalar_op, in_dtypes, out_dtypes,
+                                                         nonzero)
+    return ElemwiseImpl(node, dev, support, body, checked=bool(codes))

@@ -7,6 +7,14 @@ all, specialised per (kind, operand dtypes and ndims, local size): row-wise ops 
 work-group per row with local-memory reductions, the others one work-item per element.
 relu, elu, binary_crossentropy and h_softmax lower to Elemwise, reductions, Dot/Gemm and
 these ops, so they need nothing of their own.
+
+Class indices out of range raise what Theano raises: ValueError "y_i value out of bounds"
+(CrossentropySoftmaxArgmax1HotWithBias) and "y_i >= dx dimensions[1] or y_i < 0."
+(CrossentropySoftmax1HotWithBiasDx), their C code's; IndexError "index %d is out of bounds
+for axis 1 with size %d" (CrossentropyCategorical1Hot and its grad, which Theano runs in
+Python: numpy indexing, where a negative index counts from the row's end). The kernels set
+an error flag that a host step reads after the launch (``elemwise.check_flag``, the
+mechanism of ops/subtensor.py); the IndexError's index is then found on the host.
 """
 import os
 
@@ -17,12 +25,16 @@ from theano.tensor.nnet import nnet as tnnet
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, launch_geometry
+from .elemwise import check_flag, error_flag
 from .registry import ocl_impl
+from .subtensor import host_copy
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'nnet.cl.mako'))
 _sources = {}
 ROW_KINDS = ('softmax', 'log_softmax', 'softmax_grad', 'xent_softmax_1hot')
+# kinds reading a class index per row: they report one out of range in an error flag
+CHECKED_KINDS = ('xent_softmax_1hot', 'xent_dx', 'xent_1hot', 'xent_1hot_grad')
 
 
 def kernel_source(kind, operands, L):
@@ -35,14 +47,15 @@ def kernel_source(kind, operands, L):
     ops = {}
     floats = []
     for name, dtype, nd, out in operands:
-        ops[name] = dict(t=oscalar.ctype(dtype), half=dtype == 'float16', nd=nd, out=out)
+        ops[name] = dict(t=oscalar.ctype(dtype), half=dtype == 'float16', nd=nd, out=out,
+                         signed=dtype.startswith('int'))
         if dtype.startswith('float'):
             floats.append(dtype)
     acc = 'double' if 'float64' in floats else 'float'
     support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if acc == 'double' else ''
     name = 'nnet_%s_%d' % (kind, len(_sources) + 1)
     src = _TEMPLATE.render(name=name, kind=kind, support=support, acc_t=acc, L=L, ops=ops,
-                           order=[o[0] for o in operands])
+                           order=[o[0] for o in operands], check=kind in CHECKED_KINDS)
     _sources[key] = (src, name)
     return src, name
 
@@ -58,11 +71,12 @@ def row_local_size(dev, D):
     return L
 
 
-def plan_nnet(ctx, kind, operands, N, D):
+def plan_nnet(ctx, kind, operands, N, D, make_error=None):
     """Record one launch of ``kind`` over N rows of D columns.
 
     ``operands``: (name, DArray, is_output) in the kernel's argument order; every operand
-    passes its offset and element strides."""
+    passes its offset and element strides. Kinds in CHECKED_KINDS also take an error flag,
+    checked after the launch: a set flag raises ``make_error()``."""
     if N == 0:
         return
     L = row_local_size(ctx.dev, D) if kind in ROW_KINDS else 1
@@ -72,11 +86,16 @@ def plan_nnet(ctx, kind, operands, N, D):
     for _, d, _ in operands:
         args.append(d)
         args.extend(np.int64(s // d.itemsize) for s in d.strides)
+    err = error_flag(ctx) if kind in CHECKED_KINDS else None
+    if err is not None:
+        args.append(err)
     if kind in ROW_KINDS:
         gsize, lsize = (N * L,), (L,)
     else:
-        gsize, lsize = launch_geometry(ctx.dev, N if kind == 'xent_1hot' else N * D)
+        gsize, lsize = launch_geometry(ctx.dev, N if kind == 'xent_1hot' or D == 0 else N * D)
     ctx.launch(prg, name, gsize, lsize, args)
+    if err is not None:
+        check_flag(ctx, err, lambda code: make_error())
 
 
 def _broadcast_rows(d, N):
@@ -152,7 +171,7 @@ class XentSoftmaxArgmaxImpl(_NnetImpl):
         am = ctx.alloc((N,), self.out_dtype(2))
         plan_nnet(ctx, 'xent_softmax_1hot', [('x', x, False), ('b', b, False), ('yidx', yidx, False),
                                              ('nll', nll, True), ('y', sm, True), ('am', am, True)],
-                  N, D)
+                  N, D, lambda: ValueError('y_i value out of bounds'))
         return [nll, sm, am]
 
 
@@ -167,9 +186,10 @@ class XentDxImpl(_NnetImpl):
         if yidx.shape[0] != N:
             raise ValueError('y_idx has %d rows, the softmax output %d' % (yidx.shape[0], N))
         dx = ctx.alloc((N, D), self.out_dtype())
-        if D:
-            plan_nnet(ctx, 'xent_dx', [('dy', _broadcast_rows(dy, N), False), ('sm', sm, False),
-                                       ('tidx', yidx, False), ('y', dx, True)], N, D)
+        # with D == 0 the kernel still checks every row's index (all out of range)
+        plan_nnet(ctx, 'xent_dx', [('dy', _broadcast_rows(dy, N), False), ('sm', sm, False),
+                                   ('tidx', yidx, False), ('y', dx, True)], N, D,
+                  lambda: ValueError('y_i >= dx dimensions[1] or y_i < 0.'))
         return [dx]
 
 
@@ -182,7 +202,8 @@ class Xent1HotImpl(_NnetImpl):
         if t.shape[0] != N:
             raise ValueError('coding_dist has %d rows, true_one_of_n %d' % (N, t.shape[0]))
         y = ctx.alloc((N,), self.out_dtype())
-        plan_nnet(ctx, 'xent_1hot', [('x', x, False), ('tidx', t, False), ('y', y, True)], N, D)
+        plan_nnet(ctx, 'xent_1hot', [('x', x, False), ('tidx', t, False), ('y', y, True)], N, D,
+                  _index_error(ctx, t, D))
         return [y]
 
 
@@ -196,10 +217,24 @@ class Xent1HotGradImpl(_NnetImpl):
             raise ValueError('coding_dist has %d rows, g_y %d, true_one_of_n %d'
                              % (N, gy.shape[0], t.shape[0]))
         g = ctx.alloc((N, D), self.out_dtype())
-        if D:
-            plan_nnet(ctx, 'xent_1hot_grad', [('dy', gy, False), ('x', x, False), ('tidx', t, False),
-                                              ('y', g, True)], N, D)
+        plan_nnet(ctx, 'xent_1hot_grad', [('dy', gy, False), ('x', x, False), ('tidx', t, False),
+                                          ('y', g, True)], N, D, _index_error(ctx, t, D))
         return [g]
+
+
+def _index_error(ctx, t, D):
+    """numpy's IndexError for the first row whose index ``t[i]`` is outside [-D, D): what
+    Theano's perform of CrossentropyCategorical1Hot[Grad] raises (read when the flag is set)."""
+    dev, queue = ctx.dev, ctx.queue
+
+    def make_error():
+        values = host_copy(dev, queue, t)
+        bad = values >= D if values.dtype.kind == 'u' else (values < -D) | (values >= D)
+        value = int(values[bad][0]) if bad.any() else -1
+        if value > np.iinfo(np.int64).max:      # a uint64 index numpy cannot convert
+            return OverflowError('Python int too large to convert to C long')
+        return IndexError('index %d is out of bounds for axis 1 with size %d' % (value, D))
+    return make_error
 
 
 def _factory(cls, *extra):

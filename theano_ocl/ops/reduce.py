@@ -5,19 +5,38 @@ One template (``kernels/reduce.cl.mako``) serves every reduction. The input is s
 (kept dims) x (reduced dims); each group is collapsed on its own (merging dimensions that
 are contiguous, dropping size-1 ones) but the reduced dims keep the op's axis order, so the
 flat reduced index is the one numpy's argmax of the transposed, reshaped input gives.
-The geometry (:func:`geometry`) then picks, per input signature:
 
-- contiguous inner axis (rows): one work-group per output, lanes read consecutive elements
-  and combine in a local-memory tree;
-- anything else (columns, strided, several axes): one work-item per output walking its
-  reduced range; adjacent work-items own adjacent outputs, so column reads coalesce;
-- few outputs over a long range (a full reduction): each output is split in parts that
-  write partials in the accumulator dtype, and a second launch reduces the partials.
+Fast paths (:func:`fast_geometry`, chosen per input signature from the device's traits;
+the sizes below are the defaults of the ``CPU_*`` / ``GPU_*`` knobs):
+
+- rows -- the reduced elements of each output are contiguous (one collapsed reduced dim of
+  stride 1: ``sum(x, -1)``, a full reduction of a contiguous array, any kept layout). Loads
+  are V-element vectors at V-aligned addresses (a scalar head and tail per row). GPUs: T lanes
+  of a 256-wide work-group per row (256/T rows per group when rows are short), U = 4 vectors
+  in flight per lane, a local-memory tree over the lanes. CPUs (PoCL): one work-item walks a
+  row (or a chunk) with 64-byte vectors in one accumulator vector; work-groups of up to 64
+  such items.
+- cols -- the outputs are contiguous (one collapsed kept dim of stride 1: ``sum(x, 0)``,
+  any reduced dims and strides). GPUs: each work-item owns a V-vector of columns, CX of them
+  side by side read a row's 16*CX bytes (coalesced) and RY row-lanes split the rows, combined
+  in local memory. CPUs: a work-item owns a band of whole rows' columns (accumulators in
+  32 KiB, L1) and walks its rows: long contiguous reads.
+- few outputs over a long range (a full reduction, few long rows or few row blocks): the
+  range is split in parts that write partials in the accumulator dtype, and a second launch
+  (a rows or cols fast path over the partials) reduces them.
+
+Vectors exist for add, mul, max, min, and, or and argmax when the scalar code's conversion
+of the input to the accumulator is a plain C conversion (:meth:`Combine.vector_kind`); other
+scalar ops take the same geometries with scalar loads. Everything else (reduced dims not
+contiguous while the kept ones are not contiguous either, negative inner strides, argmax
+partials) takes the generic kernel: one work-item (or work-group, :func:`geometry`) per
+output and part walking its reduced range with per-element index arithmetic.
 
 Accumulation is in the op's ``acc_dtype`` (else the output dtype), as Theano's C code does;
 the final value is converted to the output dtype with the conversion Theano's ``Cast`` has.
-Empty reductions give the scalar op's identity; max/min/argmax of an empty range raise
-ValueError, as Theano does.
+Floating-point sums are combined in a different order than Theano's C loop (lanes, parts),
+so they agree to rounding. Empty reductions give the scalar op's identity; max/min/argmax of
+an empty range raise ValueError, as Theano does.
 """
 import os
 
@@ -79,26 +98,63 @@ class Combine(object):
                 Combine(self.scalar_op, d, d, self.out_dtype, self.identity, self.argmax,
                         pairs_in=self.argmax))
 
-    def source(self, kd, rd, r_contig, L):
+    def vector_kind(self):
+        """How V-wide vectors of this reduction are absorbed, or None (scalar code only).
+
+        'argmax', 'add', 'mul', 'max', 'min', 'and', 'or': OpenCL vector code that computes
+        per lane what ``th_absorb`` computes (integer arithmetic wraps, NaN propagates), with
+        the input converted to the accumulator type as the scalar code converts it.
+        """
+        if self.pairs_in:
+            return None
+        ind, acc = self.in_dtype, self.acc_dtype
+        same = oscalar.compute_ctype(ind) == oscalar.compute_ctype(acc)
+        if self.argmax:
+            return 'argmax' if same else None
+        op = self.scalar_op
+        if isinstance(op, (ts.Add, ts.Mul)) and acc != 'bool':
+            if acc.startswith('float') or not ind.startswith('float'):
+                return 'add' if isinstance(op, ts.Add) else 'mul'
+        elif isinstance(op, (ts.Maximum, ts.Minimum)) and same:
+            return 'max' if isinstance(op, ts.Maximum) else 'min'
+        elif isinstance(op, (ts.AND, ts.OR)) and same and not acc.startswith('float'):
+            return 'and' if isinstance(op, ts.AND) else 'or'
+        return None
+
+    def source(self, mode='generic', kd=0, rd=0, r_contig=True, L=1, V=1, U=1, T=1, NB=1,
+               CX=1, RY=1, aligned=False, idx32=True):
         """Render (memoized) the kernel; returns (source, kernel name)."""
+        vkind = self.vector_kind() if V > 1 else None
+        if V > 1 and vkind is None:
+            raise ValueError('no vector code for %s' % (self.scalar_op,))
         key = (self.support, self.absorb_body, self.combine_body, self.finish_body,
                self.in_dtype, self.acc_dtype, self.out_dtype, self.identity, self.argmax,
-               self.pairs_in, kd, rd, r_contig, L)
+               self.pairs_in, mode, kd, rd, r_contig, L, V, U, T, NB, CX, RY, aligned, idx32)
         hit = _sources.get(key)
         if hit is not None:
             return hit
         name = 'reduce_%d' % (len(_sources) + 1)
         fp64 = 'float64' in (self.in_dtype, self.acc_dtype, self.out_dtype)
         pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if fp64 else ''
+        in_t = oscalar.ctype(self.in_dtype)
+        acc_t = oscalar.compute_ctype(self.acc_dtype)
+        acc_size = 4 if acc_t == 'float' else np.dtype(self.acc_dtype).itemsize
+        uacc_t = acc_t if acc_t.startswith('u') or acc_t in ('float', 'double') else 'u' + acc_t
+        load_t = 'float' if self.in_dtype == 'float16' else in_t
         src = _TEMPLATE.render(
             name=name, support=pre + self.support, absorb_body=self.absorb_body,
             combine_body=self.combine_body, finish_body=self.finish_body,
-            in_t=oscalar.ctype(self.in_dtype), in_ct=oscalar.compute_ctype(self.in_dtype),
-            acc_t=oscalar.compute_ctype(self.acc_dtype),
+            in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype), acc_t=acc_t,
             out_t=oscalar.ctype(self.out_dtype), out_ct=oscalar.compute_ctype(self.out_dtype),
             half_in=self.in_dtype == 'float16', half_out=self.out_dtype == 'float16',
             is_float=self.acc_dtype.startswith('float'), identity=self.identity,
-            argmax=self.argmax, pairs_in=self.pairs_in, kd=kd, rd=rd, r_contig=r_contig, L=L)
+            argmax=self.argmax, pairs_in=self.pairs_in, mode=mode, kd=kd, rd=rd,
+            r_contig=r_contig, L=L, V=V, U=U, T=T, NB=NB, CX=CX, RY=RY, aligned=aligned,
+            vkind=vkind, vec=V > 1, comps=['s%x' % q for q in range(V)],
+            acc_vt='%s%d' % (acc_t, V), load_vt='%s%d' % (load_t, V),
+            idx_t='int' if idx32 else 'long', idx_vt='%s%d' % ('int' if idx32 else 'long', V),
+            mask_vt='%s%d' % ({1: 'char', 2: 'short', 4: 'int', 8: 'long'}[acc_size], V),
+            uacc_vt='%s%d' % (uacc_t, V))
         _sources[key] = (src, name)
         return src, name
 
@@ -175,36 +231,286 @@ def geometry(dev, n_out, n_red, rows):
     return 1, parts, False
 
 
+class Traits(object):
+    """The device facts the fast-path geometry depends on (tests substitute a GPU's)."""
+
+    def __init__(self, is_cpu, compute_units, max_work_group_size, local_mem_size,
+                 base_align=128):
+        self.is_cpu = is_cpu
+        self.compute_units = max(int(compute_units), 1)
+        self.max_work_group_size = int(max_work_group_size)
+        self.local_mem_size = int(local_mem_size)
+        self.base_align = int(base_align)        # bytes every buffer starts aligned to
+
+
+def device_traits(dev):
+    align = 128
+    try:
+        align = max(dev.device.mem_base_addr_align // 8, 1)
+    except Exception:
+        pass
+    return Traits(dev.is_cpu, dev.compute_units, dev.max_work_group_size, dev.local_mem_size,
+                  align)
+
+
+# False: every reduction takes the generic kernel (tests compare both).
+FAST_PATHS = True
+# Fast-path knobs (fast_geometry). CPU: work-items (rows, chunks, column bands) per core;
+# bytes of accumulators per cols work-item (a band of whole rows).
+CPU_ITEMS_PER_CORE = 8
+CPU_BAND_BYTES = 32768
+# GPU: work-group size; vectors in flight per lane (unroll); threads per compute unit the
+# grid aims at before it splits outputs in parts (partials + a second pass); unrolled sweeps
+# a lane makes at the least (> 1: fewer lanes per row, more rows per group); column tile
+# width in vectors (largest, smallest).
+GPU_LOCAL = 256
+GPU_UNROLL = 4
+GPU_THREADS_PER_CU = 2048
+GPU_MIN_SWEEPS = 2
+GPU_COLS_CX = 32
+GPU_COLS_MIN_CX = 8
+# argmax vector lanes hold int offsets below this span, else long
+IDX32_LIMIT = 2 ** 31 - 1
+
+
+class FastGeometry(object):
+    """What one fast-path launch needs: the compile-time shape of the kernel and its grid."""
+
+    def __init__(self, mode, V, U=1, T=1, L=1, NB=1, CX=1, RY=1, parts=1, chunk=1, n_cg=1,
+                 aligned=False, gsize=1, lsize=None):
+        # argmax lanes keep int offsets when a lane's span fits
+        self.idx32 = chunk + T * V < IDX32_LIMIT
+        self.mode = mode
+        self.V, self.U, self.T, self.L, self.NB, self.CX, self.RY = V, U, T, L, NB, CX, RY
+        self.parts, self.chunk, self.n_cg = parts, chunk, n_cg
+        self.aligned = aligned
+        self.gsize, self.lsize = gsize, lsize
+
+    def __repr__(self):
+        return '<%s V=%d U=%d T=%d L=%d NB=%d CX=%d RY=%d parts=%d chunk=%d>' % (
+            self.mode, self.V, self.U, self.T, self.L, self.NB, self.CX, self.RY, self.parts,
+            self.chunk)
+
+
+def _cdiv(a, b):
+    return -(-a // b)
+
+
+def _pow2_at_least(n):
+    L = 1
+    while L < n:
+        L *= 2
+    return L
+
+
+def vector_width(tr, comb):
+    """Lanes per vector load: 64 bytes of input on CPUs (one AVX-512 register), 16 bytes
+    on GPUs (one 128-bit load per work-item), fewer where the accumulator (and argmax's
+    int index) lanes would take too many registers; 1 where the op has no vector code."""
+    if comb.vector_kind() is None:
+        return 1
+    in_size = np.dtype(comb.in_dtype).itemsize
+    acc_size = 4 if comb.acc_dtype == 'float16' else np.dtype(comb.acc_dtype).itemsize
+    if tr.is_cpu:
+        V, cap = min(16, 64 // in_size), 128
+    else:
+        V, cap = min(16, 16 // in_size), 32
+    while V > 1 and (V * acc_size > cap or (comb.argmax and V * 4 > cap)):
+        V //= 2
+    return V
+
+
+def _chunked(n_red, parts, unit):
+    """(parts, chunk): chunk a multiple of ``unit`` covering n_red in at most ``parts``."""
+    parts = max(1, min(parts, n_red))
+    chunk = _cdiv(_cdiv(n_red, parts), unit) * unit
+    return _cdiv(n_red, chunk), chunk
+
+
+def _cpu_local(n_items, tr):
+    """Work-items per group on PoCL: about 16 groups per core, whole groups of items (a
+    group's work-items run one after another on one core; a group costs ~1 us to start)."""
+    L = max(1, n_items // (16 * tr.compute_units))
+    return min(L, 64)
+
+
+def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=None):
+    """The fast path for this layout (a :class:`FastGeometry`), or None (generic kernel).
+
+    rows: the reduced elements of each output are contiguous; cols: the outputs are
+    contiguous (and there are at least V of them). ``parts``: force the split of the
+    reduced range (1 for second passes). The knobs (``CPU_*``, ``GPU_*``) are module
+    attributes so a benchmark can sweep them (``bench/reduce.py --set``).
+    """
+    n_out = _prod(kshape)
+    n_red = _prod(rshape)
+    V = vector_width(tr, comb)
+    itemsize = np.dtype(comb.in_dtype).itemsize
+    if rstrides == [1]:
+        if n_red < 2 * V:
+            V = 1
+        aligned = V * itemsize <= tr.base_align
+        if tr.is_cpu:
+            target = CPU_ITEMS_PER_CORE * tr.compute_units
+            if parts is None:
+                parts = 1 if n_out >= target else \
+                    max(1, min(_cdiv(target, n_out), n_red // 16384))
+            parts, chunk = _chunked(n_red, parts, 64)
+            n_items = n_out * parts
+            L = _cpu_local(n_items, tr)
+            return FastGeometry('rows', V, 1, 1, L, parts=parts, chunk=chunk, aligned=aligned,
+                                gsize=_cdiv(n_items, L) * L, lsize=L)
+        L = _pow2_at_most(tr.max_work_group_size, GPU_LOCAL)
+        U = GPU_UNROLL
+        sweep = V * U * GPU_MIN_SWEEPS        # elements one lane reads at the least
+        target = tr.compute_units * GPU_THREADS_PER_CU
+        if parts is None:
+            lanes = min(L, _pow2_at_least(_cdiv(n_red, sweep)))
+            parts = 1 if n_out * lanes >= target else \
+                max(1, min(_cdiv(target, n_out * L), n_red // (sweep * L)))
+        # parts of whole unrolled sweeps of a work-group (no remainder loop) when long enough
+        unit = sweep * L if _cdiv(n_red, parts) >= sweep * L else V * U
+        parts, chunk = _chunked(n_red, parts, unit)
+        T = _pow2_at_most(max(1, _cdiv(chunk, sweep)), L)
+        n_items = n_out * parts
+        groups = _cdiv(n_items, L // T)
+        return FastGeometry('rows', V, U, T, L, parts=parts, chunk=chunk, aligned=aligned,
+                            gsize=groups * L, lsize=L)
+    if kstrides == [1] and len(kshape) == 1:
+        while V > 1 and n_out < V:
+            V //= 2
+        aligned = (V * itemsize <= tr.base_align and x_off % V == 0
+                   and all(s % V == 0 for s in rstrides))
+        ncv = _cdiv(n_out, V)
+        acc_size = 4 if comb.acc_dtype == 'float16' else np.dtype(comb.acc_dtype).itemsize
+        if tr.is_cpu:
+            # a band of whole rows where the accumulators fit in 32 KiB (L1): each work-item
+            # then reads long contiguous runs (measured: 16 KiB bands 2-3x faster than 4 KiB)
+            per = V * (acc_size + (4 if comb.argmax else 0))
+            most = _pow2_at_most(max(1, CPU_BAND_BYTES // per), 1 << 20)
+            NB = min(most, _pow2_at_least(_cdiv(ncv, _cdiv(ncv, most))))
+            n_cg = _cdiv(ncv, NB)
+            target = CPU_ITEMS_PER_CORE * tr.compute_units
+            if parts is None:
+                parts = 1 if n_cg >= target else max(1, min(_cdiv(target, n_cg), n_red // 16))
+            parts, chunk = _chunked(n_red, parts, 1)
+            return FastGeometry('cols', V, 1, 1, 1, NB, 1, 1, parts, chunk, n_cg, aligned,
+                                gsize=n_cg * parts, lsize=1)
+        L = _pow2_at_most(tr.max_work_group_size, GPU_LOCAL)
+        U = GPU_UNROLL
+        CX = min(GPU_COLS_CX, _pow2_at_least(ncv))
+        RY = max(1, L // CX)
+        if parts == 1:
+            # a second pass over few rows: no more row-lanes than rows to give them (smaller
+            # groups, more of them)
+            while RY > 1 and CX * RY > 64 and (RY // 2) * U >= n_red:
+                RY //= 2
+        L = CX * RY
+        while RY > 1 and L * V * (acc_size + (8 if comb.argmax else 0)) > tr.local_mem_size // 2:
+            L //= 2
+            RY //= 2
+        n_cg = _cdiv(ncv, CX)
+        target = tr.compute_units * GPU_THREADS_PER_CU
+        # more column tiles (down to 8 vectors = 128 bytes of a row per tile: still whole
+        # cache lines) and more row-lanes before splitting rows across groups
+        while CX > GPU_COLS_MIN_CX and n_cg * L < target and RY * 2 * U <= n_red:
+            CX //= 2
+            RY *= 2
+            n_cg = _cdiv(ncv, CX)
+        if parts is None:
+            parts = 1 if n_cg * L >= target else \
+                max(1, min(_cdiv(target, n_cg * L), _cdiv(n_red, RY * U * GPU_MIN_SWEEPS)))
+        parts, chunk = _chunked(n_red, parts, RY * U if _cdiv(n_red, parts) >= RY * U else 1)
+        return FastGeometry('cols', V, U, 1, L, 1, CX, RY, parts, chunk, n_cg, aligned,
+                            gsize=n_cg * parts * L, lsize=L)
+    return None
+
+
+def _flip_reduced(x, axes):
+    """``x`` with its reduced dims of negative stride walked forwards (same elements: the
+    scalar ops of CAReduce are commutative), so ``x[:, ::-1].sum(1)`` takes the rows path."""
+    strides = list(x.strides)
+    offset = x.offset
+    for a in axes:
+        if strides[a] < 0 and x.shape[a] > 1:
+            offset += (x.shape[a] - 1) * strides[a]
+            strides[a] = -strides[a]
+    if offset == x.offset:
+        return x
+    return x.view(x.shape, tuple(strides), offset)
+
+
 def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     """Record the launches reducing DArray ``x`` over ``axes`` into C-contiguous ``out``
     (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs."""
+    if not comb.argmax:
+        x = _flip_reduced(x, axes)
     kshape, kstrides, rshape, rstrides = split_axes(x, axes)
     n_out = _prod(kshape)
     n_red = _prod(rshape)
     if n_out == 0:
         return
-    r_contig = rstrides == [1] or not rshape
-    L, nparts, interleaved = geometry(ctx.dev, n_out, n_red, rstrides == [1])
-    if parts is not None:
-        nparts = parts
+    fast = None
+    if FAST_PATHS and n_red > 1 and not comb.pairs_in:
+        fast = fast_geometry(device_traits(ctx.dev), comb, kshape, kstrides, rshape, rstrides,
+                             x.offset // x.itemsize, parts)
+    if fast is not None:
+        nparts = fast.parts
+    else:
+        r_contig = rstrides == [1] or not rshape
+        L, nparts, interleaved = geometry(ctx.dev, n_out, n_red, rstrides == [1])
+        if parts is not None:
+            nparts = parts
     if nparts > 1:
         pdt = comb.partial_dtype
         partial = ctx.alloc((nparts, n_out), pdt)
         partial_idx = ctx.alloc((nparts, n_out), 'int64') if comb.argmax else None
         stage1, stage2 = comb.staged()
-        _launch(ctx, stage1, x, x_idx, partial, partial_idx, kshape, kstrides, rshape, rstrides,
-                r_contig, n_out, n_red, L, nparts, interleaved)
+        if fast is not None:
+            _launch_fast(ctx, stage1, fast, x, partial, partial_idx, kshape, kstrides, rshape,
+                         rstrides, n_out, n_red)
+        else:
+            _launch(ctx, stage1, x, x_idx, partial, partial_idx, kshape, kstrides, rshape,
+                    rstrides, r_contig, n_out, n_red, L, nparts, interleaved)
         plan_reduce(ctx, stage2, partial, (0,), out.view((n_out,), (out.itemsize,)),
                     None if out_idx is None else out_idx.view((n_out,), (8,)),
                     partial_idx, parts=1)
+        return
+    if fast is not None:
+        _launch_fast(ctx, comb, fast, x, out, out_idx, kshape, kstrides, rshape, rstrides,
+                     n_out, n_red)
         return
     _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstrides,
             r_contig, n_out, n_red, L, 1, False)
 
 
+def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
+                 n_red):
+    if g.mode == 'rows':
+        # with one lane per item the code does not depend on L (one build for every L)
+        src, name = comb.source('rows', kd=len(kshape), L=g.L if g.T > 1 else 1, V=g.V, U=g.U,
+                                T=g.T, aligned=g.aligned, idx32=g.idx32)
+        args = [np.int64(n_out * g.parts), np.int64(n_out), np.int64(n_red), np.int64(g.chunk)]
+        args += [np.int64(s) for s in kshape]
+        args.append(x)
+        args += [np.int64(s) for s in kstrides]
+    else:
+        src, name = comb.source('cols', rd=len(rshape), L=g.L, V=g.V, U=g.U, NB=g.NB, CX=g.CX,
+                                RY=g.RY, aligned=g.aligned, idx32=g.idx32)
+        args = [np.int64(n_out), np.int64(n_red), np.int64(g.chunk), np.int64(g.n_cg)]
+        args += [np.int64(s) for s in rshape]
+        args.append(x)
+        args += [np.int64(s) for s in rstrides]
+    args.append(out)
+    if comb.argmax:
+        args.append(out_idx)
+    prg = ctx.dev.build(src)
+    ctx.launch(prg, name, (g.gsize,), (g.lsize,), args)
+
+
 def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstrides, r_contig,
             n_out, n_red, L, parts, interleaved):
-    src, name = comb.source(len(kshape), len(rshape), r_contig, L)
+    src, name = comb.source('generic', len(kshape), len(rshape), r_contig, L)
     prg = ctx.dev.build(src)
     if interleaved:
         a_step, span, k_step = L, max(n_red, 1), parts * L

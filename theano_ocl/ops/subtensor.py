@@ -210,7 +210,8 @@ def error_buffer(ctx):
 
 
 def check_errors(ctx, err, node, arr_index):
-    """Host step after the launch: raise IndexError if the kernel met a bad index."""
+    """Once the call's outputs are fetched (``ctx.deferred_check``): raise IndexError if
+    the kernel met a bad index (it skipped that element)."""
     dev, queue = ctx.dev, ctx.queue
     sizes = [arr_index.xv.shape[a] for a, _ in arr_index.arrays]
     axes = [a for a, _ in arr_index.arrays]
@@ -222,7 +223,7 @@ def check_errors(ctx, err, node, arr_index):
             k = int(flag[2]) if 0 <= flag[2] < len(sizes) else 0
             raise IndexError('index %d is out of bounds for axis %d with size %d (in %s)'
                              % (flag[1], axes[k], sizes[k], node.op))
-    ctx.host_step(run, 'guard')
+    ctx.deferred_check(run)
 
 
 class GatherImpl(DeviceImpl):

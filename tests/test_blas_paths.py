@@ -1,0 +1,169 @@
+"""ops/blas.py backends' special paths, against Theano's C backend: host steps sharing one
+mapping, operands in every BLAS layout (transposes, leading dimensions, column-major
+outputs), Z apart from C, device scalars, the f2py fallback of the host backend, and the
+CLBlast call sequence (one library call per plain product)."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.ops import blas
+from helpers import assert_matches_c, rand
+
+BACKENDS = ['host'] + (['clblast'] if blas._pyclblast() is not None else [])
+TOL = dict(rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request, monkeypatch):
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', request.param)
+    return request.param
+
+
+def _vals(shapes, dtype='float32', seed=0):
+    rng = np.random.RandomState(seed)
+    return [rand(s, dtype, rng, low=-2, high=2) for s in shapes]
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_layouts_and_z(backend, dtype):
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    a, b = T.scalar('a', dtype), T.scalar('b', dtype)
+    xv, yv, zv = _vals([(7, 9), (9, 5), (7, 5)], dtype)
+    av, bv = np.asarray(1.5, dtype), np.asarray(-0.5, dtype)
+    outs = [z + 0.25 * T.dot(x, y),                  # Gemm, Z is an input (not destroyed)
+            (z * 2).T + 0.5 * T.dot(y.T, x.T),       # Gemm in place on a transposed intermediate
+            b * z + a * T.dot(x, y),                 # device alpha and beta
+            T.dot(x[:, 1:8], y[1:8, ::-1]),          # leading dimensions; a reversed operand
+            T.dot(x.T[::2], z[:, :3]),               # a stepped operand (copied), ld 5
+            a * T.dot(y.T, x.T)]                     # Dot22Scalar with transposed operands
+    f = assert_matches_c([x, y, z, a, b], outs, [xv, yv, zv, av, bv], **TOL)
+    assert not theano_ocl.fallback_nodes(f)
+
+
+def test_consecutive_host_steps_share_a_mapping(monkeypatch):
+    """Products recorded one after another map their buffers once (one session)."""
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    x, g = T.matrix('x', 'float32'), T.matrix('g', 'float32')
+    W = theano.shared(_vals([(6, 4)], seed=1)[0], 'W')
+    outs = [T.dot(g, W.T), T.dot(x.T, g), T.dot(x, W)]
+    vals = _vals([(5, 6), (5, 4)], seed=2)
+    f = assert_matches_c([x, g], outs, vals, calls=3, **TOL)
+    sessions = {}
+    for st in f.fn.last_frame.steps:
+        s = getattr(st.fn, 'host_session', None)
+        if s is not None:
+            sessions[id(s)] = s
+    assert sessions and max(len(s.members) for s in sessions.values()) >= 2
+    assert all(not s.mapped.maps for s in sessions.values())      # all unmapped after the call
+
+
+def test_training_updates_through_shared_sessions(monkeypatch):
+    """SGD with momentum on a 2-layer net: products back to back in the backward pass."""
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    xv, yv = _vals([(16, 8), (16, 3)], seed=3)
+    results = []
+    for mode in ('FAST_RUN', theano_ocl.OCLMode()):
+        rng = np.random.RandomState(4)
+        W1 = theano.shared(rng.randn(8, 6).astype('float32'), 'W1')
+        W2 = theano.shared(rng.randn(6, 3).astype('float32'), 'W2')
+        V1 = theano.shared(np.zeros((8, 6), 'float32'), 'V1')
+        x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
+        loss = T.mean((T.dot(T.tanh(T.dot(x, W1)), W2) - y) ** 2)
+        g1, g2 = T.grad(loss, [W1, W2])
+        upd = [(V1, np.float32(0.9) * V1 - np.float32(0.1) * g1), (W1, W1 + V1),
+               (W2, W2 - np.float32(0.1) * g2)]
+        f = theano.function([x, y], loss, updates=upd, mode=mode)
+        losses = [float(f(xv, yv)) for _ in range(5)]
+        results.append((losses, W1.get_value(), W2.get_value()))
+    np.testing.assert_allclose(results[1][0], results[0][0], **TOL)
+    np.testing.assert_allclose(results[1][1], results[0][1], **TOL)
+    np.testing.assert_allclose(results[1][2], results[0][2], **TOL)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_host_f2py_fallback(monkeypatch, dtype):
+    """Without the ctypes ?gemm the host backend goes through scipy's f2py wrappers."""
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    monkeypatch.setattr(blas, '_GEMM', {'float32': None, 'float64': None})
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    a = T.scalar('a', dtype)
+    xv, yv, zv = _vals([(7, 9), (9, 5), (7, 5)], dtype)
+    outs = [T.dot(x, y), z + a * T.dot(x, y), T.dot(x[::-1], y[:, ::2]), T.dot(y.T, x.T)]
+    assert_matches_c([x, y, z, a], outs, [xv, yv, zv, np.asarray(0.5, dtype)], **TOL)
+
+
+@pytest.mark.skipif(blas._pyclblast() is None, reason='pyclblast is not installed')
+def test_clblast_plain_product_is_one_call(monkeypatch):
+    """A Dot22 of contiguous float32 matrices enqueues one CLBlast call and nothing else."""
+    import pyclblast
+    import pyopencl as cl
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'clblast')
+    calls = []
+    for mod, name in ((pyclblast, 'gemm'), (cl, 'enqueue_nd_range_kernel'), (cl, 'enqueue_copy'),
+                      (cl, 'enqueue_fill_buffer')):
+        orig = getattr(mod, name)
+
+        def wrapped(*args, _orig=orig, _name=name, **kwargs):
+            calls.append(_name)
+            return _orig(*args, **kwargs)
+        monkeypatch.setattr(mod, name, wrapped)
+    av, bv = _vals([(33, 17), (17, 20)])
+    A, B = theano.shared(av, 'A'), theano.shared(bv, 'B')
+    f = theano.function([], T.dot(A, B), mode=theano_ocl.OCLMode(outputs='device'))
+    f()
+    del calls[:]
+    for _ in range(3):
+        out = f()
+    assert calls == ['gemm'] * 3
+    np.testing.assert_allclose(out.get(), av.dot(bv), **TOL)
+
+
+@pytest.mark.parametrize('be', BACKENDS + ['kernel'])
+@pytest.mark.parametrize('scalars', ['plain', 'in place', 'device'])
+def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
+    """plan_gemm into a column-major (transposed) C, which no BLAS op produces today (Gemm
+    in place on a transposed intermediate could): CLBlast computes C^T = B^T A^T into it,
+    the host ?gemm takes it as column-major. Reference: Theano C."""
+    from theano_ocl.vm import Frame, PlanContext, download, upload
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', be)     # no automatic small-product path
+    used = []
+    for name in ('_plan_host', '_plan_clblast', '_plan_kernel'):
+        monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name: (
+            used.append(_n), _f(*a))[1])
+    dev = theano_ocl.get_device()
+    q = dev.queue
+    av, bv, zv = _vals([(6, 4), (4, 5), (6, 5)], seed=5)
+    x, y, z = T.fmatrix('x'), T.fmatrix('y'), T.fmatrix('z')
+    s_al, s_be = T.fscalar('al'), T.fscalar('be')
+    want = theano.function([x, y, z, s_al, s_be], s_al * T.dot(x, y) + s_be * z,
+                           mode='FAST_RUN')(av, bv, zv, 1.5, 0.5)
+
+    class _VM(object):
+        pass
+    vm = _VM()
+    vm.dev = dev
+    ctx = PlanContext(vm, Frame(None), 0, q)
+
+    def dev_array(v):
+        d = ctx.alloc(v.shape, v.dtype)
+        upload(dev, q, d, np.ascontiguousarray(v), blocking=True)
+        return d
+    A, B = dev_array(av), dev_array(bv)
+    Ct = dev_array(zv.T)                                   # C^T stored row-major: C column-major
+    C = Ct.view((6, 5), (Ct.itemsize, 6 * Ct.itemsize))
+    # as Scalar.of makes them: a constant also has its value on the device
+    kind = 'dev' if scalars == 'device' else 'const'
+    alpha = blas.Scalar(kind, 1.5, dev_array(np.asarray(1.5, 'float32')))
+    beta = blas.Scalar(kind, 0.5, dev_array(np.asarray(0.5, 'float32')))
+    if scalars == 'plain':
+        beta = blas.NONE
+        want = theano.function([x, y], np.float32(1.5) * T.dot(x, y), mode='FAST_RUN')(av, bv)
+    blas.plan_gemm(ctx, be, blas.as_batch(A), blas.as_batch(B), blas.as_batch(C), alpha, beta,
+                   None if scalars == 'plain' else blas.as_batch(C))
+    for st in ctx.new_steps:
+        st.fn()
+    got = download(dev, q, Ct).T
+    assert used == ['_plan_' + be]
+    np.testing.assert_allclose(got, want, **TOL)

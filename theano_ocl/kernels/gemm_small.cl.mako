@@ -1,0 +1,127 @@
+## Small products, one work-item per element of C:
+##     C[b, m, n] = alpha * sum_k A[b, m, k] * B[b, k, n] (+ beta * Z[b, m, n])
+## for the many tiny matrix-vector products of a Nengo-style step (encoders, decoders),
+## where a tiled GEMM, a CLBlast call or a host BLAS step costs far more than the work.
+##
+## batched == False: one product; its sizes, element strides and alpha/beta are arguments.
+## batched == True : K products in one launch (theano_ocl.planner): work-item gi belongs to
+##   the product whose start (prefix sum of the sizes of C) is the largest one <= gi.
+##   tab holds one record of ${rec} longs per product:
+##     start, nb, M, N, K, then A: off sb sm sk, B: off sb sk sn, C: off sb sm sn
+##     [, Z: off sb sm sn]
+##   coef holds alpha, beta per product; operand pointers are arguments (OpenCL 1.2 has no
+##   pointers in buffers), one set per product -- or, slab == True, one per operand when
+##   every product's operand lies in one buffer (the table's offsets count from its start).
+## acc_t: float for half/float storage, double for double, the unsigned type for signed
+## integers (wrapping sums, as numpy's integer dot).
+${support}
+<%def name="load(o, ptr, idx)">\
+% if o['half']:
+(${acc_t})vload_half(${idx}, ${ptr})\
+% else:
+(${acc_t})${ptr}[${idx}]\
+% endif
+</%def>
+<%def name="store(o, ptr, idx, val)">\
+% if o['half']:
+vstore_half_rte(${val}, ${idx}, ${ptr});
+% elif o['signed_int']:
+${ptr}[${idx}] = as_${o['t']}((${o['ut']})(${val}));
+% else:
+${ptr}[${idx}] = (${o['t']})(${val});
+% endif
+</%def>
+<%def name="product(Ap, Bp, Cp, Zp)">\
+        const long mn = li % (M * N);
+        const long bi = li / (M * N);
+        const long m = mn / N;
+        const long n = mn % N;
+        const long a0 = a_off + bi * a_sb + m * a_sm;
+        const long b0 = b_off + bi * b_sb + n * b_sn;
+        ${acc_t} acc = 0;
+        for (long k = 0; k < Kd; ++k)
+            acc += ${load(a, Ap, 'a0 + k * a_sk')} * ${load(b, Bp, 'b0 + k * b_sk')};
+        ${acc_t} res = alpha * acc;
+% if has_z:
+        if (beta != 0)
+            res += beta * ${load(c, Zp, 'z_off + bi * z_sb + m * z_sm + n * z_sn')};
+% endif
+        ${store(c, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', 'res')}
+</%def>
+
+% if not batched:
+__kernel void ${name}(
+    const long total, const long M, const long N, const long Kd,
+    const ${acc_t} alpha, const ${acc_t} beta,
+    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
+    __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
+    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+% if has_z:
+    , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
+% endif
+)
+{
+    for (long li = get_global_id(0); li < total; li += get_global_size(0)) {
+${product('A', 'B', 'C', 'Z')}
+    }
+}
+% else:
+__kernel void ${name}(
+    const long total, __global const long *tab, __global const ${acc_t} *coef
+% if slab:
+    , __global const ${a['t']} *As, __global const ${b['t']} *Bs, __global ${c['t']} *Cs
+%   if has_z:
+    , __global const ${c['t']} *Zs
+%   endif
+% else:
+% for k in range(K):
+    , __global const ${a['t']} *A${k}, __global const ${b['t']} *B${k}, __global ${c['t']} *C${k}
+%   if has_z:
+    , __global const ${c['t']} *Z${k}
+%   endif
+% endfor
+% endif
+)
+{
+    for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
+        /* the operation of gi: the last one whose start is <= gi (binary search) */
+        int op = 0, hi = ${K} - 1;
+        while (op < hi) {
+            const int mid = (op + hi + 1) >> 1;
+            if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
+        }
+        __global const long *r = tab + op * ${rec};
+        const long li = gi - r[0];
+        const long M = r[2], N = r[3], Kd = r[4];
+        const long a_off = r[5], a_sb = r[6], a_sm = r[7], a_sk = r[8];
+        const long b_off = r[9], b_sb = r[10], b_sk = r[11], b_sn = r[12];
+        const long c_off = r[13], c_sb = r[14], c_sm = r[15], c_sn = r[16];
+% if has_z:
+        const long z_off = r[17], z_sb = r[18], z_sm = r[19], z_sn = r[20];
+% endif
+        const ${acc_t} alpha = coef[2 * op], beta = coef[2 * op + 1];
+% if slab:
+        __global const ${a['t']} *Ap = As;
+        __global const ${b['t']} *Bp = Bs;
+        __global ${c['t']} *Cp = Cs;
+%   if has_z:
+        __global const ${c['t']} *Zp = Zs;
+%   endif
+% else:
+        __global const ${a['t']} *Ap;
+        __global const ${b['t']} *Bp;
+        __global ${c['t']} *Cp;
+%   if has_z:
+        __global const ${c['t']} *Zp;
+%   endif
+        switch (op) {
+%   for k in range(1, K):
+        case ${k}: Ap = A${k}; Bp = B${k}; Cp = C${k};${' Zp = Z%d;' % k if has_z else ''} break;
+%   endfor
+        default: Ap = A0; Bp = B0; Cp = C0;${' Zp = Z0;' if has_z else ''}
+        }
+% endif
+${product('Ap', 'Bp', 'Cp', 'Zp')}
+    }
+}
+% endif

@@ -1,0 +1,185 @@
+"""Small products on the device: one work-item per element of C (``kernels/gemm_small.cl.mako``).
+
+A step of a Nengo-style model holds hundreds of tiny matrix-vector products (a 100x1
+encoder times a 1-vector, a 1x100 decoder times 100 spikes). For those a host BLAS step
+(a queue finish and a map), a CLBlast call or the tiled kernel's work-groups cost many
+times the arithmetic, and none of them can join a batch. :func:`plan_small` records such a
+product as one launch of a kernel whose sizes, strides and alpha/beta are plain arguments,
+so :mod:`theano_ocl.planner` can merge independent ones into one launch over a table
+(:func:`batch_key`, :func:`make_batch`): nengo-ocl's many-gemv plan.
+
+``plan_gemm`` (ops/blas.py) sends a product here when :func:`is_small` says so, whatever
+the backend chosen for the op; alpha and beta must be link-time constants (a 0-d device
+alpha/beta takes the general path).
+"""
+import os
+
+import numpy as np
+from mako.template import Template
+
+from .. import scalar as oscalar
+from .base import launch_geometry
+
+_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
+                                           'gemm_small.cl.mako'))
+#: products up to this many multiply-adds (and this long a sum) take the small kernel
+MAX_MACS = 1 << 16
+MAX_K = 4096
+_sources = {}          # (key, K or None) -> (source, kernel name)
+_name_to_key = {}      # kernel name of a single-product kernel -> key
+
+
+def takes(alpha, beta):
+    """Whether the small kernel can do a product with these alpha/beta (constants only)."""
+    return alpha.kind in ('one', 'const') and beta.kind in ('none', 'one', 'const')
+
+
+def is_small(A, B, C):
+    """Whether ``C[b] = alpha A[b] @ B[b] + beta Z[b]`` is small enough for the small kernel."""
+    nb, M, K = A.shape
+    N = B.shape[2]
+    return K <= MAX_K and nb * M * N * max(K, 1) <= MAX_MACS
+
+
+def operand_traits(dtype):
+    """Template facts of an operand dtype (C type, half storage, signed integer)."""
+    dtype = np.dtype(dtype)
+    t = oscalar.ctype(dtype.name)
+    signed = dtype.kind == 'i'
+    return dict(t=t, half=dtype == np.float16, signed_int=signed,
+                ut=('u' + t) if signed else t)
+
+
+def acc_dtype(c_dtype):
+    """numpy dtype of the accumulator (and of alpha/beta) for output dtype ``c_dtype``."""
+    c = np.dtype(c_dtype)
+    if c.kind == 'f':
+        return np.dtype('float64') if c == np.float64 else np.dtype('float32')
+    return np.dtype('uint64') if c.itemsize == 8 else np.dtype('uint32')
+
+
+def _source(key, K=None, slab=False):
+    hit = _sources.get((key, K, slab))
+    if hit is None:
+        a_dt, b_dt, c_dt, has_z = key
+        acc = acc_dtype(c_dt)
+        support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
+            if 'float64' in (a_dt, b_dt, c_dt) else ''
+        name = 'gemm_small_%d' % (len(_sources) + 1)
+        src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
+                               a=operand_traits(a_dt), b=operand_traits(b_dt), c=operand_traits(c_dt),
+                               has_z=has_z, batched=K is not None, K=K or 1,
+                               rec=record_len(has_z), slab=slab)
+        hit = _sources[(key, K, slab)] = (src, name)
+        if K is None:
+            _name_to_key[name] = key
+    return hit
+
+
+def record_len(has_z):
+    return 21 if has_z else 17
+
+
+def _coef(s, default, acc):
+    v = default if s.kind in ('one', 'none') else s.value
+    if acc.kind == 'u':
+        return acc.type(int(v) % (1 << (8 * acc.itemsize)))
+    return acc.type(v)
+
+
+def _elem(d):
+    return [s // d.itemsize for s in d.strides]
+
+
+def plan_small(ctx, A, B, C, alpha, beta, Z):
+    """Record the product as one small-kernel launch (see module doc)."""
+    has_z = beta.kind != 'none' and Z is not None
+    key = (A.dtype.name, B.dtype.name, C.dtype.name, has_z)
+    src, name = _source(key)
+    prg = ctx.dev.build(src)
+    acc = acc_dtype(C.dtype)
+    nb, M, N = C.shape
+    K = A.shape[2]
+    total = nb * M * N
+    args = [np.int64(total), np.int64(M), np.int64(N), np.int64(K),
+            _coef(alpha, 1, acc), _coef(beta, 0, acc)]
+    a, b, c = _elem(A), _elem(B), _elem(C)
+    args += [A, np.int64(a[0]), np.int64(a[1]), np.int64(a[2])]
+    args += [B, np.int64(b[0]), np.int64(b[1]), np.int64(b[2])]
+    args += [C, np.int64(c[0]), np.int64(c[1]), np.int64(c[2])]
+    if has_z:
+        z = _elem(Z)
+        args += [Z, np.int64(z[0]), np.int64(z[1]), np.int64(z[2])]
+    gsize, lsize = launch_geometry(ctx.dev, total)
+    ctx.launch(prg, name, gsize, lsize, args)
+
+
+# --------------------------------------------------------------------------- batching
+def batch_key(kernel_name):
+    """The key of a single-product kernel launch, or None (another family)."""
+    return _name_to_key.get(kernel_name)
+
+
+def analyse(args):
+    """(record without start, coef pair, operand DArrays, reads, writes, n) of a launch's args."""
+    total, M, N, K = (int(x) for x in args[:4])
+    coef = (args[4], args[5])
+    ptrs, record = [], [int(total // max(M * N, 1)) if M * N else 0, M, N, K]
+    pos = 6
+    while pos < len(args):
+        d = args[pos]
+        ptrs.append(d)
+        record.append(d.offset // d.itemsize)
+        record.extend(int(x) for x in args[pos + 1:pos + 4])
+        pos += 4
+    return record, coef, ptrs, total
+
+
+def max_batch(dev, has_z, cap=256):
+    try:
+        limit = int(dev.device.max_parameter_size)
+    except Exception:
+        limit = 1024
+    return max(1, min(cap, (limit - 64) // (8 * (4 if has_z else 3))))
+
+
+#: positions of the operands' element offsets in a record (after start)
+OFFSET_AT = (4, 8, 12, 16)
+
+
+def make_batch(dev, queue, key, records, coefs, ptr_sets, sizes, holds, slab=None):
+    """One launch doing the K products described by ``records``; returns its run().
+
+    ``slab``: None (one pointer per operand of every product), or per operand position
+    the one buffer all products' operands lie in (records' offsets already count from it).
+    """
+    cl = dev.cl
+    K = len(records)
+    src, name = _source(key, K, slab is not None)
+    prg = dev.build(src)
+    rec = record_len(key[3])
+    table = np.zeros((K, rec), np.int64)
+    start = 0
+    for k, (r, n) in enumerate(zip(records, sizes)):
+        table[k, 0] = start
+        table[k, 1:] = r
+        start += n
+    coef = np.array([c for pair in coefs for c in pair], dtype=acc_dtype(key[2]))
+    from ..planner import device_table
+    tab = device_table(dev, queue, table)
+    cbuf = device_table(dev, queue, coef)
+    args = [np.int64(start), tab, cbuf]
+    if slab is not None:
+        args.extend(slab)
+    else:
+        for ptrs in ptr_sets:
+            args.extend(d.root.buf for d in ptrs)
+    kernel = cl.Kernel(prg, name)
+    kernel.set_args(*args)
+    gsize, lsize = launch_geometry(dev, start)
+    enqueue = cl.enqueue_nd_range_kernel
+    holds.append((tab, cbuf, kernel))
+
+    def run():
+        return enqueue(queue, kernel, gsize, lsize)
+    return run
