@@ -21,3 +21,4 @@ run gemm 200 gemm.py
 run demo 300 demo.py --hidden 1000,1000 --steps 50
 run mlp 300 mlp.py
 run nengo 600 nengo_like.py --ensembles ${NENGO_E:-500} --steps 200 --detail ${NENGO_CACHE:+--cache $NENGO_CACHE}
+run cmdbuf 300 cmdbuf.py

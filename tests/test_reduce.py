@@ -215,13 +215,20 @@ def _layout_outputs(x):
     return outs
 
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'uint8', 'int64', 'bool',
-                                   'float16'])
-@pytest.mark.parametrize('shape', [(37, 523), (70, 3), (5, 4099)], ids=['mid', 'thin', 'wide'])
-def test_fast_layouts_sum(traits, dtype, shape):
+KINDS = ['device', 'gpu-132cu', 'gpu-2cu']
+_SUM_SHAPES = {'mid': (37, 523), 'thin': (70, 3), 'wide': (5, 4099)}
+# fewer shapes on the emulated GPUs: 'gpu-2cu' only 'mid', 'gpu-132cu' not 'thin'
+_SUM_CASES = [(k, d, n) for k in KINDS
+              for d in ['float32', 'float64', 'int8', 'uint8', 'int64', 'bool', 'float16']
+              for n in _SUM_SHAPES
+              if k == 'device' or (k == 'gpu-2cu' and n == 'mid') or (k == 'gpu-132cu' and n != 'thin')]
+
+
+@pytest.mark.parametrize('traits,dtype,shape_id', _SUM_CASES, indirect=['traits'],
+                         ids=['-'.join(c) for c in _SUM_CASES])
+def test_fast_layouts_sum(traits, dtype, shape_id):
     kind, planned = traits
-    if (kind == 'gpu-2cu' and shape != (37, 523)) or (kind == 'gpu-132cu' and shape == (70, 3)):
-        pytest.skip('fewer shapes on the emulated GPUs')
+    shape = _SUM_SHAPES[shape_id]
     x = T.matrix('x', dtype=dtype)
     v = rand(shape, dtype, low=-5, high=5)
     assert_matches_c([x], _layout_outputs(x), [v], rtol=1e-3 if dtype == 'float16' else 1e-5,
@@ -250,15 +257,22 @@ def _op_outputs(x, dtype):
     return outs
 
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'uint8', 'int16', 'int32',
-                                   'uint64', 'bool', 'float16'])
-@pytest.mark.parametrize('shape', [(40, 300), (300, 40)], ids=['long-rows', 'short-rows'])
-def test_fast_ops(traits, dtype, shape):
+_OPS_SHAPES = {'long-rows': (40, 300), 'short-rows': (300, 40)}
+# a dtype subset on the emulated GPUs
+_OPS_CASES = [(k, d, n) for k in KINDS
+              for d in ['float32', 'float64', 'int8', 'uint8', 'int16', 'int32', 'uint64', 'bool',
+                        'float16']
+              for n in _OPS_SHAPES
+              if k == 'device' or d in ('float32', 'int8', 'float16', 'bool')]
+
+
+@pytest.mark.parametrize('traits,dtype,shape_id', _OPS_CASES, indirect=['traits'],
+                         ids=['-'.join(c) for c in _OPS_CASES])
+def test_fast_ops(traits, dtype, shape_id):
     """max/min/argmax/prod/all/any and dtype/acc_dtype through the rows, cols and full paths
     (values in [-2, 2]: many ties; products of few elements stay finite)."""
     kind, planned = traits
-    if kind != 'device' and dtype not in ('float32', 'int8', 'float16', 'bool'):
-        pytest.skip('a dtype subset on the emulated GPUs')
+    shape = _OPS_SHAPES[shape_id]
     x = T.matrix('x', dtype=dtype)
     v = rand(shape, dtype, low=-2, high=2)
     if dtype.startswith('float'):

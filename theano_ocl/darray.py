@@ -116,6 +116,20 @@ def to_pyopencl(darr, queue):
                      data=darr.root.buf, offset=darr.offset)
 
 
+_fast_array = []     # [bool] once known: pyopencl's Array has the ``_fast`` constructor
+
+
+def _has_fast_array():
+    if not _fast_array:
+        import inspect
+        import pyopencl.array as cla
+        try:
+            _fast_array.append('_fast' in inspect.signature(cla.Array.__init__).parameters)
+        except (TypeError, ValueError):  # pragma: no cover
+            _fast_array.append(False)
+    return _fast_array[0]
+
+
 def array_factory(queue, shape, dtype, strides=None):
     """``make(buf, offset=0)``: a pyopencl Array of this layout over ``buf``, built without
     pyopencl's per-call validation (its ``_fast`` constructor; the layout is checked once,
@@ -129,15 +143,9 @@ def array_factory(queue, shape, dtype, strides=None):
     for s in shape:
         size *= s
     context = queue.context
-    try:
-        cla.Array(None, shape, dtype, data=None, strides=strides, _fast=True, _size=size,
-                  _context=context, _queue=queue) if size == 0 else None
-        fast = True
-    except TypeError:  # pragma: no cover - a pyopencl without the fast constructor
-        fast = False
     Array = cla.Array
 
-    if fast:
+    if _has_fast_array():
         def make(buf, offset=0):
             return Array(None, shape, dtype, data=buf, offset=offset, strides=strides,
                          _fast=True, _size=size, _context=context, _queue=queue)

@@ -121,7 +121,7 @@ def gather_into_slab(vm, frame):
     frame are re-bound here, other frames re-bind on their next call (the same path as a
     re-placed shared variable).
     """
-    if getattr(frame, 'slab', None) is not None:
+    if frame.slab is not None:
         return frame.slab
     dev, queue = vm.dev, vm.queue
     cl = dev.cl

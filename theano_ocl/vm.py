@@ -67,6 +67,7 @@ class Frame(object):
         self.replays = 0
         self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
         self.checks = []           # (task index, fn): device error flags read after a call
+        self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
 
     def release(self):
         for root in self.arena + self.owned:
@@ -483,8 +484,7 @@ class OCLFunction(object):
         or False when that does not remove at least a quarter of the launches."""
         from . import planner
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
-        if before < self.batch_min_launches or any(
-                st.kind == 'launch' and st.meta is None for st in frame.steps):
+        if before < self.batch_min_launches:
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue)
         if plan.n_launches_after * 4 > plan.n_launches_before * 3:
