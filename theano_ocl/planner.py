@@ -11,7 +11,11 @@ arguments, a table of per-operation offsets, sizes and strides, and work-items m
 to (operation, element) through the prefix sum of the sizes -- nengo-ocl's planner idea.
 Small matrix products (``ops/gemm_small.py``: encoders, decoders) batch the same way,
 with alpha/beta in a second table. K is bounded by the device's kernel-argument size
-(CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA).
+(CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA), unless every operand
+position of the group lies in one buffer (a slab, see SimulatorOCL): then the buffers are
+bound once and the table's offsets count from their start. On CPU devices a work-item
+walks ``CPU_CHUNK`` consecutive elements with one table search; on GPUs each element
+searches (binary search) on its own.
 
 Dependencies are read off what each step touches (buffer, byte span): a step that
 reads or writes bytes an earlier step wrote, or writes bytes an earlier step read, runs
@@ -37,6 +41,7 @@ _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), 'kernels',
                                            'batched.cl.mako'))
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
+CPU_CHUNK = 64
 _name_to_key = {}
 _batched_sources = {}
 
@@ -226,9 +231,21 @@ class BatchedPlan(object):
             fn()
 
 
+def chunk_for(dev):
+    """Elements per work-item of a batched kernel: CPU devices walk chunks (one table
+    search each), GPUs take one element per work-item."""
+    return CPU_CHUNK if dev.is_cpu else 1
+
+
+def batched_geometry(dev, total):
+    chunk = chunk_for(dev)
+    return launch_geometry(dev, -(-total // chunk))
+
+
 def _batched_kernel(dev, key, K, slab=False):
     support, body, out_dtypes, in_dtypes, ndim, contig = key
-    skey = (key, K, slab)
+    chunk = chunk_for(dev)
+    skey = (key, K, slab, chunk)
     hit = _batched_sources.get(skey)
     if hit is None:
         operands = []
@@ -250,7 +267,7 @@ def _batched_kernel(dev, key, K, slab=False):
         pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
             if needs_fp64 and 'cl_khr_fp64' not in support else ''
         src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
-                               operands=operands, K=K, rec=pos, slab=slab)
+                               operands=operands, K=K, rec=pos, slab=slab, chunk=chunk)
         hit = _batched_sources[skey] = (src, name, pos)
     src, name, rec = hit
     return dev.build(src), name, rec
@@ -367,7 +384,7 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     args[1] = tab
     kernel = cl.Kernel(prg, name)
     kernel.set_args(*args)
-    gsize, lsize = launch_geometry(dev, start)
+    gsize, lsize = batched_geometry(dev, start)
     enqueue = cl.enqueue_nd_range_kernel
     holds.append((tab, kernel))
 

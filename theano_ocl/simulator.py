@@ -157,6 +157,7 @@ def gather_into_slab(vm, frame):
                 kernel.set_arg(argi, sub)
     queue.finish()
     frame.slab = slab          # the sub-buffers keep it alive in OpenCL; never released here
+    frame.batched = None       # the VM's own batched plan bound the old buffers: plan again
     return slab
 
 

@@ -83,6 +83,23 @@ __kernel void ${name}(
 % endif
 )
 {
+% if chunk > 1:
+    /* CPU devices: a work-item walks ${chunk} consecutive elements, one search per chunk
+       (a search per element keeps PoCL from running it fast) */
+    const long ch_lo = get_global_id(0) * ${chunk};
+    const long ch_end = ch_lo + ${chunk} < total ? ch_lo + ${chunk} : total;
+    int op = 0;
+    {
+        int hi = ${K} - 1;
+        while (op < hi) {
+            const int mid = (op + hi + 1) >> 1;
+            if (tab[mid * ${rec}] <= ch_lo) op = mid; else hi = mid - 1;
+        }
+    }
+    for (long gi = ch_lo; gi < ch_end; ++gi) {
+        while (op + 1 < ${K} && tab[(op + 1) * ${rec}] <= gi)
+            op++;
+% else:
     for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
         /* the operation of gi: the last one whose start is <= gi (binary search) */
         int op = 0, hi = ${K} - 1;
@@ -90,6 +107,7 @@ __kernel void ${name}(
             const int mid = (op + hi + 1) >> 1;
             if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
         }
+% endif
         __global const long *r = tab + op * ${rec};
         const long li = gi - r[0];
         const long M = r[2], N = r[3], Kd = r[4];

@@ -58,8 +58,8 @@ def acc_dtype(c_dtype):
     return np.dtype('uint64') if c.itemsize == 8 else np.dtype('uint32')
 
 
-def _source(key, K=None, slab=False):
-    hit = _sources.get((key, K, slab))
+def _source(key, K=None, slab=False, chunk=1):
+    hit = _sources.get((key, K, slab, chunk))
     if hit is None:
         a_dt, b_dt, c_dt, has_z = key
         acc = acc_dtype(c_dt)
@@ -69,8 +69,8 @@ def _source(key, K=None, slab=False):
         src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
                                a=operand_traits(a_dt), b=operand_traits(b_dt), c=operand_traits(c_dt),
                                has_z=has_z, batched=K is not None, K=K or 1,
-                               rec=record_len(has_z), slab=slab)
-        hit = _sources[(key, K, slab)] = (src, name)
+                               rec=record_len(has_z), slab=slab, chunk=chunk)
+        hit = _sources[(key, K, slab, chunk)] = (src, name)
         if K is None:
             _name_to_key[name] = key
     return hit
@@ -155,7 +155,8 @@ def make_batch(dev, queue, key, records, coefs, ptr_sets, sizes, holds, slab=Non
     """
     cl = dev.cl
     K = len(records)
-    src, name = _source(key, K, slab is not None)
+    from ..planner import batched_geometry, chunk_for, device_table
+    src, name = _source(key, K, slab is not None, chunk_for(dev))
     prg = dev.build(src)
     rec = record_len(key[3])
     table = np.zeros((K, rec), np.int64)
@@ -165,7 +166,6 @@ def make_batch(dev, queue, key, records, coefs, ptr_sets, sizes, holds, slab=Non
         table[k, 1:] = r
         start += n
     coef = np.array([c for pair in coefs for c in pair], dtype=acc_dtype(key[2]))
-    from ..planner import device_table
     tab = device_table(dev, queue, table)
     cbuf = device_table(dev, queue, coef)
     args = [np.int64(start), tab, cbuf]
@@ -176,7 +176,7 @@ def make_batch(dev, queue, key, records, coefs, ptr_sets, sizes, holds, slab=Non
             args.extend(d.root.buf for d in ptrs)
     kernel = cl.Kernel(prg, name)
     kernel.set_args(*args)
-    gsize, lsize = launch_geometry(dev, start)
+    gsize, lsize = batched_geometry(dev, start)
     enqueue = cl.enqueue_nd_range_kernel
     holds.append((tab, cbuf, kernel))
 
