@@ -122,6 +122,8 @@ def main(argv=None):
               % ('  of which the step loop', (a.steps - 1) / st['loop_s'],
                  t_c / a.steps * (a.steps - 1) / st['loop_s'], st['first_step_s'] * 1e3,
                  st['plan_s'] * 1e3))
+    print('(step 0 is an ordinary call; here it also uploads every shared variable, since the '
+          'bench resets them with set_value before each run)')
     print('(max |err|: LIF spiking is a threshold process; a float rounding difference flips a '
           'spike and the trajectories part; the tests check the arithmetic on fixed graphs)')
     if a.detail:
