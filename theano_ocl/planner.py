@@ -226,6 +226,11 @@ class BatchedPlan(object):
     def valid(self):
         return all(root.buf is buf for root, buf in self.bound)
 
+    def pays(self):
+        """Whether ordinary calls should replay it: it removes at least a quarter of the
+        launches (building it costs more than a replay of the steps)."""
+        return self.n_launches_after * 4 <= self.n_launches_before * 3
+
     def run(self):
         for fn in self.fns:
             fn()
@@ -298,16 +303,11 @@ def device_table(dev, queue, host):
 
 def _base(buf):
     """(buffer, byte origin): a sub-buffer's parent and its place in it, else (buf, 0)."""
-    cl = _cl()
-    parent = buf.get_info(cl.mem_info.ASSOCIATED_MEMOBJECT)
+    from pyopencl import mem_info
+    parent = buf.get_info(mem_info.ASSOCIATED_MEMOBJECT)
     if parent is None:
         return buf, 0
-    return parent, int(buf.get_info(cl.mem_info.OFFSET))
-
-
-def _cl():
-    import pyopencl
-    return pyopencl
+    return parent, int(buf.get_info(mem_info.OFFSET))
 
 
 def slab_of(group):
@@ -360,16 +360,18 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     for o in group:
         bound.extend((d.root, d.root.buf) for d in o.ptrs)
     records = _records(group, slab)
-    if key[0] == 'gemm_small':
-        return gemm_small.make_batch(dev, queue, key[1], records,
-                                     [o.coef for o in group], [o.ptrs for o in group],
-                                     [o.n for o in group], holds,
-                                     slab=None if slab is None else slab[0])
     K = len(group)
-    prg, name, rec = _batched_kernel(dev, key, K, slab is not None)
+    extra = []     # tables after the launch table
+    if key[0] == 'gemm_small':
+        prg, name, rec = gemm_small.batched_kernel(dev, key[1], K, slab is not None,
+                                                   chunk_for(dev))
+        extra.append(device_table(dev, queue,
+                                  gemm_small.coef_table(key[1], [o.coef for o in group])))
+    else:
+        prg, name, rec = _batched_kernel(dev, key, K, slab is not None)
     table = np.zeros((K, rec), np.int64)
     start = 0
-    args = [None, None]
+    args = [None, None] + extra
     for k, (o, r) in enumerate(zip(group, records)):
         table[k, 0] = start
         table[k, 1:] = r
@@ -386,7 +388,7 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     kernel.set_args(*args)
     gsize, lsize = batched_geometry(dev, start)
     enqueue = cl.enqueue_nd_range_kernel
-    holds.append((tab, kernel))
+    holds.append((tab, extra, kernel))
 
     def run():
         return enqueue(queue, kernel, gsize, lsize)

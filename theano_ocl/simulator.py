@@ -450,8 +450,7 @@ class Method(object):
             p_steps = planner.plan_steps(frame.steps, vm.dev, vm.queue)
             p_commits = planner.plan_steps(commit_steps, vm.dev, vm.queue)
             self._plans = {id(frame): (frame, p_steps, p_commits)}
-            if frame.batched is None and \
-                    p_steps.n_launches_after * 4 <= p_steps.n_launches_before * 3:
+            if frame.batched is None and p_steps.pays():
                 # ordinary calls of the frame (step 0 of run_steps, sim(...)) replay it too
                 frame.batched = p_steps
             hit = self._plans[id(frame)]

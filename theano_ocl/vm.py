@@ -487,9 +487,7 @@ class OCLFunction(object):
         if before < self.batch_min_launches:
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue)
-        if plan.n_launches_after * 4 > plan.n_launches_before * 3:
-            return False
-        return plan
+        return plan if plan.pays() else False
 
     def _input_buffer(self, i):
         kind = self.program.input_kinds[i]

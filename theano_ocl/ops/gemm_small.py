@@ -6,7 +6,7 @@ encoder times a 1-vector, a 1x100 decoder times 100 spikes). For those a host BL
 times the arithmetic, and none of them can join a batch. :func:`plan_small` records such a
 product as one launch of a kernel whose sizes, strides and alpha/beta are plain arguments,
 so :mod:`theano_ocl.planner` can merge independent ones into one launch over a table
-(:func:`batch_key`, :func:`make_batch`): nengo-ocl's many-gemv plan.
+(:func:`batch_key`, :func:`batched_kernel`, :func:`coef_table`): nengo-ocl's many-gemv plan.
 
 ``plan_gemm`` (ops/blas.py) sends a product here when :func:`is_small` says so, whatever
 the backend chosen for the op; alpha and beta must be link-time constants (a 0-d device
@@ -147,39 +147,12 @@ def max_batch(dev, has_z, cap=256):
 OFFSET_AT = (4, 8, 12, 16)
 
 
-def make_batch(dev, queue, key, records, coefs, ptr_sets, sizes, holds, slab=None):
-    """One launch doing the K products described by ``records``; returns its run().
+def batched_kernel(dev, key, K, slab, chunk):
+    """(program, kernel name, record length incl. start) of the K-product batched kernel."""
+    src, name = _source(key, K, slab, chunk)
+    return dev.build(src), name, record_len(key[3])
 
-    ``slab``: None (one pointer per operand of every product), or per operand position
-    the one buffer all products' operands lie in (records' offsets already count from it).
-    """
-    cl = dev.cl
-    K = len(records)
-    from ..planner import batched_geometry, chunk_for, device_table
-    src, name = _source(key, K, slab is not None, chunk_for(dev))
-    prg = dev.build(src)
-    rec = record_len(key[3])
-    table = np.zeros((K, rec), np.int64)
-    start = 0
-    for k, (r, n) in enumerate(zip(records, sizes)):
-        table[k, 0] = start
-        table[k, 1:] = r
-        start += n
-    coef = np.array([c for pair in coefs for c in pair], dtype=acc_dtype(key[2]))
-    tab = device_table(dev, queue, table)
-    cbuf = device_table(dev, queue, coef)
-    args = [np.int64(start), tab, cbuf]
-    if slab is not None:
-        args.extend(slab)
-    else:
-        for ptrs in ptr_sets:
-            args.extend(d.root.buf for d in ptrs)
-    kernel = cl.Kernel(prg, name)
-    kernel.set_args(*args)
-    gsize, lsize = batched_geometry(dev, start)
-    enqueue = cl.enqueue_nd_range_kernel
-    holds.append((tab, cbuf, kernel))
 
-    def run():
-        return enqueue(queue, kernel, gsize, lsize)
-    return run
+def coef_table(key, coefs):
+    """alpha, beta of each product, in the accumulator type (the kernel's second table)."""
+    return np.array([c for pair in coefs for c in pair], dtype=acc_dtype(key[2]))
