@@ -349,3 +349,61 @@ def test_index_checks_are_deferred_in_run_steps():
     acc.set_value(np.zeros(3, F32))
     got = sim.run_steps(len(idx), inputs={'i': idx})
     assert_close(got[0], want[0], what='probe after the error')
+
+
+def _slab_net(seed=3, n_small=20):
+    """Large products (library BLAS: CLBlast or host BLAS on mapped memory) reading and
+    writing state small enough to live in the simulator's slab, next to many small
+    same-kernel updates that the planner batches."""
+    rng = np.random.RandomState(seed)
+    W = theano.shared(rng.uniform(-.1, .1, (256, 300)).astype(F32), name='W')
+    X = theano.shared(rng.uniform(-1, 1, (300, 4)).astype(F32), name='X')
+    B = theano.shared(np.zeros((256, 4), F32), name='B')
+    small = [theano.shared(rng.uniform(-1, 1, 7 + k).astype(F32), name='q%d' % k)
+             for k in range(n_small)]
+    H = T.tanh(T.dot(W, X) + B)
+    upd = [(B, B * F32(0.5) + F32(0.1) * H),
+           (X, X * F32(0.99) + F32(0.01) * T.dot(W.T, H))]
+    upd += [(q, q * F32(0.9) + F32(0.1) * T.tanh(q + F32(k))) for k, q in enumerate(small)]
+    f = theano.function([], [H.sum(), small[0] * F32(2)], updates=upd, mode='FAST_RUN')
+    g = theano.function([], T.dot(W, X).sum(), updates=[(B, B + F32(1))], mode='FAST_RUN')
+    return f, g, [W, X, B] + small
+
+
+def test_slab_regions_with_library_products_and_methods():
+    """After run_steps gathers state into one slab (regions of one buffer, not OpenCL
+    sub-buffers), every path that hands a buffer to OpenCL -- kernels, copies, library
+    BLAS, uploads, downloads, another method's kernels -- uses the region's place."""
+    f, g, state = _slab_net()
+    init = [s.get_value() for s in state]
+    # Theano C reference: 6 steps, g, 2 calls, a host set_value, 3 steps
+    ref = [f() for _ in range(6)]
+    ref_g = g()
+    ref += [f() for _ in range(2)]
+    state[3].set_value(np.full(7, 0.5, F32))
+    ref += [f() for _ in range(3)]
+    final = [s.get_value() for s in state]
+    for s, v in zip(state, init):
+        s.set_value(v)
+
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.add_method('g', g)
+    got = sim.run_steps(6, probes=[0, 1], batch=True)
+    assert sim._main.vm.last_frame.slab, 'no slab'
+    assert sim.stats['batched'] and sim.stats['launches_per_step'] < \
+        sim.stats['launches_per_step_unbatched'], sim.stats
+    for j in range(2):
+        assert_close(got[j], np.array([r[j] for r in ref[:6]]), what='probe %d' % j, rtol=1e-4)
+    assert_close(np.asarray(sim.g()), np.asarray(ref_g), rtol=1e-4, what='method g')
+    for k in range(2):
+        out = sim()
+        assert_close(out[0], ref[6 + k][0], rtol=1e-4, what='call %d' % k)
+        assert_close(out[1], ref[6 + k][1], what='call %d' % k)
+    sim.sync_to_theano()
+    state[3].set_value(np.full(7, 0.5, F32))
+    sim.sync_from_theano()
+    got = sim.run_steps(3, probes=[0, 1], batch=True)
+    assert_close(got[1], np.array([r[1] for r in ref[8:]]), what='probe 1 after set_value')
+    sim.sync_to_theano()
+    for s, w in zip(state, final):
+        assert_close(s.get_value(), w, rtol=1e-4, what=s.name)

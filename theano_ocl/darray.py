@@ -10,13 +10,26 @@ import numpy as np
 
 
 class Root(object):
-    """The owner of one buffer; views keep a reference to it, never to the buffer."""
-    __slots__ = ('buf', 'nbytes', 'arena', '__weakref__')
+    """The owner of one buffer; views keep a reference to it, never to the buffer.
+
+    A root may also be a region of a larger buffer (a frame's slab, see
+    ``simulator.gather_into_slab``): ``buf`` is then the slab and ``origin`` the byte where
+    the region starts. OpenCL sub-buffers are not used for this: NVIDIA's driver charges
+    every launch that uses a parent buffer ~50 ns per live sub-buffer of it. Whatever
+    hands a buffer to OpenCL adds ``origin`` (``DArray.boff``)."""
+    __slots__ = ('buf', 'nbytes', 'arena', 'origin', 'slab', '__weakref__')
 
     def __init__(self, buf, nbytes, arena=False):
         self.buf = buf
         self.nbytes = nbytes
         self.arena = arena    # owned by a frame: reusable once its values are dead
+        self.origin = 0       # byte offset of this root's region in ``buf``
+        self.slab = False     # True while ``buf`` is a slab shared with other roots
+
+    def move(self, buf, origin=0, slab=False):
+        self.buf = buf
+        self.origin = origin
+        self.slab = slab
 
 
 class DArray(object):
@@ -36,6 +49,11 @@ class DArray(object):
     @property
     def buf(self):
         return self.root.buf
+
+    @property
+    def boff(self):
+        """Byte offset of the first element in ``buf`` (the root's origin + ``offset``)."""
+        return self.root.origin + self.offset
 
     @property
     def ndim(self):
@@ -113,7 +131,7 @@ def to_pyopencl(darr, queue):
     """Wrap a DArray as a pyopencl.array.Array sharing its buffer (no copy)."""
     import pyopencl.array as cla
     return cla.Array(queue, darr.shape, darr.dtype, strides=darr.strides,
-                     data=darr.root.buf, offset=darr.offset)
+                     data=darr.root.buf, offset=darr.boff)
 
 
 _fast_array = []     # [bool] once known: pyopencl's Array has the ``_fast`` constructor

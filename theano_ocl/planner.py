@@ -83,7 +83,8 @@ class Op(object):
 
 def _span(d):
     lo, hi = da.span(d)
-    return (_buf_id(d.root), lo, hi)
+    origin = d.root.origin
+    return (_buf_id(d.root), origin + lo, origin + hi)
 
 
 def _buf_id(root):
@@ -121,7 +122,7 @@ def analyse(index, step):
             d = args[pos]
             pos += 1
             ptrs.append(d)
-            record.append(d.offset // d.itemsize)
+            record.append(d.boff // d.itemsize)
             if not contig[k]:
                 record.extend(int(a) for a in args[pos:pos + ndim])
                 pos += ndim
@@ -135,7 +136,7 @@ def analyse(index, step):
         if dst.dtype == src.dtype and dst.is_c_contiguous() and src.is_c_contiguous() \
                 and dst.size and dst.offset % dst.itemsize == 0 and src.offset % src.itemsize == 0:
             op.key = _copy_key(dst.dtype)
-            op.record = [dst.size, dst.offset // dst.itemsize, src.offset // src.itemsize]
+            op.record = [dst.size, dst.boff // dst.itemsize, src.boff // src.itemsize]
             op.ptrs = [dst, src]
             op.n = dst.size
         return op
@@ -220,11 +221,11 @@ class BatchedPlan(object):
         self.fns = fns
         self.n_launches_before = n_launches_before
         self.n_launches_after = n_launches_after
-        self.bound = bound          # [(root, buffer bound)]
+        self.bound = bound          # [(root, buffer bound, origin bound)]
         self._holds = holds         # tables and kernels kept alive
 
     def valid(self):
-        return all(root.buf is buf for root, buf in self.bound)
+        return all(root.buf is buf and root.origin == origin for root, buf, origin in self.bound)
 
     def pays(self):
         """Whether ordinary calls should replay it: it removes at least a quarter of the
@@ -301,65 +302,26 @@ def device_table(dev, queue, host):
     return buf
 
 
-def _base(buf):
-    """(buffer, byte origin): a sub-buffer's parent and its place in it, else (buf, 0)."""
-    from pyopencl import mem_info
-    parent = buf.get_info(mem_info.ASSOCIATED_MEMOBJECT)
-    if parent is None:
-        return buf, 0
-    return parent, int(buf.get_info(mem_info.OFFSET))
-
-
 def slab_of(group):
-    """Per operand position, the one buffer every op's operand lies in, with each op's
-    origins in it -- or None when some position spans several buffers."""
-    nops = len(group[0].ptrs)
-    bufs, origins = [], [[] for _ in group]
-    for k in range(nops):
-        parent = None
-        for j, o in enumerate(group):
-            b, origin = _base(o.ptrs[k].root.buf)
-            if parent is None:
-                parent = b
-            elif b.int_ptr != parent.int_ptr:
+    """Per operand position, the one buffer every op's operand lies in (a slab: the
+    records' offsets already count from the buffer, root origins included) -- or None
+    when some position spans several buffers."""
+    bufs = []
+    for k in range(len(group[0].ptrs)):
+        parent = group[0].ptrs[k].root.buf
+        ptr = parent.int_ptr
+        for o in group:
+            if o.ptrs[k].root.buf.int_ptr != ptr:
                 return None
-            origins[j].append(origin)
         bufs.append(parent)
-    return bufs, origins
-
-
-def _offset_positions(key):
-    """Where each operand's element offset sits in a record (after the start)."""
-    if key[0] == 'gemm_small':
-        return gemm_small.OFFSET_AT[:3 + key[1][3]]
-    _, _, out_dtypes, in_dtypes, ndim, contig = key
-    pos, at = ndim, []
-    for k in range(len(out_dtypes) + len(in_dtypes)):
-        at.append(pos)
-        pos += 1 if contig[k] else 1 + ndim
-    return at
-
-
-def _records(group, slab):
-    """The group's records, offsets moved to count from the slab buffers when given."""
-    if slab is None:
-        return [o.record for o in group]
-    at = _offset_positions(group[0].key)
-    recs = []
-    for o, origins in zip(group, slab[1]):
-        r = list(o.record)
-        for k, pos in enumerate(at):
-            if origins[k]:
-                r[pos] += origins[k] // o.ptrs[k].itemsize
-        recs.append(r)
-    return recs
+    return bufs
 
 
 def _make_batch(dev, queue, group, holds, bound, slab=None):
     key = group[0].key
     for o in group:
-        bound.extend((d.root, d.root.buf) for d in o.ptrs)
-    records = _records(group, slab)
+        bound.extend((d.root, d.root.buf, d.root.origin) for d in o.ptrs)
+    records = [o.record for o in group]
     K = len(group)
     extra = []     # tables after the launch table
     if key[0] == 'gemm_small':
@@ -379,7 +341,7 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
         if slab is None:
             args.extend(d.root.buf for d in o.ptrs)
     if slab is not None:
-        args.extend(slab[0])
+        args.extend(slab)
     cl = dev.cl
     tab = device_table(dev, queue, table)
     args[0] = np.int64(start)

@@ -52,7 +52,8 @@ class Resident(object):
         value = np.require(self.cell[0], requirements="C")
         self._place(dev, value.shape, value.dtype)
         if value.size:
-            dev.cl.enqueue_copy(queue, self.root.buf, value, is_blocking=True)
+            dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
+                                is_blocking=True)
         self.host_obj = self.cell[0]
         self.host_dirty = False
         self.device_newer = False
@@ -62,7 +63,7 @@ class Resident(object):
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         if self.root.buf is None or self.dev is not dev or self.root.nbytes < nbytes \
                 or self.root.nbytes > 2 * nbytes + 4096:
-            self.root.buf = dev.alloc(nbytes)
+            self.root.move(dev.alloc(nbytes))
             self.root.nbytes = max(nbytes, 1)
         self.dev = dev
         self.darr = DArray(self.root, shape, dtype)
@@ -74,7 +75,7 @@ class Resident(object):
             self._place(dev, d.shape, d.dtype)
         if d.size and not (d.root is self.root and d.offset == 0):
             dev.cl.enqueue_copy(queue, self.root.buf, d.root.buf, byte_count=d.nbytes,
-                                src_offset=d.offset, dst_offset=0)
+                                src_offset=d.boff, dst_offset=self.root.origin)
         self.device_newer = True
         self.host_obj = self.cell[0]
         self.host_dirty = False
@@ -92,7 +93,8 @@ class Resident(object):
         d = self.darr
         host = np.empty(d.shape, d.dtype)
         if d.size:
-            self.dev.cl.enqueue_copy(self.dev.queue, host, self.root.buf, is_blocking=True)
+            self.dev.cl.enqueue_copy(self.dev.queue, host, self.root.buf,
+                                     src_offset=self.root.origin, is_blocking=True)
         self.cell[0] = host
         self.host_obj = host
         self.device_newer = False

@@ -33,7 +33,7 @@ from theano.compile.sharedvalue import SharedVariable
 from . import planner
 from .darray import DArray, Root
 from .device import get_device, NoOpenCLPlatform
-from .vm import Replan, Step
+from .vm import Replan, Step, bind_site
 
 
 class SimulatorError(ValueError):
@@ -111,15 +111,18 @@ SLAB_ROOT_MAX = 1 << 20
 
 
 def gather_into_slab(vm, frame):
-    """Move the frame's small buffers (intermediates and resident shared variables) into
-    sub-buffers of one slab buffer, once per frame.
+    """Move the frame's small buffers (intermediates, constants, resident shared variables) into
+    regions of one slab buffer, once per frame.
 
     The planner can then bind each operand of a batched launch once (the slab) with
     offsets in its table, instead of one buffer argument per merged operation: a launch
-    with hundreds of buffer arguments costs ~3 us per argument on NVIDIA's driver, and
-    PoCL takes at most 1024 bytes of arguments. Contents are copied; the kernels of this
-    frame are re-bound here, other frames re-bind on their next call (the same path as a
-    re-placed shared variable).
+    with hundreds of buffer arguments costs ~0.5 us per argument on NVIDIA's driver, and
+    PoCL takes at most 1024 bytes of arguments. A region is a Root whose ``buf`` is the
+    slab and ``origin`` its place there, not an OpenCL sub-buffer (NVIDIA charges ~50 ns
+    per live sub-buffer of a buffer on every launch using it). Contents are copied; the
+    kernels of this frame are re-bound here, other frames re-bind on their next call (the
+    same path as a re-placed shared variable). Shared variables already in another
+    frame's slab stay there.
     """
     if frame.slab is not None:
         return frame.slab
@@ -127,10 +130,13 @@ def gather_into_slab(vm, frame):
     cl = dev.cl
     prog = vm.program
     align = max(int(dev.device.mem_base_addr_align) // 8, 128)
-    roots = [(r, None) for r in frame.arena if 0 < r.nbytes <= SLAB_ROOT_MAX]
+    consts = {id(d.root) for d in vm.const_dvals.values()}
+    roots = [(r, None) for r in frame.arena + frame.owned
+             + [d.root for d in vm.const_dvals.values()]
+             if 0 < r.nbytes <= SLAB_ROOT_MAX and not r.slab]
     for i, root in frame.input_roots.items():
         if prog.input_kinds[i] == 'resident' and 0 < root.nbytes <= SLAB_ROOT_MAX \
-                and root.buf is not None:
+                and root.buf is not None and not root.slab:
             roots.append((root, i))
     places, total = [], 0
     for root, i in roots:
@@ -144,19 +150,25 @@ def gather_into_slab(vm, frame):
     except cl.Error:
         frame.slab = False
         return False
+    olds = []
     for (root, i), origin in zip(roots, places):
         old = root.buf
-        sub = slab.get_sub_region(origin, root.nbytes)
-        cl.enqueue_copy(queue, sub, old, byte_count=root.nbytes)
-        root.buf = sub
-        for kernel, argi in frame.root_sites.get(id(root), ()):
-            kernel.set_arg(argi, sub)
+        cl.enqueue_copy(queue, slab, old, byte_count=root.nbytes, src_offset=root.origin,
+                        dst_offset=origin)
+        olds.append(old)
+        root.move(slab, origin, slab=True)
+        for site in frame.root_sites.get(id(root), ()):
+            bind_site(site, root)
         if i is not None:
-            frame.input_bufs[i] = sub
-            for kernel, argi, off in frame.rebind_sites.get(i, ()):
-                kernel.set_arg(argi, sub)
+            frame.input_bufs[i] = slab
+            for site in frame.rebind_sites.get(i, ()):
+                bind_site(site, root)
     queue.finish()
-    frame.slab = slab          # the sub-buffers keep it alive in OpenCL; never released here
+    # a constant's old buffer still holds its value and the other frames' kernels may be
+    # bound to it: kept; the others go back to the pool once unreferenced
+    vm.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)
+    del olds
+    frame.slab = slab          # the roots hold it; frames never release it
     frame.batched = None       # the VM's own batched plan bound the old buffers: plan again
     return slab
 
@@ -296,7 +308,7 @@ class Method(object):
             feed_mode = self._feed_mode(feed, frame, feeds)
             if feed_mode == 'rebind':
                 for i, stage, big, nbytes in feeds:
-                    for kernel, argi, off in frame.rebind_sites.get(i, ()):
+                    for kernel, argi, off, _ in frame.rebind_sites.get(i, ()):
                         kernel.set_arg(argi, big.base_data)
                         rebinds.append((kernel, argi, off, stage.dtype.itemsize, nbytes,
                                         stage.base_data))
@@ -386,7 +398,7 @@ class Method(object):
                 continue
             if d.is_c_contiguous():
                 cl.enqueue_copy(queue, buf, d.root.buf, byte_count=d.nbytes,
-                                src_offset=d.offset, dst_offset=slot * d.nbytes)
+                                src_offset=d.boff, dst_offset=slot * d.nbytes)
             else:
                 from .ops.elemwise import strided_copy_now
                 dst = DArray(Root(buf, d.nbytes), d.shape, d.dtype, offset=slot * d.nbytes)
@@ -476,7 +488,7 @@ class Method(object):
 
             def run():
                 return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
-                                       src_offset=d.offset, dst_offset=dst.offset)
+                                       src_offset=d.boff, dst_offset=dst.boff)
             return Step(run, -1, 'copy', meta=(dst, d))
         return Step(commit, -1, 'host')
 

@@ -52,10 +52,12 @@ class Frame(object):
         self.steps = []
         self.arena = []            # Roots whose buffers this frame owns (reusable)
         self.owned = []            # Roots of frame constants (never reused)
-        self.root_sites = collections.defaultdict(list)     # id(root) -> [(kernel, argi)]
+        self.root_sites = collections.defaultdict(list)     # id(root) -> [site] (not inputs)
         self.free = []             # roots free for reuse while planning
         self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
-        self.rebind_sites = collections.defaultdict(list)   # input index -> [(kernel, argi, delta)]
+        # a site: (kernel, argi, byte offset of the view in its root, itemsize); the
+        # kernel takes the buffer at argi and the element offset at argi + 1 (bind_site)
+        self.rebind_sites = collections.defaultdict(list)   # input index -> [site]
         self.input_roots = {}      # input index -> Root planned with
         self.input_bufs = {}       # input index -> buffer its kernels are bound to
         self.root_to_input = {}    # id(root) -> input index, for re-binding
@@ -71,6 +73,8 @@ class Frame(object):
 
     def release(self):
         for root in self.arena + self.owned:
+            if root.slab:
+                continue       # the slab is shared (resident shared variables live there too)
             try:
                 root.buf.release()
             except Exception:
@@ -133,18 +137,19 @@ class PlanContext(object):
             if isinstance(a, DArray):
                 if a.offset % a.itemsize:
                     raise ValueError('misaligned device view %r' % (a,))
+                site = (kernel, len(expanded), a.offset, a.itemsize)
                 i = self.frame.root_to_input.get(id(a.root))
                 if i is not None:
-                    sites.append((i, len(expanded), a.offset))
-                if a.root.arena:
-                    self.frame.root_sites[id(a.root)].append((kernel, len(expanded)))
+                    sites.append((i, site))
+                else:
+                    self.frame.root_sites[id(a.root)].append(site)
                 expanded.append(a.root.buf)
-                expanded.append(np.int64(a.offset // a.itemsize))
+                expanded.append(np.int64(a.boff // a.itemsize))
             else:
                 expanded.append(a)
         kernel.set_args(*expanded)
-        for idx, argi, off in sites:
-            self.frame.rebind_sites[idx].append((kernel, argi, off))
+        for idx, site in sites:
+            self.frame.rebind_sites[idx].append(site)
         gsize = tuple(int(g) for g in gsize)
         lsize = None if lsize is None else tuple(int(x) for x in lsize)
         enqueue = cl.enqueue_nd_range_kernel
@@ -170,7 +175,7 @@ class PlanContext(object):
 
             def run():
                 return cl.enqueue_copy(queue, dst.root.buf, src.root.buf, byte_count=nbytes,
-                                       src_offset=src.offset, dst_offset=dst.offset)
+                                       src_offset=src.boff, dst_offset=dst.boff)
             self._record(Step(run, self.task_index, 'copy', meta=(dst, src)))
         else:
             strided_copy(self, dst, src)
@@ -222,12 +227,20 @@ class PlanContext(object):
         self.new_steps.append(step)
 
 
+def bind_site(site, root):
+    """Point a recorded kernel argument pair (buffer, element offset) at ``root``'s
+    current buffer and origin."""
+    kernel, argi, off, itemsize = site
+    kernel.set_arg(argi, root.buf)
+    kernel.set_arg(argi + 1, np.int64((root.origin + off) // itemsize))
+
+
 def download(dev, queue, darr, host=None):
     """Blocking download of a C-contiguous DArray into a new (or given) host array."""
     if host is None:
         host = np.empty(darr.shape, darr.dtype)
     if darr.size:
-        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.offset, is_blocking=True)
+        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff, is_blocking=True)
     return host
 
 
@@ -236,7 +249,7 @@ def upload(dev, queue, darr, host, blocking=False):
     if darr.size:
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
-        dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.offset,
+        dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
                             is_blocking=blocking)
 
 
@@ -291,6 +304,7 @@ class OCLFunction(object):
         self.replans = 0
         self.queue = dev.profiling_queue if profile else dev.queue
         self.const_dvals = {}
+        self.retired = []          # buffers kept alive for kernels still bound to them
         # A launch + finish costs ~40 us on PoCL, and an upload, a launch and a download
         # ~60 us on a GPU: far more than a tiny node's work. Once a frame of tiny values
         # (every value at most tiny_size elements, inputs and outputs on the host) is
@@ -427,9 +441,11 @@ class OCLFunction(object):
             if cur is not None and cur is not bufs[i]:
                 # same shapes, another buffer (a new device array, a re-placed shared
                 # variable): point the bound kernels at it instead of re-planning
-                root.buf = bufs[i] = cur
-                for kernel, argi, off in frame.rebind_sites.get(i, ()):
-                    kernel.set_arg(argi, cur)
+                bufs[i] = cur
+                if prog.input_kinds[i] != 'resident':
+                    root.move(cur)
+                for site in frame.rebind_sites.get(i, ()):
+                    bind_site(site, root)
         if self.batch_after is not None and not self.profile and frame.batched is not False:
             plan = frame.batched
             if plan is None and frame.replays >= self.batch_after:
@@ -865,10 +881,10 @@ def _donate_output(vm, frame, d):
     sites = frame.root_sites[id(root)]
 
     def run():
-        out = make(root.buf)
-        root.buf = new = dev.alloc(root.nbytes)
-        for kernel, argi in sites:
-            kernel.set_arg(argi, new)
+        out = make(root.buf, root.origin)
+        root.move(dev.alloc(root.nbytes))
+        for site in sites:
+            bind_site(site, root)
         return out
     return run
 
@@ -886,7 +902,7 @@ def _device_output(vm, ctx, d):
         out = make(buf)
         if nbytes:
             if contiguous:
-                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.offset)
+                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.boff)
             else:
                 strided_copy_now(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
         return out

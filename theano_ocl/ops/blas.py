@@ -240,7 +240,8 @@ class _Mapped(object):
         events = []
         for root, lo, hi, write in regions:
             flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
-            arr, ev = cl.enqueue_map_buffer(self.queue, root.buf, flags, lo, (hi - lo,),
+            arr, ev = cl.enqueue_map_buffer(self.queue, root.buf, flags, root.origin + lo,
+                                            (hi - lo,),
                                             np.uint8, is_blocking=False)
             self.maps[id(root)] = (arr, lo, arr.ctypes.data)
             events.append(ev)
@@ -313,7 +314,8 @@ def _session_for(ctx):
 
 def _root_nbytes(root):
     size = getattr(root.buf, 'size', None) or getattr(root.buf, 'int_size', None)
-    return int(min(root.nbytes, size) if size else root.nbytes)
+    end = root.origin + root.nbytes
+    return int(min(end, size) if size else end)
 
 
 def _scalar_value(m, s):
@@ -561,35 +563,40 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
     queue = ctx.queue
     dtype = C.dtype
     roots = (A_.root, B_.root, out.root)
-    offs = [d.offset // d.itemsize for d in (A_, B_, out)]
+    isz = dtype.itemsize
+    offs = [d.offset for d in (A_, B_, out)]      # bytes, relative to the roots
     bstr = [d.strides[0] // d.itemsize for d in (A_, B_, out)]
     # pyclblast takes pyopencl arrays and uses only their buffer (base_data): one wrapper
-    # per operand, re-pointed when a root's buffer changed (re-bound input, donated output)
-    wraps = [cla.Array(queue, (1, max(_root_nbytes(r) // dtype.itemsize, 1)), dtype, data=r.buf)
-             for r in roots]
-    wa, wb, wc = wraps
+    # per operand, rebuilt when a root's buffer changed (re-bound input, donated output,
+    # a root moved into a slab); element offsets count from the buffer (root origin added)
+    wraps = [None, None, None]
+    eoffs = [0, 0, 0]
+
+    def refresh():
+        for k, r in enumerate(roots):
+            w = wraps[k]
+            if w is None or w.base_data is not r.buf or eoffs[k] != (r.origin + offs[k]) // isz:
+                wraps[k] = cla.Array(queue, (1, max(_root_nbytes(r) // isz, 1)), dtype,
+                                     data=r.buf)
+                eoffs[k] = (r.origin + offs[k]) // isz
+    refresh()
     ra, rb, rc = roots
 
     if nb == 1:
         def run():
-            if wa.base_data is not ra.buf:
-                wa.base_data = ra.buf
-            if wb.base_data is not rb.buf:
-                wb.base_data = rb.buf
-            if wc.base_data is not rc.buf:
-                wc.base_data = rc.buf
-            return pyclblast.gemm(queue, M, N, K, wa, wb, wc, lda, ldb, ldc, alpha=al, beta=be,
-                                  a_transp=ta, b_transp=tb, a_offset=offs[0], b_offset=offs[1],
-                                  c_offset=offs[2])
+            if wraps[0].base_data is not ra.buf or wraps[1].base_data is not rb.buf \
+                    or wraps[2].base_data is not rc.buf or ra.origin or rb.origin or rc.origin:
+                refresh()
+            return pyclblast.gemm(queue, M, N, K, wraps[0], wraps[1], wraps[2], lda, ldb, ldc,
+                                  alpha=al, beta=be, a_transp=ta, b_transp=tb,
+                                  a_offset=eoffs[0], b_offset=eoffs[1], c_offset=eoffs[2])
     else:
         def run():
-            for w, r in zip(wraps, roots):
-                if w.base_data is not r.buf:
-                    w.base_data = r.buf
+            refresh()
             return pyclblast.gemmStridedBatched(
-                queue, M, N, K, nb, wa, wb, wc, lda, ldb, ldc, bstr[0], bstr[1], bstr[2],
-                alpha=al, beta=be, a_transp=ta, b_transp=tb, a_offset=offs[0],
-                b_offset=offs[1], c_offset=offs[2])
+                queue, M, N, K, nb, wraps[0], wraps[1], wraps[2], lda, ldb, ldc,
+                bstr[0], bstr[1], bstr[2], alpha=al, beta=be, a_transp=ta, b_transp=tb,
+                a_offset=eoffs[0], b_offset=eoffs[1], c_offset=eoffs[2])
     ctx.enqueue(run)
     if out is not C:
         _plan_combine(ctx, C, out, None if static_alpha else alpha,

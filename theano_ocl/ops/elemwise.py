@@ -179,7 +179,7 @@ class _ImmediateContext(object):
         expanded = []
         for a in args:
             if isinstance(a, DArray):
-                expanded += [a.root.buf, np.int64(a.offset // a.itemsize)]
+                expanded += [a.root.buf, np.int64(a.boff // a.itemsize)]
             else:
                 expanded.append(a)
         k.set_args(*expanded)

@@ -129,7 +129,7 @@ def analyse(args):
     while pos < len(args):
         d = args[pos]
         ptrs.append(d)
-        record.append(d.offset // d.itemsize)
+        record.append(d.boff // d.itemsize)
         record.extend(int(x) for x in args[pos + 1:pos + 4])
         pos += 4
     return record, coef, ptrs, total
@@ -141,10 +141,6 @@ def max_batch(dev, has_z, cap=256):
     except Exception:
         limit = 1024
     return max(1, min(cap, (limit - 64) // (8 * (4 if has_z else 3))))
-
-
-#: positions of the operands' element offsets in a record (after start)
-OFFSET_AT = (4, 8, 12, 16)
 
 
 def batched_kernel(dev, key, K, slab, chunk):

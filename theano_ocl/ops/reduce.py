@@ -453,7 +453,7 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     fast = None
     if FAST_PATHS and n_red > 1 and not comb.pairs_in:
         fast = fast_geometry(device_traits(ctx.dev), comb, kshape, kstrides, rshape, rstrides,
-                             x.offset // x.itemsize, parts)
+                             x.boff // x.itemsize, parts)
     if fast is not None:
         nparts = fast.parts
     else:

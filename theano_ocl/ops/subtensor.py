@@ -310,7 +310,8 @@ def host_copy(dev, queue, d):
         return np.zeros(d.shape, d.dtype)
     lo, hi = span(d)
     raw = np.empty(hi - lo, np.uint8)
-    dev.cl.enqueue_copy(queue, raw, d.root.buf, src_offset=lo, is_blocking=True)
+    dev.cl.enqueue_copy(queue, raw, d.root.buf, src_offset=d.root.origin + lo,
+                        is_blocking=True)
     return np.array(np.ndarray(d.shape, d.dtype, buffer=raw, offset=d.offset - lo,
                                strides=d.strides))
 
