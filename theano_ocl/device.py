@@ -123,6 +123,9 @@ class OCLDevice(object):
         self.platform_name = plat.name.strip()
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context)
+        # events of non-blocking uploads of shared variables on ``queue`` (Resident):
+        # waited for once at the end of the call that made them (settle_uploads)
+        self.pending_uploads = []
         self._profiling_queue = None
         ext = dev.extensions.split()
         self.extensions = set(ext)
@@ -177,6 +180,13 @@ class OCLDevice(object):
                 raise KernelBuildError(source, str(e), self) from None
             self._programs[key] = prg
         return prg
+
+    def settle_uploads(self):
+        """Wait for the non-blocking uploads of shared variables still in flight, so that
+        the host arrays they read may change again."""
+        if self.pending_uploads:
+            self.cl.wait_for_events(self.pending_uploads)
+            self.pending_uploads = []
 
     def alloc(self, nbytes):
         """A device buffer of at least ``nbytes`` from the pool; MemoryError with sizes on failure."""

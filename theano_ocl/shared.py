@@ -52,8 +52,15 @@ class Resident(object):
         value = np.require(self.cell[0], requirements="C")
         self._place(dev, value.shape, value.dtype)
         if value.size:
-            dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
-                                is_blocking=True)
+            # On the device's own queue the copy does not wait: a call that uploads many
+            # shared variables (after set_value) waits once, at its end (settle_uploads)
+            blocking = queue is not dev.queue
+            if len(dev.pending_uploads) >= 256:
+                dev.settle_uploads()
+            ev = dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
+                                     is_blocking=blocking)
+            if not blocking:
+                dev.pending_uploads.append(ev)
         self.host_obj = self.cell[0]
         self.host_dirty = False
         self.device_newer = False

@@ -318,11 +318,16 @@ class Method(object):
             t_plan = time.perf_counter()
             steps_fns, commit_fns, info = self._plans_for(frame, batch)
             t_plan = time.perf_counter() - t_plan
-            host_steps = sum(1 for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard'))
+            hsteps = [s for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard')]
+            host_steps = len(hsteps)
             if host_steps:
-                warnings.warn('run_steps: the frame has %d host steps (host fallbacks: %s); '
-                              'every step returns to the host for them' % (
-                                  host_steps, self._fallbacks()), stacklevel=3)
+                tasks = prog.tasks
+                ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
+                              if 0 <= s.task < len(tasks)})
+                warnings.warn('run_steps: the frame has %d host steps (of %s; host fallbacks: '
+                              '%s); every step returns to the host for them' % (
+                                  host_steps, ', '.join(ops) or '?', self._fallbacks()),
+                              stacklevel=3)
             self.stats = dict(info, host_steps=host_steps, feed=feed_mode, steps=n,
                               first_step_s=t_first - t_start, plan_s=t_plan)
             t_loop = time.perf_counter()
@@ -567,7 +572,7 @@ class Method(object):
     def _fallbacks(self):
         from .report import fallback_nodes
         names = sorted({type(n.op).__name__ for n in fallback_nodes(self.function)})
-        return ', '.join(names) or 'none (shape arithmetic only)'
+        return ', '.join(names) or 'none'
 
 
 def _fmt(part):
@@ -719,6 +724,7 @@ class SimulatorOCL(object):
             res.device_newer = False
             res.host_dirty = True
             res.ensure_device(res.dev, res.dev.queue)
+        self.device.settle_uploads()
 
     # ----------------------------------------------------------------- pickling
     def __getstate__(self):

@@ -356,6 +356,8 @@ class OCLFunction(object):
             self.run_checks(frame)
         for apply in [prepare() for prepare in frame.commits]:
             apply()
+        if self.dev.pending_uploads:
+            self.dev.settle_uploads()
         self.last_frame = frame
         for cell, value in zip(prog.computed_output_cells, outputs):
             if cell is not None:

@@ -4,7 +4,7 @@
 ## The table holds one record of ${rec} longs per operation:
 ##   start, dims[ndim], then per operand: element offset[, element strides[ndim]].
 ## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own;
-## slab == True: every operation's operand k lies in one buffer (sub-buffers of one slab,
+## slab == True: every operation's operand k lies in one buffer (regions of one slab,
 ## see SimulatorOCL), bound once, and the table's offsets count from its start -- any K.
 ${support}
 
