@@ -1,5 +1,6 @@
 """planner.plan_steps: batched and unbatched replays of a frame give the same values."""
 import numpy as np
+import pytest
 import theano
 import theano.tensor as T
 
@@ -51,7 +52,20 @@ def _assert_same_results(inputs, outputs, values, expect_fewer=True, against_c=T
     return plan
 
 
-def test_independent_same_expression_ops_merge():
+#: CPU devices: 0 = chunked work-items, 64 = the default (work-groups of one operation when
+#: operations average >= 16 elements), 4 = tiny work-groups (several per operation, ragged
+#: ends); GPUs take one element per work-item whatever the value
+CPU_GROUPS = pytest.mark.parametrize('cpu_group', [0, 4, 64], indirect=True)
+
+
+@pytest.fixture
+def cpu_group(request, monkeypatch):
+    monkeypatch.setattr(planner, 'CPU_GROUP', request.param)
+    return request.param
+
+
+@CPU_GROUPS
+def test_independent_same_expression_ops_merge(cpu_group):
     xs = [T.fvector('x%d' % k) for k in range(12)]
     outs = [T.tanh(x) * 2 + 1 for x in xs]
     vals = [rand((3 + 5 * k,), 'float32', np.random.RandomState(k)) for k in range(12)]
@@ -68,7 +82,8 @@ def test_chain_is_not_merged_across_dependency():
     assert plan.n_launches_after == plan.n_launches_before
 
 
-def test_mixed_kernels_broadcast_strided_and_float64():
+@CPU_GROUPS
+def test_mixed_kernels_broadcast_strided_and_float64(cpu_group):
     rng = np.random.RandomState(3)
     ms = [T.dmatrix('m%d' % k) for k in range(5)]
     rows = [T.drow('r%d' % k) for k in range(5)]
@@ -92,6 +107,25 @@ def test_many_ops_chunked_by_parameter_limit():
     assert plan.n_launches_after == -(-n // per_launch)
 
 
+@CPU_GROUPS
+def test_half_integer_strided_and_larger_operations(cpu_group):
+    # float16 storage, signed and unsigned integers, negative-stride and sliced views,
+    # operations from 1 to ~300 elements (whole, partial and several work-groups each)
+    rng = np.random.RandomState(5)
+    hs = [T.vector('h%d' % k, dtype='float16') for k in range(4)]
+    ins = [T.vector('i%d' % k, dtype='int32') for k in range(4)]
+    us = [T.vector('u%d' % k, dtype='uint8') for k in range(4)]
+    ms = [T.fmatrix('m%d' % k) for k in range(4)]
+    outs = [T.exp(h[::-1]) * h for h in hs] + [(i // 3) * i[::2].sum() - i for i in ins] + \
+        [u[1::2] + u[::2] for u in us] + [T.tanh(m[:, ::-2]) + m[:, 1].dimshuffle(0, 'x') for m in ms]
+    sizes = [1, 37, 130, 301]
+    vals = [rand((n,), 'float16', rng) for n in sizes] + \
+        [rng.randint(-1000, 1000, n).astype('int32') for n in sizes] + \
+        [rng.randint(0, 255, 2 * n).astype('uint8') for n in sizes] + \
+        [rand((n, 7), 'float32', rng) for n in sizes]
+    _assert_same_results(hs + ins + us + ms, outs, vals)
+
+
 def test_schedule_respects_barriers_and_conflicts():
     log = []
 
@@ -106,7 +140,8 @@ def test_schedule_respects_barriers_and_conflicts():
     assert log == ['a', 'h', 'b']
 
 
-def test_small_products_merge():
+@CPU_GROUPS
+def test_small_products_merge(cpu_group):
     # Nengo-style encoders and decoders: many independent tiny matrix-vector products
     # (ops/gemm_small.py) run as one batched launch per kind, with alpha/beta per product.
     rng = np.random.RandomState(3)

@@ -42,6 +42,7 @@ _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), 'kernels',
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
 CPU_CHUNK = 64
+CPU_GROUP = int(os.environ.get('THEANO_OCL_CPU_GROUP', 64))
 _name_to_key = {}
 _batched_sources = {}
 
@@ -243,15 +244,25 @@ def chunk_for(dev):
     return CPU_CHUNK if dev.is_cpu else 1
 
 
+def group_for(dev, sizes=None):
+    """Work-group size of a batched kernel on CPU devices, 0 for chunks (GPUs; operations
+    of fewer than CPU_GROUP / 4 elements on average, where most lanes would idle)."""
+    if not dev.is_cpu or not CPU_GROUP:
+        return 0
+    if sizes is not None and sum(sizes) * 4 < CPU_GROUP * len(sizes):
+        return 0
+    return CPU_GROUP
+
+
 def batched_geometry(dev, total):
     chunk = chunk_for(dev)
     return launch_geometry(dev, -(-total // chunk))
 
 
-def _batched_kernel(dev, key, K, slab=False):
+def _batched_kernel(dev, key, K, slab=False, group=0):
     support, body, out_dtypes, in_dtypes, ndim, contig = key
-    chunk = chunk_for(dev)
-    skey = (key, K, slab, chunk)
+    chunk = 1 if group else chunk_for(dev)
+    skey = (key, K, slab, chunk, group)
     hit = _batched_sources.get(skey)
     if hit is None:
         operands = []
@@ -273,7 +284,8 @@ def _batched_kernel(dev, key, K, slab=False):
         pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
             if needs_fp64 and 'cl_khr_fp64' not in support else ''
         src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
-                               operands=operands, K=K, rec=pos, slab=slab, chunk=chunk)
+                               operands=operands, K=K, rec=pos, slab=slab, chunk=chunk,
+                               group=group)
         hit = _batched_sources[skey] = (src, name, pos)
     src, name, rec = hit
     return dev.build(src), name, rec
@@ -323,23 +335,30 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
         bound.extend((d.root, d.root.buf, d.root.origin) for d in o.ptrs)
     records = [o.record for o in group]
     K = len(group)
+    L = group_for(dev, [o.n for o in group])
     extra = []     # tables after the launch table
     if key[0] == 'gemm_small':
         prg, name, rec = gemm_small.batched_kernel(dev, key[1], K, slab is not None,
-                                                   chunk_for(dev))
+                                                   1 if L else chunk_for(dev), L)
         extra.append(device_table(dev, queue,
                                   gemm_small.coef_table(key[1], [o.coef for o in group])))
     else:
-        prg, name, rec = _batched_kernel(dev, key, K, slab is not None)
+        prg, name, rec = _batched_kernel(dev, key, K, slab is not None, L)
     table = np.zeros((K, rec), np.int64)
     start = 0
     args = [None, None] + extra
     for k, (o, r) in enumerate(zip(group, records)):
         table[k, 0] = start
         table[k, 1:] = r
-        start += o.n
+        start += -(-o.n // L) if L else o.n
         if slab is None:
             args.extend(d.root.buf for d in o.ptrs)
+    if L:
+        # work-groups: the records' starts count groups; each group's operation follows
+        n_groups = start
+        gop = np.repeat(np.arange(K, dtype=np.int64), [-(-o.n // L) for o in group])
+        table = np.concatenate([table.ravel(), gop])
+        start = sum(o.n for o in group)
     if slab is not None:
         args.extend(slab)
     cl = dev.cl
@@ -348,7 +367,10 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     args[1] = tab
     kernel = cl.Kernel(prg, name)
     kernel.set_args(*args)
-    gsize, lsize = batched_geometry(dev, start)
+    if L:
+        gsize, lsize = (n_groups * L,), (L,)
+    else:
+        gsize, lsize = batched_geometry(dev, start)
     enqueue = cl.enqueue_nd_range_kernel
     holds.append((tab, extra, kernel))
 

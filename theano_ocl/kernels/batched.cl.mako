@@ -1,6 +1,8 @@
 ## K launches of one elementwise kernel (kernels/elemwise.cl.mako) as one launch.
 ## Work-item gi belongs to the operation whose start (prefix sum of sizes) is the
-## largest one <= gi (a binary search of the table).
+## largest one <= gi (a binary search of the table). With ``group`` (CPU devices) the
+## start is counted in work-groups instead, and a map after the records gives each
+## work-group its operation.
 ## The table holds one record of ${rec} longs per operation:
 ##   start, dims[ndim], then per operand: element offset[, element strides[ndim]].
 ## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own;
@@ -23,7 +25,22 @@ __kernel void ${name}(
 % endif
 )
 {
-% if chunk > 1:
+% if group:
+    /* CPU devices: a work-group of ${group} work-items covers ${group} consecutive elements
+       of one operation (the group -> operation map follows the records), so the operation
+       is uniform in the group and PoCL vectorizes the element loop */
+    __global const long *gop = tab + ${K * rec};
+    {
+        const int op = (int)gop[get_group_id(0)];
+        __global const long *r = tab + op * ${rec};
+        long n_op = 1;
+%   for d in range(ndim):
+        n_op *= r[${1 + d}];
+%   endfor
+        const long li = (get_group_id(0) - r[0]) * ${group} + get_local_id(0);
+        if (li >= n_op)
+            return;
+% elif chunk > 1:
     /* CPU devices: a work-item walks ${chunk} consecutive elements, one search per chunk
        (a search per element keeps PoCL from running it fast) */
     const long ch_lo = get_global_id(0) * ${chunk};
@@ -48,8 +65,10 @@ __kernel void ${name}(
             if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
         }
 % endif
+% if not group:
         __global const long *r = tab + op * ${rec};
         const long li = gi - r[0];
+% endif
 % for o in operands:
 %   if slab:
         __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p = ${o['name']}_s;

@@ -5,7 +5,9 @@
 ##
 ## batched == False: one product; its sizes, element strides and alpha/beta are arguments.
 ## batched == True : K products in one launch (theano_ocl.planner): work-item gi belongs to
-##   the product whose start (prefix sum of the sizes of C) is the largest one <= gi.
+##   the product whose start (prefix sum of the sizes of C) is the largest one <= gi;
+##   group > 0 (CPU devices): starts count work-groups of ``group`` outputs, and a map
+##   after the records gives each work-group its product.
 ##   tab holds one record of ${rec} longs per product:
 ##     start, nb, M, N, K, then A: off sb sm sk, B: off sb sk sn, C: off sb sm sn
 ##     [, Z: off sb sm sn]
@@ -32,10 +34,12 @@ ${ptr}[${idx}] = (${o['t']})(${val});
 % endif
 </%def>
 <%def name="product(Ap, Bp, Cp, Zp)">\
-        const long mn = li % (M * N);
-        const long bi = li / (M * N);
-        const long m = mn / N;
-        const long n = mn % N;
+        /* int index arithmetic: a small product has at most 65536 outputs (64-bit
+           division costs several times more on CPUs) */
+        const int mn = (int)li % (int)(M * N);
+        const int bi = (int)li / (int)(M * N);
+        const int m = mn / (int)N;
+        const int n = mn % (int)N;
         const long a0 = a_off + bi * a_sb + m * a_sm;
         const long b0 = b_off + bi * b_sb + n * b_sn;
         ${acc_t} acc = 0;
@@ -83,7 +87,17 @@ __kernel void ${name}(
 % endif
 )
 {
-% if chunk > 1:
+% if group:
+    /* CPU devices: a work-group of ${group} work-items covers ${group} consecutive outputs of
+       one product (the group -> product map follows the records): uniform, vectorizable */
+    __global const long *gop = tab + ${K * rec};
+    {
+        const int op = (int)gop[get_group_id(0)];
+        __global const long *r = tab + op * ${rec};
+        const long li = (get_group_id(0) - r[0]) * ${group} + get_local_id(0);
+        if (li >= r[1] * r[2] * r[3])
+            return;
+% elif chunk > 1:
     /* CPU devices: a work-item walks ${chunk} consecutive elements, one search per chunk
        (a search per element keeps PoCL from running it fast) */
     const long ch_lo = get_global_id(0) * ${chunk};
@@ -108,8 +122,10 @@ __kernel void ${name}(
             if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
         }
 % endif
+% if not group:
         __global const long *r = tab + op * ${rec};
         const long li = gi - r[0];
+% endif
         const long M = r[2], N = r[3], Kd = r[4];
         const long a_off = r[5], a_sb = r[6], a_sm = r[7], a_sk = r[8];
         const long b_off = r[9], b_sb = r[10], b_sk = r[11], b_sn = r[12];

@@ -58,8 +58,8 @@ def acc_dtype(c_dtype):
     return np.dtype('uint64') if c.itemsize == 8 else np.dtype('uint32')
 
 
-def _source(key, K=None, slab=False, chunk=1):
-    hit = _sources.get((key, K, slab, chunk))
+def _source(key, K=None, slab=False, chunk=1, group=0):
+    hit = _sources.get((key, K, slab, chunk, group))
     if hit is None:
         a_dt, b_dt, c_dt, has_z = key
         acc = acc_dtype(c_dt)
@@ -69,8 +69,8 @@ def _source(key, K=None, slab=False, chunk=1):
         src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
                                a=operand_traits(a_dt), b=operand_traits(b_dt), c=operand_traits(c_dt),
                                has_z=has_z, batched=K is not None, K=K or 1,
-                               rec=record_len(has_z), slab=slab, chunk=chunk)
-        hit = _sources[(key, K, slab, chunk)] = (src, name)
+                               rec=record_len(has_z), slab=slab, chunk=chunk, group=group)
+        hit = _sources[(key, K, slab, chunk, group)] = (src, name)
         if K is None:
             _name_to_key[name] = key
     return hit
@@ -143,9 +143,9 @@ def max_batch(dev, has_z, cap=256):
     return max(1, min(cap, (limit - 64) // (8 * (4 if has_z else 3))))
 
 
-def batched_kernel(dev, key, K, slab, chunk):
+def batched_kernel(dev, key, K, slab, chunk, group=0):
     """(program, kernel name, record length incl. start) of the K-product batched kernel."""
-    src, name = _source(key, K, slab, chunk)
+    src, name = _source(key, K, slab, chunk, group)
     return dev.build(src), name, record_len(key[3])
 
 
