@@ -121,6 +121,34 @@ def test_strided_device_views():
                             (x.T[::-1] + y[::-1]).T], [xv, yv])
 
 
+@pytest.mark.parametrize('dtype', ['float32', 'float16', 'int16', 'uint8', 'bool'])
+def test_multi_dimensional_launches(dtype):
+    # strided operands over 2, 3 and 5 collapsed dimensions (CPU devices launch these as
+    # 2-d / 3-d ranges; GPUs as flat ranges): transposes, broadcasts on inner and outer
+    # dimensions, negative steps, one dimension of size 1, an integer division with a
+    # variable divisor (the checked kernel form)
+    from theano_ocl.ops import elemwise as ew
+    x = T.TensorType(dtype, (False,) * 5)('x')
+    r = T.TensorType(dtype, (True, False, True, False, False))('r')
+    m = T.TensorType(dtype, (False, False))('m')
+    rng = np.random.RandomState(12)
+    xv = rand((2, 3, 4, 1, 5), dtype, rng)
+    rv = rand((1, 3, 1, 1, 5), dtype, rng)
+    mv = rand((7, 9), dtype, rng)
+    outs = [x.dimshuffle(4, 2, 0, 1, 3) + r.dimshuffle(4, 2, 0, 1, 3), x[:, ::-1, :, :, ::2] * 3,
+            m.T + m[:, 0], m[::-1, 1:] - m[:, 0].dimshuffle(0, 'x') if dtype != 'bool' else m.T,
+            x * r]
+    if dtype not in ('bool', 'float16', 'float32'):
+        outs.append(m.T // (abs(m.T) + 1))
+    before = len(ew.nd_keys) + len(ew._checked_sources)
+    f = assert_matches_c([x, r, m], outs, [xv, rv, mv])
+    if f.fn.dev.is_cpu:
+        assert len(ew.nd_keys) + len(ew._checked_sources) > before or any(
+            s.meta and 'nd' in s.meta[1] for s in f.fn.last_frame.steps), 'no n-d launch'
+        shapes = [s.meta[2] for s in f.fn.last_frame.steps if s.kind == 'launch' and s.meta]
+        assert any(len(g) == 2 for g in shapes) and any(len(g) == 3 for g in shapes), shapes
+
+
 def test_fused_composite_is_one_kernel():
     x, y, z = T.fvectors('x', 'y', 'z')
     out = x * y + T.exp(-z) * T.tanh(x) / (1 + abs(y))

@@ -53,6 +53,7 @@ def _elemwise_key(kernel_name):
     if key is None and kernel_name.startswith('elemwise_'):
         for k, (_, name) in list(ew._sources.items()):
             _name_to_key[name] = k
+        _name_to_key.update(ew.nd_keys)
         key = _name_to_key.get(kernel_name)
     return key
 

@@ -2,6 +2,8 @@
 ## Operands are outputs then inputs; each is (pointer, element offset[, element strides]).
 ## Contiguous operands index with the flat id; the others with strides over the
 ## collapsed shape (broadcast dimensions have stride 0, negative strides are fine).
+## ``nd`` > 1 (CPU devices, strided operands, ndim >= 2): the launch is a 2-d or 3-d range
+## whose first dimensions are the last array dimensions, so no division per element.
 ## ``check`` (integer // and % by a divisor that may be zero): one more argument, an int
 ## error flag, where an element whose body set th_err stores it (ops/elemwise.py checks it).
 <%
@@ -27,6 +29,35 @@ __kernel void ${name}(
 % endif
 )
 {
+% if nd > 1:
+    /* CPU devices, strided operands: a ${nd}-d range over the last dimensions (exact
+       global sizes), so only the outer dimensions cost a division */
+    const long c${ndim - 1} = get_global_id(0);
+    const long c${ndim - 2} = get_global_id(1);
+%   if nd == 3:
+    long r = get_global_id(2);
+%     for d in reversed(range(ndim - 2)):
+%       if d > 0:
+    const long c${d} = r % dim${d};
+    r /= dim${d};
+%       else:
+    const long c${d} = r;
+%       endif
+%     endfor
+%   endif
+    {
+        long gi = c0;
+%   for d in range(1, ndim):
+        gi = gi * dim${d} + c${d};
+%   endfor
+% for o in operands:
+%   if o['contig']:
+        const long ${o['name']}_i = ${o['name']}_off + gi;
+%   else:
+        const long ${o['name']}_i = ${o['name']}_off${''.join(' + c%d * %s_s%d' % (d, o['name'], d) for d in range(ndim))};
+%   endif
+% endfor
+% else:
     /* one element per work-item: PoCL vectorizes across work-items, and a
        grid-stride loop measured 5x slower there */
     const long gi = get_global_id(0);
@@ -38,7 +69,8 @@ __kernel void ${name}(
         long ${o['name']}_i = ${o['name']}_off;
 %   endif
 % endfor
-% if any_strided:
+% endif
+% if any_strided and nd == 1:
         {
             long r = gi;
 %   for d in reversed(range(ndim)):
