@@ -239,3 +239,57 @@ def test_hot_tiny_calls_never_overwrite_returned_arrays():
     got = [f(v) for v in vals]
     for v, out in zip(vals, got):
         assert_close(out, g(v))
+
+
+def test_hot_commits_run_as_one_batched_copy():
+    """Once a frame is hot, its update copies into shared variables run as one batched
+    launch (vm.CommitPlan); values, coherence flags, set_value and failed calls behave as
+    before."""
+    from theano_ocl.vm import CommitPlan
+
+    def build(mode):
+        rng = np.random.RandomState(4)
+        a = theano.shared(rng.rand(5000).astype('f4'), 'a')
+        a2 = theano.shared(rng.rand(5000).astype('f4'), 'a2')
+        b = theano.shared(rng.rand(7, 3), 'b')
+        c = theano.shared(np.arange(10, dtype='int32'), 'c')
+        idx = T.ivector('idx')
+        ups = [(a, a2), (a2, a * 0.5 + 1), (b, b * 0.9 + b[::-1] * 0.1),
+               (c, c[::-1] + 1)]
+        f = theano.function([idx], [a[idx], b.sum(), c.sum()], updates=ups, mode=mode)
+        return f, [a, a2, b, c]
+
+    f_c, sh_c = build('FAST_RUN')
+    f_o, sh_o = build(ocl())
+    f_o.fn.host_tier_after = None
+    idx = np.array([0, 4999, 7], 'int32')
+    for call in range(6):
+        for g, w in zip(f_o(idx), f_c(idx)):
+            assert_close(g, w, what='call %d' % call)
+    plan = f_o.fn.last_frame.commit_plan
+    assert isinstance(plan, CommitPlan), plan
+    assert plan.plan.n_launches_after < plan.plan.n_launches_before
+    for s_o, s_c in zip(sh_o, sh_c):
+        assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name)
+    # a host write between calls wins, as without the plan
+    for sh in (sh_o, sh_c):
+        sh[1].set_value(np.full(5000, 3, 'f4'))
+    for g, w in zip(f_o(idx), f_c(idx)):
+        assert_close(g, w, what='after set_value')
+    for s_o, s_c in zip(sh_o, sh_c):
+        assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name + ' after set_value')
+    # a failed call (bad index, found after the steps ran) commits nothing
+    before = [s.get_value() for s in sh_o]
+    with pytest.raises(IndexError):
+        f_o(np.array([5000], 'int32'))
+    for s, v in zip(sh_o, before):
+        assert_close(s.get_value(), v, what=s.name + ' after a failed call')
+    # another shape: re-placed shared variable, the plan is not used stale
+    for sh in (sh_o, sh_c):
+        sh[0].set_value(np.ones(6000, 'f4'))
+        sh[1].set_value(np.ones(6000, 'f4'))
+    for call in range(5):
+        for g, w in zip(f_o(idx), f_c(idx)):
+            assert_close(g, w, what='new shape, call %d' % call)
+    for s_o, s_c in zip(sh_o, sh_c):
+        assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name + ' new shape')

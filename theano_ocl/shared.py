@@ -73,7 +73,9 @@ class Resident(object):
             self.root.move(dev.alloc(nbytes))
             self.root.nbytes = max(nbytes, 1)
         self.dev = dev
-        self.darr = DArray(self.root, shape, dtype)
+        d = self.darr
+        if d is None or d.shape != tuple(shape) or d.dtype != dtype:
+            self.darr = DArray(self.root, shape, dtype)   # else the same view: plans stay valid
 
     # -- writes ---------------------------------------------------------------
     def commit_device(self, dev, queue, d):

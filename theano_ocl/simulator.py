@@ -33,7 +33,7 @@ from theano.compile.sharedvalue import SharedVariable
 from . import planner
 from .darray import DArray, Root
 from .device import get_device, NoOpenCLPlatform
-from .vm import Replan, Step, bind_site
+from .vm import Replan, Step, bind_site, commit_copy_step
 
 
 class SimulatorError(ValueError):
@@ -481,21 +481,7 @@ class Method(object):
 
     def _commit_step(self, commit):
         """A frame commit as a planner step: resident commits become plain device copies."""
-        env = _closure(commit)
-        res, d = env.get('res'), env.get('d')
-        if res is not None and isinstance(d, DArray) and res.darr is not None \
-                and res.darr.shape == d.shape and res.darr.dtype == d.dtype \
-                and d.is_c_contiguous() and 'value_cell' not in env:
-            dst = res.darr
-            if d.root is dst.root and d.offset == dst.offset:
-                return Step(_nothing, -1, 'noop')
-            cl, queue, nbytes = self.vm.dev.cl, self.vm.queue, d.nbytes
-
-            def run():
-                return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
-                                       src_offset=d.boff, dst_offset=dst.boff)
-            return Step(run, -1, 'copy', meta=(dst, d))
-        return Step(commit, -1, 'host')
+        return commit_copy_step(self.vm, commit) or Step(commit, -1, 'host')
 
     def _per_step_inputs(self, n, inputs):
         """{input index: host array with leading axis n}, checked against the input types."""
@@ -581,10 +567,6 @@ def _fmt(part):
     if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
         return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
     return 'shape %s' % (part,)
-
-
-def _nothing():
-    return None
 
 
 class SimulatorOCL(object):

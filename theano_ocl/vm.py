@@ -70,6 +70,7 @@ class Frame(object):
         self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
         self.checks = []           # (task index, fn): device error flags read after a call
         self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
+        self.commit_plan = None    # CommitPlan once hot and worth it; False: never
 
     def release(self):
         for root in self.arena + self.owned:
@@ -354,8 +355,15 @@ class OCLFunction(object):
         outputs = [fetch() for fetch in frame.outputs]
         if frame.checks:
             self.run_checks(frame)
-        for apply in [prepare() for prepare in frame.commits]:
-            apply()
+        plan = frame.commit_plan
+        if plan is None and self.batch_after is not None and not self.profile \
+                and frame.replays >= self.batch_after:
+            plan = frame.commit_plan = self._commit_plan(frame)
+        if plan and plan.valid():
+            plan.run()
+        else:
+            for apply in [prepare() for prepare in frame.commits]:
+                apply()
         if self.dev.pending_uploads:
             self.dev.settle_uploads()
         self.last_frame = frame
@@ -499,6 +507,20 @@ class OCLFunction(object):
             self.position_of_error = t
             check()
         self.position_of_error = -1
+
+    def _commit_plan(self, frame):
+        """The frame's commits as a CommitPlan when they are >= 2 device copies into
+        residents that batching merges, else False."""
+        copies = sum(1 for p in frame.commits
+                     if getattr(p, 'resident', None) and p.resident[1].root is not
+                     getattr(p.resident[0].darr, 'root', None))
+        if copies < 2:
+            return False
+        try:
+            plan = CommitPlan(self, frame)
+        except ValueError:
+            return False
+        return plan if plan.plan.n_launches_after < copies else False
 
     def _batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (planner.py),
@@ -944,7 +966,64 @@ def _commit_host_from_device(dev, queue, d, cell):
 def _commit_resident(res, dev, queue, d):
     def prepare():
         return lambda: res.commit_device(dev, queue, d)
+    prepare.resident = (res, d)
     return prepare
+
+
+def _nothing():
+    return None
+
+
+def commit_copy_step(vm, prepare):
+    """A frame commit as a planner step when it is a plain device copy into a resident
+    shared variable whose placement is as planned (Step kind 'copy', or 'noop' when the
+    value was computed in place); else None."""
+    res, d = getattr(prepare, 'resident', (None, None))
+    dst = res.darr if res is not None else None
+    if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
+            or not d.is_c_contiguous():
+        return None
+    if d.root is dst.root and d.offset == dst.offset:
+        return Step(_nothing, -1, 'noop')
+    cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
+
+    def run():
+        return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
+                               src_offset=d.boff, dst_offset=dst.boff)
+    return Step(run, -1, 'copy', meta=(dst, d))
+
+
+class CommitPlan(object):
+    """A frame's commits when all are device copies into residents: the copies as one
+    batched plan (planner.py; 12 copies of an MLP step -> 1 launch) and the residents'
+    coherence flags set as ``Resident.commit_device`` would."""
+
+    def __init__(self, vm, frame):
+        from . import planner
+        self.marks = []
+        steps = []
+        for prepare in frame.commits:
+            step = commit_copy_step(vm, prepare)
+            if step is None:
+                raise ValueError('not a device copy')
+            res, _ = prepare.resident
+            self.marks.append((res, res.darr))
+            steps.append(step)
+        self.plan = planner.plan_steps(steps, vm.dev, vm.queue)
+
+    def valid(self):
+        for res, darr in self.marks:
+            if res.darr is not darr:      # re-placed (set_value of another shape, device)
+                return False
+        return self.plan.valid()
+
+    def run(self):
+        for fn in self.plan.fns:
+            fn()
+        for res, _ in self.marks:
+            res.device_newer = True
+            res.host_obj = res.cell[0]
+            res.host_dirty = False
 
 
 def _commit_resident_from_host(res, dev, queue, value_cell):
