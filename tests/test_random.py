@@ -100,3 +100,100 @@ def test_multinomial_and_choice():
     pair = _both(build, [p])
     _mrg_on_device(pair[1][0])
     _assert_same_calls(pair, [pv], exact=(0, 1))
+
+
+def _multinomial_case(op, pdt, udt, n, rows=5, outcomes=7, transposed=False, seed=0,
+                      boundary=True):
+    rng = np.random.RandomState(seed)
+    p = T.TensorType(pdt, (False, False))('p')
+    u = T.TensorType(udt, (False,))('u')
+    pv = rng.dirichlet(np.ones(outcomes), size=rows).astype(pdt)
+    pin = p.T if transposed else p
+    if transposed:
+        pv = np.ascontiguousarray(pv.T)
+    # uniforms, with some exactly at running-sum boundaries and some near 1
+    uv = rng.uniform(0, 1, rows * n).astype(udt)
+    if uv.size and boundary:
+        uv[0] = np.asarray(pv if not transposed else pv.T)[0, :2].astype('float64').sum()
+        uv[-1] = 0.999999
+    return [p, u], op(pin, u, n), [pv, uv]
+
+
+@pytest.mark.parametrize('pdt,udt', [('float32', 'float32'), ('float64', 'float32'),
+                                     ('float32', 'float64'), ('float64', 'float64')])
+@pytest.mark.parametrize('odtype', ['auto', 'int64', 'int32', 'uint8', 'float32'])
+@pytest.mark.parametrize('n', [1, 3])
+def test_multinomial_from_uniform_matches_c(pdt, udt, odtype, n):
+    from theano.sandbox.multinomial import MultinomialFromUniform
+    for transposed in (False, True):
+        ins, out, vals = _multinomial_case(MultinomialFromUniform(odtype), pdt, udt, n,
+                                           transposed=transposed)
+        f_c = theano.function(ins, out, mode='FAST_RUN')
+        f_o = theano.function(ins, out, mode=ocl_mode())
+        assert not theano_ocl.fallback_nodes(f_o), theano_ocl.fallback_nodes(f_o)
+        for _ in range(2):
+            want, got = f_c(*vals), f_o(*vals)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize('pdt,udt', [('float32', 'float32'), ('float64', 'float64'),
+                                     ('float32', 'float64')])
+@pytest.mark.parametrize('replace', [False, True])
+@pytest.mark.parametrize('n', [1, 2, 7])
+def test_choice_from_uniform_matches_c(pdt, udt, replace, n):
+    from theano.sandbox.multinomial import ChoiceFromUniform
+    for odtype in ('auto', 'int32'):
+        ins, out, vals = _multinomial_case(ChoiceFromUniform(odtype, replace=replace), pdt,
+                                           udt, n, seed=n)
+        f_c = theano.function(ins, out, mode='FAST_RUN')
+        f_o = theano.function(ins, out, mode=ocl_mode())
+        assert not theano_ocl.fallback_nodes(f_o), theano_ocl.fallback_nodes(f_o)
+        want, got = f_c(*vals), f_o(*vals)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+def test_multinomial_float16_and_empty_match_python():
+    # Theano's C code sums npy_float16 (integer) storage for float16 pvals, so the
+    # reference here is the Python implementation (Mode(linker='py')); uniforms away from
+    # running-sum boundaries, where Python (searchsorted: >=) and C (>) differ -- the
+    # device follows C
+    from theano.sandbox.multinomial import MultinomialFromUniform, ChoiceFromUniform
+    py = theano.Mode(linker='py', optimizer='fast_run')
+    for op, pdt, n, rows in [(MultinomialFromUniform('int64'), 'float16', 3, 5),
+                             (ChoiceFromUniform('auto', replace=True), 'float16', 2, 4),
+                             (MultinomialFromUniform('auto'), 'float32', 2, 0),
+                             (ChoiceFromUniform('auto'), 'float64', 3, 0)]:
+        ins, out, vals = _multinomial_case(op, pdt, 'float32', n, rows=rows, boundary=False)
+        f_p = theano.function(ins, out, mode=py)
+        f_o = theano.function(ins, out, mode=ocl_mode())
+        assert not theano_ocl.fallback_nodes(f_o), (op, pdt)
+        want, got = f_p(*vals), f_o(*vals)
+        assert got.shape == want.shape, (op, got.shape, want.shape)
+        np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=str(op))
+
+
+def test_multinomial_errors_match_c():
+    from theano.sandbox.multinomial import MultinomialFromUniform, ChoiceFromUniform
+    ins, out, vals = _multinomial_case(ChoiceFromUniform('auto'), 'float32', 'float32', 8)
+    f_o = theano.function(ins, out, mode=ocl_mode())
+    with pytest.raises(ValueError, match='bigger than the size of the distribution'):
+        f_o(*vals)
+    ins, out, vals = _multinomial_case(MultinomialFromUniform('auto'), 'float32', 'float32', 2)
+    f_o = theano.function(ins, out, mode=ocl_mode())
+    with pytest.raises(ValueError, match=r'unis.shape\[0\] != pvals.shape\[0\] \* n'):
+        f_o(vals[0], vals[1][:-1])
+    assert f_o(*vals).shape == vals[0].shape          # still usable
+
+
+def test_mrg_multinomial_and_choice_run_on_the_device():
+    p = T.fmatrix('p')
+    pv = np.random.RandomState(1).dirichlet(np.ones(9), size=6).astype('float32')
+
+    def build(R):
+        return [R.multinomial(pvals=p, n=4, dtype='float32'),
+                R.choice(size=3, a=None, p=p, replace=False)]
+    pair = _both(build, [p])
+    assert not theano_ocl.fallback_nodes(pair[1][0]), theano_ocl.fallback_nodes(pair[1][0])
+    _assert_same_calls(pair, [pv], exact=(0, 1))

@@ -1,5 +1,7 @@
 """Random family: ``theano.sandbox.rng_mrg.mrg_uniform`` (what ``MRG_RandomStreams``
-draws everything from) on the device.
+draws everything from) on the device, and ``theano.sandbox.multinomial``'s
+``MultinomialFromUniform`` / ``ChoiceFromUniform`` (what ``multinomial`` and ``choice``
+lower to).
 
 The kernel (``kernels/random.cl.mako``) runs Theano's MRG31k3p generator with one
 work-item per stream, so for the same rstate the samples and the updated rstate equal
@@ -11,14 +13,18 @@ import os
 
 import numpy as np
 from mako.template import Template
+from theano.sandbox.multinomial import ChoiceFromUniform, MultinomialFromUniform
 from theano.sandbox.rng_mrg import mrg_uniform
 
+from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .registry import ocl_impl
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'random.cl.mako'))
+_MULTI = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
+                                        'multinomial.cl.mako'))
 _M1 = 2147483647
 
 # The constant each output dtype multiplies by, as Theano's C (float32, float64) and Python
@@ -90,3 +96,89 @@ def _mrg_uniform(op, node, dev):
     if dtype not in _NORM:
         raise NoDeviceImplementation('mrg_uniform has no %s samples' % dtype)
     return MRGUniformImpl(node, dev)
+
+
+class MultinomialImpl(DeviceImpl):
+    """``MultinomialFromUniform`` and ``ChoiceFromUniform``: inputs pvals (matrix), unis
+    (vector), n (host scalar: samples per row). One work-item per row; the same samples as
+    Theano's C code for the same uniforms (running sums in double)."""
+    host_inputs = (2,)
+
+    def __init__(self, node, dev, choice):
+        DeviceImpl.__init__(self, node, dev)
+        self.choice = choice
+        self.replace = bool(getattr(node.op, 'replace', False)) if choice else False
+        p, u = node.inputs[0].dtype, node.inputs[1].dtype
+        o = node.outputs[0].dtype
+        pc = oscalar.compute_ctype(p)
+        self.name = '%s_%s_%s_%s%s' % ('choice' if choice else 'multinomial', p, u, o,
+                                      '_replace' if self.replace else '')
+        self.src = _MULTI.render(name=self.name, choice=choice, replace=self.replace,
+                                 p_t=oscalar.ctype(p), u_t=oscalar.ctype(u), o_t=oscalar.ctype(o),
+                                 pc_t=pc, p_half=p == 'float16', u_half=u == 'float16')
+        self.pc_dtype = 'float32' if p == 'float16' else p
+
+    def describe(self):
+        return '%s kernel (%s)' % ('choice' if self.choice else 'multinomial', self.node.op)
+
+    def plan(self, ctx, ins):
+        pvals, unis, n = ins
+        n = int(n)
+        nb_multi, nb_outcomes = pvals.shape
+        if self.choice and n > nb_outcomes:
+            raise ValueError('Cannot sample without replacement n samples bigger than the '
+                             'size of the distribution.')
+        if unis.shape[0] != nb_multi * n:
+            raise ValueError('unis.shape[0] != pvals.shape[0] * n: %s: pvals has shape %s, '
+                             'unis %s, n = %d' % (self.node.op, pvals.shape, unis.shape, n))
+        odtype = self.node.outputs[0].dtype
+        z = ctx.alloc((nb_multi, n) if self.choice else (nb_multi, nb_outcomes), odtype)
+        if nb_multi == 0 or z.size == 0:
+            return [z]
+        it_p, it_u = pvals.itemsize, unis.itemsize
+        args = [np.int64(nb_multi), np.int64(nb_outcomes), np.int64(n),
+                pvals, np.int64(pvals.strides[0] // it_p), np.int64(pvals.strides[1] // it_p),
+                unis, np.int64(unis.strides[0] // it_u), z]
+        if self.choice:
+            args.append(ctx.alloc((nb_multi, max(nb_outcomes, 1)), self.pc_dtype))
+        options = ()
+        if self.choice and not self.replace and _correct_division(ctx.dev):
+            options = ('-cl-fp32-correctly-rounded-divide-sqrt',)    # C's float division
+        prg = ctx.dev.build(self.src, options)
+        if ctx.dev.is_cpu:
+            gsize, lsize = (nb_multi,), None
+        else:
+            gsize, lsize = (-(-nb_multi // 64) * 64,), (64,)
+        ctx.launch(prg, self.name, gsize, lsize, args)
+        return [z]
+
+
+def _correct_division(dev):
+    try:
+        return bool(dev.device.single_fp_config
+                    & dev.cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
+    except Exception:  # pragma: no cover
+        return False
+
+
+def _multinomial_factory(choice):
+    def factory(op, node, dev):
+        if not dev.has_fp64:
+            raise NoDeviceImplementation('%s sums probabilities in double (Theano\'s C code); '
+                                         'the device has no cl_khr_fp64' % type(op).__name__)
+        p, u, o = node.inputs[0].dtype, node.inputs[1].dtype, node.outputs[0].dtype
+        for what, dt in (('pvals', p), ('unis', u)):
+            if dt not in ('float16', 'float32', 'float64'):
+                raise NoDeviceImplementation('%s: %s of dtype %s' % (type(op).__name__, what, dt))
+        if o in ('bool', 'float16') or o.startswith('complex'):
+            raise NoDeviceImplementation('%s: output dtype %s' % (type(op).__name__, o))
+        if choice and p == 'float16' and not getattr(op, 'replace', False):
+            # Theano's C code renormalizes npy_float16 (integer) storage: not reproduced
+            raise NoDeviceImplementation('ChoiceFromUniform without replacement of float16 pvals')
+        oscalar.ctype(o)
+        return MultinomialImpl(node, dev, choice)
+    return factory
+
+
+ocl_impl.register(MultinomialFromUniform)(_multinomial_factory(False))
+ocl_impl.register(ChoiceFromUniform)(_multinomial_factory(True))
