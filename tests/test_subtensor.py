@@ -173,3 +173,25 @@ def test_boolean_masks(dtype):
     replans = f_o.fn.replans
     f_o(xv, masks[1], yv)
     assert f_o.fn.replans == replans
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'int16', 'bool', 'float16'])
+def test_repeat_matches_c(dtype):
+    # T.repeat (extra_ops.RepeatOp) on the device: scalar and vector repeats, every axis,
+    # axis=None, negative axis, strided input, zero repeats, empty input
+    x = T.TensorType(dtype, (False, False, False))('x')
+    r = T.lvector('r')
+    k = T.lscalar('k')
+    rng = np.random.RandomState(3)
+    xv = rand((3, 4, 5), dtype, rng)
+    outs = [T.repeat(x, k, axis=1), T.repeat(x, r, axis=2), T.repeat(x[:, ::-1], k, axis=0),
+            T.repeat(x, k), T.repeat(x.dimshuffle(2, 0, 1), r, axis=-3)]
+    f = assert_matches_c([x, r, k], outs, [xv, np.array([0, 2, 1, 3, 1], 'int64'), 2])
+    for vals in ([xv, np.array([1, 0, 0, 0, 4], 'int64'), 0],
+                 [xv[:0], np.array([2, 2, 2, 2, 2], 'int64'), 3]):
+        want = theano.function([x, r, k], outs, mode='FAST_RUN')(*vals)
+        got = f(*vals)
+        for g, w in zip(got, want):
+            assert_close(g, w)
+    with pytest.raises(ValueError):
+        f(xv, np.array([1, 2], 'int64'), 1)          # repeats of the wrong length

@@ -8,3 +8,4 @@ from . import reduce  # noqa: F401
 from . import random  # noqa: F401
 from . import blas  # noqa: F401
 from . import nnet  # noqa: F401
+from . import extra_ops  # noqa: F401

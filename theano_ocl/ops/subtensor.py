@@ -236,22 +236,28 @@ class GatherImpl(DeviceImpl):
 
     def plan(self, ctx, ins):
         x = ins[0]
-        ai = ArrayIndex(x, mask_entries(ctx, self.node, ins, 1))
-        out = ctx.alloc(ai.shape, x.dtype)
-        if out.size == 0:
-            return [out]
-        xv = ai.xv
-        src, name = _kernel('gather', ndim=len(ai.dims), idxs=ai.index_operands(),
-                            store=_STORE[x.itemsize])
-        args = [np.int64(out.size)]
-        for n, (w, i) in zip(ai.shape, ai.dims):
-            args += [np.int64(n), np.int64(_estride(xv, i) if w == 'x' else 0)]
-        err = error_buffer(ctx)
-        args += [out, xv] + ai.index_args() + [err]
-        gsize, lsize = launch_geometry(ctx.dev, out.size)
-        ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
-        check_errors(ctx, err, self.node, ai)
-        return [out]
+        return [plan_gather(ctx, self.node, x, mask_entries(ctx, self.node, ins, 1))]
+
+
+def plan_gather(ctx, node, x, entries):
+    """``x[entries]`` (slices and device integer arrays, numpy's layout) into a new array;
+    an out-of-range index raises IndexError once the call's outputs are fetched."""
+    ai = ArrayIndex(x, entries)
+    out = ctx.alloc(ai.shape, x.dtype)
+    if out.size == 0:
+        return out
+    xv = ai.xv
+    src, name = _kernel('gather', ndim=len(ai.dims), idxs=ai.index_operands(),
+                        store=_STORE[x.itemsize])
+    args = [np.int64(out.size)]
+    for n, (w, i) in zip(ai.shape, ai.dims):
+        args += [np.int64(n), np.int64(_estride(xv, i) if w == 'x' else 0)]
+    err = error_buffer(ctx)
+    args += [out, xv] + ai.index_args() + [err]
+    gsize, lsize = launch_geometry(ctx.dev, out.size)
+    ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
+    check_errors(ctx, err, node, ai)
+    return out
 
 
 class ScatterImpl(DeviceImpl):
