@@ -1,4 +1,6 @@
-"""``theano.tensor.extra_ops`` ops that real graphs use: ``RepeatOp`` (``T.repeat``).
+"""``theano.tensor.extra_ops`` ops that real graphs use: ``RepeatOp`` (``T.repeat``),
+``CumOp`` (``cumsum``/``cumprod``), ``DiffOp``, ``FillDiagonal``, ``FillDiagonalOffset``,
+``CpuContiguous``.
 
 ``repeat(x, repeats, axis)``: the repeats decide the output's shape, so they are a host
 input (the frame is keyed on their values, as for any shape-deciding value); the host
@@ -6,13 +8,24 @@ computes which source index each output position takes (``np.repeat`` of a range
 numpy's own errors for negative or mis-sized repeats) and the device gathers along the
 axis with the subtensor family's gather kernel. ``axis=None`` repeats the flattened array.
 """
-import numpy as np
-from theano.tensor.extra_ops import RepeatOp
+import os
 
-from .base import DeviceImpl
+import numpy as np
+import theano.scalar as ts
+from mako.template import Template
+from theano.tensor.extra_ops import (CpuContiguous, CumOp, DiffOp, FillDiagonal,
+                                     FillDiagonalOffset, RepeatOp)
+
+from .. import scalar as oscalar
+from ..errors import NoDeviceImplementation
+from .base import DeviceImpl, launch_geometry
+from .elemwise import plan_elementwise
 from .registry import ocl_impl
 from .shape import frame_constant, reshaped
 from .subtensor import plan_gather
+
+_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
+                                           'extra_ops.cl.mako'))
 
 
 class RepeatImpl(DeviceImpl):
@@ -40,3 +53,157 @@ class RepeatImpl(DeviceImpl):
 @ocl_impl.register(RepeatOp)
 def _repeat(op, node, dev):
     return RepeatImpl(node, dev)
+
+
+class ContiguousImpl(DeviceImpl):
+    """CpuContiguous: the input itself when C-contiguous (a view, as Theano's), else a copy."""
+
+    def plan(self, ctx, ins):
+        return [ctx.contiguous(ins[0])]
+
+
+@ocl_impl.register(CpuContiguous)
+def _contiguous(op, node, dev):
+    return ContiguousImpl(node, dev)
+
+
+class CumImpl(DeviceImpl):
+    """cumsum / cumprod along an axis (or of the flattened array): a work-item per line."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        dt = node.inputs[0].dtype
+        t = oscalar.ctype(dt)
+        self.name = 'cum%s_%s' % (node.op.mode, dt)
+        support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dt == 'float64' else ''
+        self.src = _TEMPLATE.render(name=self.name, support=support, t=t,
+                                    ct=oscalar.compute_ctype(dt), add=node.op.mode == 'add')
+
+    def describe(self):
+        return 'line-scan kernel (%s)' % self.node.op
+
+    def plan(self, ctx, ins):
+        x = ctx.contiguous(ins[0])
+        axis = self.node.op.axis
+        if axis is None:
+            x = reshaped(ctx, x, (x.size,))
+            axis = 0
+        elif axis < 0:
+            axis += x.ndim
+        z = ctx.alloc(x.shape, x.dtype)
+        if z.size == 0:
+            return [z]
+        n = x.shape[axis]
+        inner = 1
+        for s in x.shape[axis + 1:]:
+            inner *= s
+        lines = z.size // n
+        gsize, lsize = launch_geometry(ctx.dev, lines)
+        ctx.launch(ctx.dev.build(self.src), self.name, gsize, lsize,
+                   [np.int64(lines), np.int64(n), np.int64(inner), x, z])
+        return [z]
+
+
+@ocl_impl.register(CumOp)
+def _cum(op, node, dev):
+    dt = node.inputs[0].dtype
+    if dt in ('bool', 'float16') or dt.startswith('complex'):
+        raise NoDeviceImplementation('%s of %s (numpy accumulates it in another type)'
+                                     % (op, dt))
+    return CumImpl(node, dev)
+
+
+class DiffImpl(DeviceImpl):
+    """n-th discrete difference along an axis: n elementwise subtractions of shifted views."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        dt = node.inputs[0].dtype
+        self.code = oscalar.elemwise_code(ts.sub, [dt, dt], [dt])
+
+    def plan(self, ctx, ins):
+        x = ins[0]
+        op = self.node.op
+        if op.n == 0:
+            return [x]
+        axis = op.axis + x.ndim if op.axis < 0 else op.axis
+        if not 0 <= axis < x.ndim:
+            raise ValueError('axis %d is out of bounds for array of dimension %d'
+                             % (op.axis, x.ndim))
+        if op.n < 0:
+            raise ValueError('order must be non-negative but got %d' % op.n)
+        support, body = self.code
+        cur = x
+        for _ in range(op.n):
+            m = max(cur.shape[axis] - 1, 0)
+            shape = cur.shape[:axis] + (m,) + cur.shape[axis + 1:]
+            new = ctx.alloc(shape, x.dtype)
+            hi = cur.view(shape, cur.strides, cur.offset + (cur.strides[axis] if m else 0))
+            lo = cur.view(shape, cur.strides)
+            plan_elementwise(ctx, support, body, [new], [hi, lo], shape)
+            cur = new
+        return [cur]
+
+
+@ocl_impl.register(DiffOp)
+def _diff(op, node, dev):
+    dt = node.inputs[0].dtype
+    if dt == 'bool' or dt.startswith('complex'):
+        raise NoDeviceImplementation('%s of %s (numpy takes not_equal)' % (op, dt))
+    return DiffImpl(node, dev)
+
+
+class FillDiagonalImpl(DeviceImpl):
+    """A copy of ``a`` whose (offset) diagonal is set to the scalar ``val``: a copy, then
+    an elementwise store through a strided view of the diagonal."""
+
+    def __init__(self, node, dev, with_offset):
+        DeviceImpl.__init__(self, node, dev)
+        self.with_offset = with_offset
+        self.host_inputs = (2,) if with_offset else ()
+
+    def plan(self, ctx, ins):
+        a, val = ins[0], ins[1]
+        out = ctx.alloc(a.shape, a.dtype)
+        if out.size == 0:
+            return [out]
+        ctx.copy(out, a)
+        itemsize = out.itemsize
+        if self.with_offset:
+            offset = int(ins[2])
+            height, width = a.shape
+            if offset >= 0:
+                start, steps = offset, min(min(width, height), width - offset)
+            else:
+                start, steps = -offset * width, min(min(width, height), height + offset)
+            step = width + 1
+            # Theano's a.flat[start:end:step], Python's slice rules (a negative end counts
+            # from the end) included
+            sel = range(out.size)[start:start + step * steps:step]
+            k, start = len(sel), (sel[0] if len(sel) else 0)
+        elif a.ndim == 2:
+            step = a.shape[1] + 1
+            sel = range(out.size)[:a.shape[1] * a.shape[1]:step]
+            k, start = len(sel), 0
+        else:
+            if any(s != a.shape[0] for s in a.shape):
+                raise ValueError('All dimensions of input must be of equal length')
+            start, k = 0, a.shape[0]
+            step = sum(st // itemsize for st in out.strides)
+        if k:
+            diag = out.view((k,), (step * itemsize,), start * itemsize)
+            v = val.view((1,), (itemsize,))
+            plan_elementwise(ctx, '', 'o0 = i0;', [diag], [v], (k,))
+        return [out]
+
+
+@ocl_impl.register(FillDiagonal)
+def _fill_diagonal(op, node, dev):
+    oscalar.ctype(node.inputs[0].dtype)
+    return FillDiagonalImpl(node, dev, False)
+
+
+@ocl_impl.register(FillDiagonalOffset)
+def _fill_diagonal_offset(op, node, dev):
+    oscalar.ctype(node.inputs[0].dtype)
+    return FillDiagonalImpl(node, dev, True)

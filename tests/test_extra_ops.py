@@ -1,0 +1,55 @@
+"""extra_ops on the device (ops/extra_ops.py) against Theano C: cumsum/cumprod, diff,
+fill_diagonal(_offset), CpuContiguous (RepeatOp: tests/test_subtensor.py)."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.tensor import extra_ops as xo
+
+from helpers import assert_matches_c, rand
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'int32', 'uint16', 'int64'])
+def test_cumsum_cumprod_match_c(dtype):
+    x = T.TensorType(dtype, (False, False, False))('x')
+    rng = np.random.RandomState(1)
+    xv = rand((3, 4, 50), dtype, rng, low=-2, high=3)     # int8 products wrap, as in C
+    outs = [xo.cumsum(x, axis=2), xo.cumprod(x, axis=1), xo.cumsum(x[:, ::-1], axis=0),
+            xo.cumsum(x), xo.cumprod(x.dimshuffle(2, 1, 0), axis=-1), xo.cumsum(x[:0], axis=1)]
+    assert_matches_c([x], outs, [xv], rtol=1e-5 if dtype == 'float32' else None)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'int16', 'uint8', 'float16'])
+def test_diff_matches_c(dtype):
+    x = T.TensorType(dtype, (False, False))('x')
+    rng = np.random.RandomState(2)
+    xv = rand((5, 6), dtype, rng)
+    outs = [xo.diff(x), xo.diff(x, n=2, axis=0), xo.diff(x.T, n=3), xo.diff(x[:, ::-2], axis=1),
+            xo.diff(x, n=7, axis=0)]                              # longer than the axis: empty
+    assert_matches_c([x], outs, [xv])
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'int32', 'float64', 'bool'])
+def test_fill_diagonal_match_c(dtype):
+    a = T.TensorType(dtype, (False, False))('a')
+    c = T.TensorType(dtype, (False, False, False))('c')
+    v = T.TensorType(dtype, ())('v')
+    off = T.iscalar('off')
+    rng = np.random.RandomState(3)
+    vals = [rand((4, 7), dtype, rng), rand((3, 3, 3), dtype, rng), np.asarray(rand((1,), dtype, rng)[0])]
+    outs = [xo.fill_diagonal(a, v), xo.fill_diagonal(a.T, v), xo.fill_diagonal(c, v),
+            xo.fill_diagonal_offset(a, v, off), xo.fill_diagonal_offset(a.T, v, off)]
+    f = None
+    for o in (0, 2, -2, 6, -5, 9):
+        if f is None:
+            f = assert_matches_c([a, c, v, off], outs, vals + [np.int32(o)])
+        else:
+            want = theano.function([a, c, v, off], outs, mode='FAST_RUN')(*(vals + [np.int32(o)]))
+            for g, w in zip(f(*(vals + [np.int32(o)])), want):
+                np.testing.assert_array_equal(g, w, err_msg='offset %d' % o)
+
+
+def test_cpu_contiguous_matches_c():
+    x = T.fmatrix('x')
+    xv = rand((4, 6), 'float32')
+    assert_matches_c([x], [xo.cpu_contiguous(x.T) * 2, xo.cpu_contiguous(x) + 1], [xv])
