@@ -72,6 +72,7 @@ def test_gemm_gemv_ger_dot22scalar(backend, dtype):
             b * u[:6] + a * T.dot(x[:, :5], v),     # Gemv
             T.dot(x.T, z[:, 0]),                    # Gemv, transposed matrix, strided vector
             z + a * T.outer(u[:6], v),          # Ger
+            z + 0.3 * T.outer(u[:6], v[::-1]),  # Ger, constant alpha (small products take it)
             T.dot(u, u[::-1])]                  # vector . vector
     f = assert_matches_c([z, x, y, u, v, a, b], outs, [zv, xv, yv, uv, vv, av, bv], **TOL[dtype])
     ops = {type(n.op).__name__ for n in f.maker.fgraph.toposort()}
@@ -166,3 +167,24 @@ def test_default_backend_choice():
     assert blas.choose_backend(dev, ['int32', 'int32']) == 'kernel'
     assert blas.choose_backend(dev, ['float16', 'float16']) == 'kernel'
     assert blas.choose_backend(dev, ['float32', 'float64']) == 'kernel'
+
+
+@pytest.mark.parametrize('auto', [True, False])
+def test_ger_updating_a_shared_matrix_with_strides(backend, auto, monkeypatch):
+    # Theano's TestBlasStrides.test_ger_strides pattern: a <- a + l * outer(b, c) with the
+    # shared values set to reversed / stepped views between calls (auto: the backend the
+    # device would choose, small products included)
+    if auto:
+        monkeypatch.setattr(blas, 'FORCE_BACKEND', None)
+    rng = np.random.RandomState(7)
+    av, bv, cv = rng.rand(3, 5), rng.rand(3), rng.rand(5)
+    a, b, c = theano.shared(av), theano.shared(bv), theano.shared(cv)
+    f = theano.function([], [], updates=[(a, a + 0.2 * T.outer(b, c))], mode=theano_ocl.OCLMode())
+    assert not theano_ocl.fallback_nodes(f)
+    for s1, s2, sb, sc in [(1, 1, 1, 1), (-1, 1, 1, -1), (2, -2, -2, 2), (-2, 2, 2, -2)]:
+        a.set_value(av.copy()[::s1, ::s2], borrow=True)
+        b.set_value(bv.copy()[::sb], borrow=True)
+        c.set_value(cv.copy()[::sc], borrow=True)
+        f()
+        want = av[::s1, ::s2] + 0.2 * np.outer(bv[::sb], cv[::sc])
+        assert_close(a.get_value(), want, what='strides %s' % ((s1, s2, sb, sc),))

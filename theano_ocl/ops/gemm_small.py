@@ -81,7 +81,7 @@ def record_len(has_z):
 
 
 def _coef(s, default, acc):
-    v = default if s.kind in ('one', 'none') else s.value
+    v = 1 if s.kind == 'one' else default if s.kind == 'none' else s.value
     if acc.kind == 'u':
         return acc.type(int(v) % (1 << (8 * acc.itemsize)))
     return acc.type(v)
