@@ -293,3 +293,22 @@ def test_hot_commits_run_as_one_batched_copy():
             assert_close(g, w, what='new shape, call %d' % call)
     for s_o, s_c in zip(sh_o, sh_c):
         assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name + ' new shape')
+
+
+def test_inputs_read_only_for_their_shape_are_read_every_call():
+    # an input only shape nodes read stays on the host and is not part of the frame key:
+    # its shape must be read on every call (Theano's test_opt test_equality_shapes and
+    # test_dot_allocs_0 found a frame replaying the first call's shape)
+    from theano.tensor.opt import Shape_i
+    x = T.vector('x', dtype='float64')
+    for g in [x.shape[0], Shape_i(0)(x)]:
+        f = theano.function([x], [T.eq(g, 0), g * 2], mode=ocl())
+        f_c = theano.function([x], [T.eq(g, 0), g * 2], mode='FAST_RUN')
+        for v in ([3, 3], [], [1.0], [], np.zeros(5)):
+            for got, want in zip(f(v), f_c(v)):
+                assert_close(got, want, what='x of shape %s' % (np.shape(v),))
+    v1, v2 = T.vector('v1'), T.vector('v2')
+    f = theano.function([v1, v2], T.dot(T.zeros_like(v1), v2), mode=ocl())
+    assert_close(f(np.zeros(2), np.ones(2)), np.asarray(0.0))
+    with pytest.raises((ValueError, AssertionError)):
+        f(np.zeros(2), np.ones(3))                 # the shape error is not optimized away

@@ -687,12 +687,20 @@ class OCLFunction(object):
         node = task.node
         var = node.inputs[0]
         d = dvals.get(var)
-        shape = d.shape if d is not None else np.shape(prog.storage_map[var][0])
-        value = task.impl.shape_value(shape)
         cell = prog.storage_map[node.outputs[0]]
+        shape_value = task.impl.shape_value
+        if d is not None:
+            # a device value: the frame's key decides its shape
+            value = shape_value(d.shape)
 
-        def run():
-            cell[0] = value.copy()
+            def run():
+                cell[0] = value.copy()
+        else:
+            # a host value (an input only shape nodes read is not in the key): read each call
+            src = prog.storage_map[var]
+
+            def run():
+                cell[0] = shape_value(np.shape(src[0]))
         ctx.host_step(run, 'host')
         self._run_new(ctx.frame, ctx, record=task.replay)
         self._plan_uploads(task, ctx, dvals, live)
