@@ -278,8 +278,15 @@ def test_import_theano_then_theano_ocl(tmp_path, pth):
     if pth == 'with_pth' and not _pth_active():
         pytest.skip('%s not installed for %s' % (PTH_NAME, sys.executable))
     prefix = NO_PTH if pth == 'without_pth' else ''
-    # without the hook, plain Theano on numpy >= 1.22 needs blas.ldflags set by the user
-    flags = _flags(**{'blas.ldflags': ''}) if pth == 'without_pth' else _flags()
+    # without the hook, plain Theano on numpy >= 1.22 needs blas.ldflags set by the user.
+    # A compiledir of its own: Theano caches the default Mode the first time anything
+    # asks for it, and loading a shared compiledir's keys can import a Theano test module
+    # that does (test_opt's class body), after which setting config.linker has no effect
+    # -- plain Theano's behaviour, not the drop-in's
+    extra = {'base_compiledir': str(tmp_path / 'compiledir')}
+    if pth == 'without_pth':
+        extra['blas.ldflags'] = ''
+    flags = _flags(**extra)
     src = prefix + textwrap.dedent('''
         import json
         import numpy as np
