@@ -28,6 +28,14 @@ _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'ker
                                            'extra_ops.cl.mako'))
 
 
+def _along_axis(ctx, x, axis):
+    """(x, axis) for an op taking ``axis`` as numpy does: None means the flattened array,
+    a negative axis counts from the end."""
+    if axis is None:
+        return reshaped(ctx, x, (x.size,)), 0
+    return x, axis + x.ndim if axis < 0 else axis
+
+
 class RepeatImpl(DeviceImpl):
     host_inputs = (1,)
 
@@ -35,13 +43,8 @@ class RepeatImpl(DeviceImpl):
         return 'gather kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x, repeats = ins
-        axis = self.node.op.axis
-        if axis is None:
-            x = reshaped(ctx, x, (x.size,))
-            axis = 0
-        elif axis < 0:
-            axis += x.ndim
+        x, axis = _along_axis(ctx, ins[0], self.node.op.axis)
+        repeats = ins[1]
         n = x.shape[axis]
         # numpy decides validity (negative counts, a vector of the wrong length)
         src = np.repeat(np.arange(n, dtype=np.int64), np.asarray(repeats))
@@ -83,13 +86,7 @@ class CumImpl(DeviceImpl):
         return 'line-scan kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x = ctx.contiguous(ins[0])
-        axis = self.node.op.axis
-        if axis is None:
-            x = reshaped(ctx, x, (x.size,))
-            axis = 0
-        elif axis < 0:
-            axis += x.ndim
+        x, axis = _along_axis(ctx, ctx.contiguous(ins[0]), self.node.op.axis)
         z = ctx.alloc(x.shape, x.dtype)
         if z.size == 0:
             return [z]
