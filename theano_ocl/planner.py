@@ -13,9 +13,12 @@ Small matrix products (``ops/gemm_small.py``: encoders, decoders) batch the same
 with alpha/beta in a second table. K is bounded by the device's kernel-argument size
 (CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA), unless every operand
 position of the group lies in one buffer (a slab, see SimulatorOCL): then the buffers are
-bound once and the table's offsets count from their start. On CPU devices a work-item
-walks ``CPU_CHUNK`` consecutive elements with one table search; on GPUs each element
-searches (binary search) on its own.
+bound once and the table's offsets count from their start. On CPU devices a work-group of
+``CPU_GROUP`` work-items takes that many consecutive elements of one operation (a map from
+work-group to operation follows the records), so PoCL vectorizes it; where operations
+average fewer than CPU_GROUP / 4 elements a work-item walks ``CPU_CHUNK`` consecutive
+elements with one table search instead. On GPUs each element searches (binary search) on
+its own.
 
 Dependencies are read off what each step touches (buffer, byte span): a step that
 reads or writes bytes an earlier step wrote, or writes bytes an earlier step read, runs
