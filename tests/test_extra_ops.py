@@ -53,3 +53,36 @@ def test_cpu_contiguous_matches_c():
     x = T.fmatrix('x')
     xv = rand((4, 6), 'float32')
     assert_matches_c([x], [xo.cpu_contiguous(x.T) * 2, xo.cpu_contiguous(x) + 1], [xv])
+
+
+@pytest.mark.parametrize('dtype', ['int32', 'int64', 'int16'])
+@pytest.mark.parametrize('order', ['C', 'F'])
+def test_unravel_index_matches_theano(dtype, order):
+    i = T.TensorType(dtype, (False, False))('i')
+    rng = np.random.RandomState(4)
+    iv = rng.randint(0, 60, (2, 7)).astype(dtype)        # int16: 60 fits
+    outs = list(xo.unravel_index(i, (3, 4, 5), order=order)) + \
+        list(xo.unravel_index(i[:, ::-2], (60,), order=order))
+    f = assert_matches_c([i], outs, [iv])
+    with pytest.raises(ValueError):
+        f(np.full((2, 7), 60, dtype))                 # one past the end
+    np.testing.assert_array_equal(f(iv)[0], np.unravel_index(iv, (3, 4, 5))[0])   # usable
+
+
+@pytest.mark.parametrize('mode', ['raise', 'wrap', 'clip'])
+@pytest.mark.parametrize('order', ['C', 'F'])
+def test_ravel_multi_index_matches_theano(mode, order):
+    a, b = T.lmatrix('a'), T.TensorType('int16', (True, False))('b')
+    c = T.ivector('c')
+    rng = np.random.RandomState(5)
+    lo, hi = (0, 4) if mode == 'raise' else (-9, 12)
+    av = rng.randint(lo, hi, (3, 6)).astype('int64')
+    bv = rng.randint(lo, min(hi, 5), (1, 6)).astype('int16')
+    cv = rng.randint(0, 3, 6).astype('int32')
+    outs = [xo.ravel_multi_index((a, b), (4, 5), mode=mode, order=order),
+            xo.ravel_multi_index((a.T, b.T, c.dimshuffle(0, 'x')), (4, 5, 3), mode=mode,
+                                 order=order)]
+    f = assert_matches_c([a, b, c], outs, [av, bv, cv])
+    if mode == 'raise':
+        with pytest.raises(ValueError, match='invalid entry in coordinates array'):
+            f(av + 4, bv, cv)

@@ -503,9 +503,18 @@ class OCLFunction(object):
         """Read the frame's device error flags (see PlanContext.deferred_check)."""
         if frame.checks:
             self.queue.finish()
+        first = None
         for t, check in frame.checks:
-            self.position_of_error = t
-            check()
+            # every check runs (each clears its own flag), so a flag set in this call
+            # never fails a later call; the first error is raised
+            try:
+                check()
+            except Exception as e:
+                if first is None:
+                    first = (t, e)
+        if first is not None:
+            self.position_of_error = first[0]
+            raise first[1]
         self.position_of_error = -1
 
     def _commit_plan(self, frame):

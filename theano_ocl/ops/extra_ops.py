@@ -1,6 +1,6 @@
 """``theano.tensor.extra_ops`` ops that real graphs use: ``RepeatOp`` (``T.repeat``),
 ``CumOp`` (``cumsum``/``cumprod``), ``DiffOp``, ``FillDiagonal``, ``FillDiagonalOffset``,
-``CpuContiguous``.
+``CpuContiguous``, ``RavelMultiIndex``, ``UnravelIndex``.
 
 ``repeat(x, repeats, axis)``: the repeats decide the output's shape, so they are a host
 input (the frame is keyed on their values, as for any shape-deciding value); the host
@@ -14,12 +14,13 @@ import numpy as np
 import theano.scalar as ts
 from mako.template import Template
 from theano.tensor.extra_ops import (CpuContiguous, CumOp, DiffOp, FillDiagonal,
-                                     FillDiagonalOffset, RepeatOp)
+                                     FillDiagonalOffset, RavelMultiIndex, RepeatOp,
+                                     UnravelIndex)
 
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, launch_geometry
-from .elemwise import plan_elementwise
+from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import ocl_impl
 from .shape import frame_constant, reshaped
 from .subtensor import plan_gather
@@ -204,3 +205,93 @@ def _fill_diagonal(op, node, dev):
 def _fill_diagonal_offset(op, node, dev):
     oscalar.ctype(node.inputs[0].dtype)
     return FillDiagonalImpl(node, dev, True)
+
+
+# ------------------------------------------------------------- flat <-> multi indices
+# The dims are a host input (the frame is keyed on their values) and become constants of
+# an elementwise body; out-of-range entries set the kernel's error flag, raised after the
+# call as numpy's ValueError.
+
+def _int_dims(dims):
+    dims = [int(d) for d in np.asarray(dims).ravel()]
+    if any(d < 0 for d in dims):
+        raise ValueError('dimensions must be non-negative, got %s' % (dims,))
+    return dims
+
+
+class UnravelIndexImpl(DeviceImpl):
+    """indices -> one int64 coordinate array per dimension. Theano's perform ignores
+    ``order`` (np.unravel_index(indices, dims) is C order): so does this."""
+    host_inputs = (1,)
+
+    def plan(self, ctx, ins):
+        idx, dims = ins[0], _int_dims(ins[1])
+        if len(dims) != self.node.op.ndim:
+            raise ValueError('%s: dims has %d entries, the op has %d outputs'
+                             % (self.node.op, len(dims), self.node.op.ndim))
+        size = 1
+        for d in dims:
+            size *= d
+        outs = [ctx.alloc(idx.shape, 'int64') for _ in dims]
+        if idx.size == 0:
+            return outs
+        lines = ['long r = (long)i0;',
+                 'if (r < 0 || r >= %dL) { th_err = 1; r = 0; }' % size]
+        if size == 0:
+            lines += ['o%d = 0;' % k for k in range(len(dims))]
+        else:
+            for k in reversed(range(len(dims))):
+                lines.append('o%d = r %% %dL; r /= %dL;' % (k, dims[k], dims[k]))
+        err = error_flag(ctx)
+        plan_elementwise(ctx, '', '\n'.join(lines), outs, [idx], idx.shape, err=err)
+        check_flag(ctx, err, lambda code: ValueError(
+            'index out of bounds for array with size %d (in %s)' % (size, self.node.op)))
+        return outs
+
+
+class RavelMultiIndexImpl(DeviceImpl):
+    """coordinate arrays -> int64 flat indices, modes raise / wrap / clip, order C / F."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.host_inputs = (len(node.inputs) - 1,)
+
+    def plan(self, ctx, ins):
+        coords, dims = ins[:-1], _int_dims(ins[-1])
+        op = self.node.op
+        if len(dims) != len(coords):
+            raise ValueError('parameter multi_index must be a sequence of length %d'
+                             % len(dims))
+        shape = tuple(np.broadcast_shapes(*[c.shape for c in coords]))
+        out = ctx.alloc(shape, 'int64')
+        if out.size == 0:
+            return [out]
+        lines = []
+        for k, d in enumerate(dims):
+            c = 'c%d' % k
+            lines.append('long %s = (long)i%d;' % (c, k))
+            if op.mode == 'raise' or d == 0:
+                lines.append('if (%s < 0 || %s >= %dL) { th_err = 1; %s = 0; }' % (c, c, d, c))
+            elif op.mode == 'wrap':
+                lines.append('%s %%= %dL; if (%s < 0) %s += %dL;' % (c, d, c, c, d))
+            else:
+                lines.append('%s = %s < 0 ? 0 : (%s >= %dL ? %dL : %s);' % (c, c, c, d, d - 1, c))
+        order = range(len(dims)) if op.order == 'C' else reversed(range(len(dims)))
+        expr = None
+        for k in order:
+            expr = 'c%d' % k if expr is None else '(%s) * %dL + c%d' % (expr, dims[k], k)
+        lines.append('o0 = %s;' % expr)
+        err = error_flag(ctx)
+        plan_elementwise(ctx, '', '\n'.join(lines), [out], list(coords), shape, err=err)
+        check_flag(ctx, err, lambda code: ValueError('invalid entry in coordinates array'))
+        return [out]
+
+
+@ocl_impl.register(UnravelIndex)
+def _unravel(op, node, dev):
+    return UnravelIndexImpl(node, dev)
+
+
+@ocl_impl.register(RavelMultiIndex)
+def _ravel(op, node, dev):
+    return RavelMultiIndexImpl(node, dev)
