@@ -32,7 +32,7 @@ they still do (an input re-bound to another buffer, a frame released: build agai
 import os
 
 import numpy as np
-from mako.template import Template
+from mako.lookup import TemplateLookup
 
 from . import darray as da
 from .darray import DArray
@@ -40,25 +40,18 @@ from .ops import elemwise as ew
 from .ops import gemm_small
 from .ops.base import launch_geometry
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), 'kernels',
-                                           'batched.cl.mako'))
+_KERNELS = os.path.join(os.path.dirname(__file__), 'kernels')
+_TEMPLATE = TemplateLookup([_KERNELS]).get_template('batched.cl.mako')   # + batch_locate.mako
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
 CPU_CHUNK = 64
 CPU_GROUP = int(os.environ.get('THEANO_OCL_CPU_GROUP', 64))
-_name_to_key = {}
 _batched_sources = {}
 
 
 def _elemwise_key(kernel_name):
     """The elemwise source key of a generated kernel name, or None (another family)."""
-    key = _name_to_key.get(kernel_name)
-    if key is None and kernel_name.startswith('elemwise_'):
-        for k, (_, name) in list(ew._sources.items()):
-            _name_to_key[name] = k
-        _name_to_key.update(ew.nd_keys)
-        key = _name_to_key.get(kernel_name)
-    return key
+    return ew.batch_keys.get(kernel_name)
 
 
 def _copy_key(dtype):

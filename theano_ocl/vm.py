@@ -518,18 +518,13 @@ class OCLFunction(object):
         self.position_of_error = -1
 
     def _commit_plan(self, frame):
-        """The frame's commits as a CommitPlan when they are >= 2 device copies into
-        residents that batching merges, else False."""
-        copies = sum(1 for p in frame.commits
-                     if getattr(p, 'resident', None) and p.resident[1].root is not
-                     getattr(p.resident[0].darr, 'root', None))
-        if copies < 2:
-            return False
+        """The frame's commits as a CommitPlan when they are all device copies into
+        residents and batching merges some of them, else False."""
         try:
             plan = CommitPlan(self, frame)
         except ValueError:
             return False
-        return plan if plan.plan.n_launches_after < copies else False
+        return plan if plan.plan.n_launches_after < plan.plan.n_launches_before else False
 
     def _batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (planner.py),

@@ -8,6 +8,7 @@
 ## Operand pointers cannot live in a table (OpenCL 1.2), so each operation has its own;
 ## slab == True: every operation's operand k lies in one buffer (regions of one slab,
 ## see SimulatorOCL), bound once, and the table's offsets count from its start -- any K.
+<%namespace file="batch_locate.mako" import="locate"/>
 ${support}
 
 __kernel void ${name}(
@@ -25,50 +26,7 @@ __kernel void ${name}(
 % endif
 )
 {
-% if group:
-    /* CPU devices: a work-group of ${group} work-items covers ${group} consecutive elements
-       of one operation (the group -> operation map follows the records), so the operation
-       is uniform in the group and PoCL vectorizes the element loop */
-    __global const long *gop = tab + ${K * rec};
-    {
-        const int op = (int)gop[get_group_id(0)];
-        __global const long *r = tab + op * ${rec};
-        long n_op = 1;
-%   for d in range(ndim):
-        n_op *= r[${1 + d}];
-%   endfor
-        const long li = (get_group_id(0) - r[0]) * ${group} + get_local_id(0);
-        if (li >= n_op)
-            return;
-% elif chunk > 1:
-    /* CPU devices: a work-item walks ${chunk} consecutive elements, one search per chunk
-       (a search per element keeps PoCL from running it fast) */
-    const long ch_lo = get_global_id(0) * ${chunk};
-    const long ch_end = ch_lo + ${chunk} < total ? ch_lo + ${chunk} : total;
-    int op = 0;
-    {
-        int hi = ${K} - 1;
-        while (op < hi) {
-            const int mid = (op + hi + 1) >> 1;
-            if (tab[mid * ${rec}] <= ch_lo) op = mid; else hi = mid - 1;
-        }
-    }
-    for (long gi = ch_lo; gi < ch_end; ++gi) {
-        while (op + 1 < ${K} && tab[(op + 1) * ${rec}] <= gi)
-            op++;
-% else:
-    for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
-        /* the operation of gi: the last one whose start is <= gi (binary search) */
-        int op = 0, hi = ${K} - 1;
-        while (op < hi) {
-            const int mid = (op + hi + 1) >> 1;
-            if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
-        }
-% endif
-% if not group:
-        __global const long *r = tab + op * ${rec};
-        const long li = gi - r[0];
-% endif
+${locate(K, rec, group, chunk, ' * '.join('r[%d]' % (1 + d) for d in range(ndim)) or '1')}
 % for o in operands:
 %   if slab:
         __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p = ${o['name']}_s;

@@ -16,6 +16,7 @@
 ##   every product's operand lies in one buffer (the table's offsets count from its start).
 ## acc_t: float for half/float storage, double for double, the unsigned type for signed
 ## integers (wrapping sums, as numpy's integer dot).
+<%namespace file="batch_locate.mako" import="locate"/>
 ${support}
 <%def name="load(o, ptr, idx)">\
 % if o['half']:
@@ -87,45 +88,7 @@ __kernel void ${name}(
 % endif
 )
 {
-% if group:
-    /* CPU devices: a work-group of ${group} work-items covers ${group} consecutive outputs of
-       one product (the group -> product map follows the records): uniform, vectorizable */
-    __global const long *gop = tab + ${K * rec};
-    {
-        const int op = (int)gop[get_group_id(0)];
-        __global const long *r = tab + op * ${rec};
-        const long li = (get_group_id(0) - r[0]) * ${group} + get_local_id(0);
-        if (li >= r[1] * r[2] * r[3])
-            return;
-% elif chunk > 1:
-    /* CPU devices: a work-item walks ${chunk} consecutive elements, one search per chunk
-       (a search per element keeps PoCL from running it fast) */
-    const long ch_lo = get_global_id(0) * ${chunk};
-    const long ch_end = ch_lo + ${chunk} < total ? ch_lo + ${chunk} : total;
-    int op = 0;
-    {
-        int hi = ${K} - 1;
-        while (op < hi) {
-            const int mid = (op + hi + 1) >> 1;
-            if (tab[mid * ${rec}] <= ch_lo) op = mid; else hi = mid - 1;
-        }
-    }
-    for (long gi = ch_lo; gi < ch_end; ++gi) {
-        while (op + 1 < ${K} && tab[(op + 1) * ${rec}] <= gi)
-            op++;
-% else:
-    for (long gi = get_global_id(0); gi < total; gi += get_global_size(0)) {
-        /* the operation of gi: the last one whose start is <= gi (binary search) */
-        int op = 0, hi = ${K} - 1;
-        while (op < hi) {
-            const int mid = (op + hi + 1) >> 1;
-            if (tab[mid * ${rec}] <= gi) op = mid; else hi = mid - 1;
-        }
-% endif
-% if not group:
-        __global const long *r = tab + op * ${rec};
-        const long li = gi - r[0];
-% endif
+${locate(K, rec, group, chunk, 'r[1] * r[2] * r[3]')}
         const long M = r[2], N = r[3], Kd = r[4];
         const long a_off = r[5], a_sb = r[6], a_sm = r[7], a_sk = r[8];
         const long b_off = r[9], b_sb = r[10], b_sk = r[11], b_sn = r[12];

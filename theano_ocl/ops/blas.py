@@ -574,19 +574,15 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
 
     def refresh():
         for k, r in enumerate(roots):
-            w = wraps[k]
-            if w is None or w.base_data is not r.buf or eoffs[k] != (r.origin + offs[k]) // isz:
+            if wraps[k] is None or wraps[k].base_data is not r.buf:
                 wraps[k] = cla.Array(queue, (1, max(_root_nbytes(r) // isz, 1)), dtype,
                                      data=r.buf)
-                eoffs[k] = (r.origin + offs[k]) // isz
+            eoffs[k] = (r.origin + offs[k]) // isz
     refresh()
-    ra, rb, rc = roots
 
     if nb == 1:
         def run():
-            if wraps[0].base_data is not ra.buf or wraps[1].base_data is not rb.buf \
-                    or wraps[2].base_data is not rc.buf or ra.origin or rb.origin or rc.origin:
-                refresh()
+            refresh()
             return pyclblast.gemm(queue, M, N, K, wraps[0], wraps[1], wraps[2], lda, ldb, ldc,
                                   alpha=al, beta=be, a_transp=ta, b_transp=tb,
                                   a_offset=eoffs[0], b_offset=eoffs[1], c_offset=eoffs[2])

@@ -28,10 +28,9 @@ from .registry import ocl_impl
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'elemwise.cl.mako'))
-_sources = {}            # kernels the planner may batch (no error flag)
-_checked_sources = {}    # kernels with an error flag (integer // and % by a variable)
-_nd_sources = {}         # (key, nd): kernels launched as nd-dimensional ranges
-nd_keys = {}             # their names -> key (the planner batches them like the 1-d ones)
+_sources = {}            # (key, nd) -> (source, name): kernels the planner may batch
+_checked_sources = {}    # the same, kernels with an error flag (integer // and % by a variable)
+batch_keys = {}          # name of a batchable kernel -> its key (planner.py)
 
 
 def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=False, nd=1):
@@ -41,15 +40,8 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
     takes a trailing ``(int *err, offset)`` argument and is named ``ewcheck_*``.
     ``nd`` > 1: launched over an nd-dimensional range (see ``launch_dims``)."""
     key = (support, body, tuple(out_dtypes), tuple(in_dtypes), ndim, tuple(contig))
-    if nd > 1:
-        sources = _checked_sources if check else _nd_sources
-        skey = (key, nd)
-    else:
-        sources = _checked_sources if check else _sources
-        skey = key
-    if check and nd > 1:
-        skey = ('nd', key, nd)
-    hit = sources.get(skey)
+    sources = _checked_sources if check else _sources
+    hit = sources.get((key, nd))
     if hit is not None:
         return hit
     operands = []
@@ -58,14 +50,13 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
     for k, dt in enumerate(in_dtypes):
         operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
     name = ('ewcheck_%d' if check else 'elemwise_%d') % (len(sources) + 1)
-    if nd > 1 and not check:
-        name = 'elemwise_nd%d' % (len(sources) + 1)
-        nd_keys[name] = key
+    if not check:
+        batch_keys[name] = key
     needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
     src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
                            operands=operands, check=check, nd=nd)
-    sources[skey] = (src, name)
+    sources[(key, nd)] = (src, name)
     return src, name
 
 

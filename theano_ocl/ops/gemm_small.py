@@ -15,13 +15,13 @@ alpha/beta takes the general path).
 import os
 
 import numpy as np
-from mako.template import Template
+from mako.lookup import TemplateLookup
 
 from .. import scalar as oscalar
 from .base import launch_geometry
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'gemm_small.cl.mako'))
+_KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
+_TEMPLATE = TemplateLookup([_KERNELS]).get_template('gemm_small.cl.mako')   # + batch_locate.mako
 #: products up to this many multiply-adds (and this long a sum) take the small kernel
 MAX_MACS = 1 << 16
 MAX_K = 4096

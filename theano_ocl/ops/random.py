@@ -175,8 +175,7 @@ def _multinomial_factory(choice):
         if choice and p == 'float16' and not getattr(op, 'replace', False):
             # Theano's C code renormalizes npy_float16 (integer) storage: not reproduced
             raise NoDeviceImplementation('ChoiceFromUniform without replacement of float16 pvals')
-        oscalar.ctype(o)
-        return MultinomialImpl(node, dev, choice)
+        return MultinomialImpl(node, dev, choice)      # its C types raise for other dtypes
     return factory
 
 
