@@ -166,6 +166,14 @@ def test_plain_startup_stays_light():
     assert json.loads(p.stdout) == []
 
 
+def test_report_stays_the_function_whatever_is_used_first():
+    """theano_ocl.report is the function even after another name loaded the submodule of
+    the same name (fallback_nodes first bound theano_ocl.report to the module)."""
+    p = _run(['-c', 'import types, theano_ocl; theano_ocl.fallback_nodes; '
+                    'print(isinstance(theano_ocl.report, types.FunctionType), '
+                    'theano_ocl.report.__module__)'], _env())
+    assert p.stdout.split() == ['True', 'theano_ocl.report'], p.stdout
+
 # ---------------------------------------------------------------------------------------
 # drop-in: THEANO_FLAGS on a script that never imports theano_ocl
 

@@ -312,3 +312,29 @@ def test_inputs_read_only_for_their_shape_are_read_every_call():
     assert_close(f(np.zeros(2), np.ones(2)), np.asarray(0.0))
     with pytest.raises((ValueError, AssertionError)):
         f(np.zeros(2), np.ones(3))                 # the shape error is not optimized away
+
+
+@pytest.mark.parametrize('calls', [1, 25])
+def test_inputs_destroyed_in_place_hold_the_result_as_under_c(calls):
+    """accept_inplace graphs (Theano's *_inplace ops on inputs): the caller's array holds
+    the destroyed value after every call, device frames and the hot host tier alike."""
+    from theano.tensor import inplace
+    x = T.matrix('x')
+    y = T.matrix('y')
+    outs = [inplace.exp_inplace(x), inplace.add_inplace(y, T.ones_like(y))]
+    fns = [theano.function([x, y], outs, mode=m, accept_inplace=True)
+           for m in ('FAST_RUN', theano_ocl.OCLMode())]
+    assert len(fns[1].fn.program.write_back) == 2
+    rng = np.random.RandomState(0)
+    for shape in [(3, 4), (70, 80)]:
+        for _ in range(calls):
+            a, b = rng.rand(*shape), rng.rand(*shape)
+            res = []
+            for f in fns:
+                aa, bb = a.copy(), b.copy()
+                outs = f(aa, bb)
+                res.append((aa, bb) + tuple(np.array(o) for o in outs))
+            for got, want in zip(res[1], res[0]):
+                np.testing.assert_allclose(got, want, rtol=1e-12)
+            np.testing.assert_allclose(res[1][0], np.exp(a), rtol=1e-12)
+            np.testing.assert_allclose(res[1][1], b + 1, rtol=1e-12)

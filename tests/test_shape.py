@@ -112,3 +112,12 @@ def test_shape_errors():
         for f in (f_c, f_o):
             with pytest.raises(err):
                 f(*values)
+
+
+@pytest.mark.parametrize('dtype', ['int8', 'uint16', 'float32'])
+def test_eye_with_none_columns(dtype):
+    """Theano passes a None input as is: eye(N, None, k) is eye(N, N, k)."""
+    N, M, k = T.iscalar(), T.iscalar(), T.iscalar()
+    f_c, f_o = compile_both([N, M, k], T.eye(N, M, k, dtype=dtype))
+    for args in [(3, None, 0), (4, 2, 1), (3, None, -1)]:
+        assert_close(f_o(*args), f_c(*args))

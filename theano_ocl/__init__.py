@@ -32,8 +32,13 @@ def __getattr__(name):
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError("module 'theano_ocl' has no attribute %r" % (name,))
-    value = getattr(importlib.import_module('.' + module, __name__), name)
+    mod = importlib.import_module('.' + module, __name__)
+    value = getattr(mod, name)
     globals()[name] = value
+    if _LAZY.get(module) == module:
+        # importing the submodule bound its name here (theano_ocl.report, the module); the
+        # function of the same name is the public one
+        globals()[module] = getattr(mod, module)
     return value
 
 

@@ -63,6 +63,7 @@ class Program(object):
         self.host_output_cells = []
         self.last_use = {}
         self.consts = []
+        self.write_back = []           # (input index, var): destroyed input's final value
 
     def counts(self):
         dev = sum(1 for t in self.tasks if t.kind == 'dev')
@@ -220,6 +221,29 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         if var in key_inputs:
             prog.input_plan.append((i, 'meta'))
 
+    # inputs destroyed in place (accept_inplace / In(mutable=True)): Theano's own linkers
+    # leave the caller's array holding the destroyed value; on the device the input's copy
+    # is never written (a fresh buffer takes the result), so that value goes back into the
+    # caller's array at the end of the call (prog.write_back)
+    for i, var in enumerate(inputs):
+        if prog.input_kinds[i] != 'dev':
+            continue
+        final = var
+        while True:
+            nxt = None
+            for node, j in getattr(final, 'clients', ()):
+                if node == 'output':
+                    continue
+                for k, js in (getattr(node.op, 'destroy_map', None) or {}).items():
+                    if j in js and node.inputs[j] is final:
+                        nxt = node.outputs[k]
+            if nxt is None:
+                break
+            final = nxt
+        if final is not var:
+            prog.write_back.append((i, final))
+            prog.keep_vars.add(final)
+
     # transfers between tasks
     for var in need_host:
         p = producer.get(var)
@@ -231,6 +255,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
             p.upload_outputs.append(var)
     prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
                               if v.owner is not None and producer[v].kind != 'dev']
+    fuse_producers(prog, tasks, need_host, update_sources)
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)
@@ -238,6 +263,71 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         if var.owner is not None and task.kind != 'shape':
             task.release.append(var)
     return prog
+
+
+#: fold elementwise producers into their one consumer (reductions, small products);
+#: THEANO_OCL_FUSE=0 turns it off (tests compare both)
+FUSE = os.environ.get('THEANO_OCL_FUSE', '1') != '0'
+
+
+def _alias_root(var):
+    """The variable whose storage ``var`` views or was computed in place over."""
+    while var.owner is not None:
+        op = var.owner.op
+        k = var.owner.outputs.index(var)
+        src = (getattr(op, 'view_map', None) or {}).get(k) or \
+            (getattr(op, 'destroy_map', None) or {}).get(k)
+        if not src:
+            return var
+        var = var.owner.inputs[src[0]]
+    return var
+
+
+def fuse_producers(prog, tasks, need_host, update_sources):
+    """Fold elementwise producers into their one consumer (a pass over the linked tasks).
+
+    A device Elemwise node whose only output has exactly one client, a consumer input its
+    implementation lists in ``fusable_inputs`` (the reduced value of a CAReduce or argmax,
+    the vector/right operand of a product), is not launched: the consumer's kernel computes
+    those values from the producer's inputs (``ops.elemwise.Fused``), so the intermediate
+    is never stored and a launch disappears. Not when the value is a function output, an
+    update, read on the host, destroyed by its consumer, or when a task between the two
+    (the consumer included) destroys what the producer reads: its reads move to the
+    consumer's place in the order.
+    """
+    from .ops.elemwise import fusable
+    if not FUSE:
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    for c, task in enumerate(tasks):
+        if task.kind != 'dev':
+            continue
+        dmap = getattr(task.node.op, 'destroy_map', None) or {}
+        destroyed_here = {j for js in dmap.values() for j in js}
+        for j in getattr(task.impl, 'fusable_inputs', ()):
+            v = task.node.inputs[j]
+            if v.owner is None or j in destroyed_here or j in task.host_inputs:
+                continue
+            e = tasks[pos[v.owner]]
+            if e.kind != 'dev' or e.fused_into is not None or not fusable(e.impl):
+                continue
+            if v in prog.keep_vars or v in need_host or v in update_sources or \
+                    list(v.clients) != [(task.node, j)]:
+                continue
+            reads = {_alias_root(u) for u in e.node.inputs}
+            clash = False
+            for t in tasks[pos[e.node] + 1:c + 1]:
+                tmap = getattr(t.node.op, 'destroy_map', None) or {}
+                if any(_alias_root(t.node.inputs[i]) in reads for js in tmap.values() for i in js):
+                    clash = True
+                    break
+            if clash:
+                continue
+            e.fused_into = task
+            task.fused[j] = e
+            for u in e.node.inputs:
+                if prog.last_use.get(u) is e:
+                    prog.last_use[u] = task
 
 
 def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):

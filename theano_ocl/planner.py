@@ -99,8 +99,9 @@ def analyse(index, step):
         skey = gemm_small.batch_key(kname)
         if skey is not None:
             record, coef, ptrs, n = gemm_small.analyse(args)
-            op.writes = [_span(ptrs[2])]
-            op.reads = [_span(d) for k, d in enumerate(ptrs) if k != 2]
+            cpos = gemm_small.c_position(skey)
+            op.writes = [_span(ptrs[cpos])]
+            op.reads = [_span(d) for k, d in enumerate(ptrs) if k != cpos]
             op.key, op.record, op.ptrs, op.n = ('gemm_small', skey), record, ptrs, n
             op.coef = coef
             return op
@@ -290,7 +291,7 @@ def _batched_kernel(dev, key, K, slab=False, group=0):
 
 def max_batch(dev, key):
     if key[0] == 'gemm_small':
-        return gemm_small.max_batch(dev, key[1][3])
+        return gemm_small.max_batch(dev, key[1])
     nops = len(key[2]) + len(key[3])
     try:
         limit = int(dev.device.max_parameter_size)

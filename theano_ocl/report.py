@@ -21,7 +21,12 @@ def placements(f):
     rows = []
     for task in prog.tasks:
         if task.kind == 'dev':
-            rows.append((task.node, 'device', task.impl.describe()))
+            desc = task.impl.describe()
+            if task.fused_into is not None:
+                desc = 'fused into %s: computed in its kernel' % task.fused_into.node.op
+            elif task.fused:
+                desc += ' (with %s fused)' % ', '.join(str(e.node.op) for e in task.fused.values())
+            rows.append((task.node, 'device', desc))
         elif task.kind == 'shape':
             rows.append((task.node, 'host-shape', 'read off the array shape'))
         elif task.meta:

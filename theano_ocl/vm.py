@@ -273,6 +273,8 @@ class Task(object):
         self.upload_outputs = []        # output vars (of host tasks) needed on the device
         self.release = []               # device vars whose last use is this task
         self.replay = True              # False: its result is decided by the frame key
+        self.fused_into = None          # the consumer task that computes this node's output
+        self.fused = {}                 # input index -> producer task folded into this one
 
 
 class OCLFunction(object):
@@ -559,7 +561,8 @@ class OCLFunction(object):
                 ctx = PlanContext(self, frame, t, self.queue)
                 ctx.node = task.node
                 if task.kind == 'dev':
-                    self._plan_dev(task, ctx, dvals, live)
+                    if task.fused_into is None:
+                        self._plan_dev(task, ctx, dvals, live)
                 elif task.kind == 'shape':
                     self._plan_shape(task, ctx, dvals, live)
                 else:
@@ -649,14 +652,19 @@ class OCLFunction(object):
         prog = self.program
         ins = []
         for j, var in enumerate(node.inputs):
-            if j in task.host_inputs:
+            if j in task.fused:
+                from .ops.elemwise import Fused      # (ops import this module)
+                producer = task.fused[j]
+                ins.append(Fused.of(producer.impl, [dvals[v] for v in producer.node.inputs]))
+            elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
                 if var.owner is not None and var not in prog.key_determined:
                     ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard')
             else:
                 ins.append(dvals[var])
-        ctx.destroyable = [j not in task.host_inputs and self._destroyable(task, node.inputs[j], dvals, live)
+        ctx.destroyable = [j not in task.host_inputs and j not in task.fused
+                           and self._destroyable(task, node.inputs[j], dvals, live)
                            for j in range(len(node.inputs))]
         outs = task.impl.plan(ctx, ins)
         if len(outs) != len(node.outputs):
@@ -754,6 +762,11 @@ class OCLFunction(object):
                                 else _device_output(self, ctx, d))
             else:
                 fetchers.append(_host_output(self.dev, self.queue, ctx.contiguous(d)))
+        for i, var in prog.write_back:
+            d = dvals.get(var)
+            src = ctx.contiguous(d) if d is not None else None
+            ctx.host_step(_write_back_step(self.dev, self.queue, src, prog.storage_map[var],
+                                           prog.input_cells[i]), 'download')
         self._run_new(frame, ctx)
         frame.outputs = fetchers
 
@@ -891,6 +904,27 @@ def _host_copy_of_device_input(vm, cell):
         v = cell[0]
         if da.is_device_array(v):
             cell[0] = v.get(queue=vm.queue)
+    return run
+
+
+def _write_back_step(dev, queue, d, value_cell, input_cell):
+    """Copy an input's destroyed value (device DArray ``d``, or the host value in
+    ``value_cell``) into the caller's array, as Theano's in-place ops leave it."""
+    def run():
+        host = input_cell[0]
+        if not isinstance(host, np.ndarray) or not host.flags.writeable:
+            return
+        if d is not None:
+            if host.shape != d.shape or host.dtype != d.dtype:
+                return
+            if host.flags.c_contiguous:
+                download(dev, queue, d, host)
+            else:
+                host[...] = download(dev, queue, d)
+        else:
+            value = value_cell[0]
+            if value is not None and value is not host and np.shape(value) == host.shape:
+                host[...] = value
     return run
 
 

@@ -14,17 +14,33 @@
 ##   coef holds alpha, beta per product; operand pointers are arguments (OpenCL 1.2 has no
 ##   pointers in buffers), one set per product -- or, slab == True, one per operand when
 ##   every product's operand lies in one buffer (the table's offsets count from its start).
+## fused (a list of P operand traits, else empty): B is not stored; an elementwise producer
+##   folded into the product (ops/elemwise.py Fused) computes it: th_pre of P inputs, each
+##   an operand of B's shape with its own pointer and "off sb sk sn" -- B's place in the
+##   arguments, the records and the pointer sets holds those P operands, in order.
 ## acc_t: float for half/float storage, double for double, the unsigned type for signed
 ## integers (wrapping sums, as numpy's integer dot).
 <%namespace file="batch_locate.mako" import="locate"/>
 ${support}
-<%def name="load(o, ptr, idx)">\
+## bops: the operands that stand for B, (pointer name, stride-name stem, traits) each
+% if fused:
+inline ${b['t']} th_pre(${', '.join('%s i%d' % (f['ct'], q) for q, f in enumerate(fused))})
+{
+    ${b['ct']} o0;
+    {
+${pre_body}
+    }
+    return (${b['t']})o0;
+}
+% endif
+<%def name="raw(o, ptr, idx)">\
 % if o['half']:
-(${acc_t})vload_half(${idx}, ${ptr})\
+vload_half(${idx}, ${ptr})\
 % else:
-(${acc_t})${ptr}[${idx}]\
+${ptr}[${idx}]\
 % endif
 </%def>
+<%def name="load(o, ptr, idx)">(${acc_t})${raw(o, ptr, idx)}</%def>
 <%def name="store(o, ptr, idx, val)">\
 % if o['half']:
 vstore_half_rte(${val}, ${idx}, ${ptr});
@@ -42,10 +58,16 @@ ${ptr}[${idx}] = (${o['t']})(${val});
         const int m = mn / (int)N;
         const int n = mn % (int)N;
         const long a0 = a_off + bi * a_sb + m * a_sm;
-        const long b0 = b_off + bi * b_sb + n * b_sn;
+% for P, s, o in bops:
+        const long ${s}0 = ${s}_off + bi * ${s}_sb + n * ${s}_sn;
+% endfor
         ${acc_t} acc = 0;
         for (long k = 0; k < Kd; ++k)
-            acc += ${load(a, Ap, 'a0 + k * a_sk')} * ${load(b, Bp, 'b0 + k * b_sk')};
+% if fused:
+            acc += ${load(a, Ap, 'a0 + k * a_sk')} * (${acc_t})th_pre(${', '.join(capture(raw, o, Bp % P, '%s0 + k * %s_sk' % (s, s)) for P, s, o in bops)});
+% else:
+            acc += ${load(a, Ap, 'a0 + k * a_sk')} * ${load(b, Bp % 'B', 'b0 + k * b_sk')};
+% endif
         ${acc_t} res = alpha * acc;
 % if has_z:
         if (beta != 0)
@@ -58,29 +80,39 @@ ${ptr}[${idx}] = (${o['t']})(${val});
 __kernel void ${name}(
     const long total, const long M, const long N, const long Kd,
     const ${acc_t} alpha, const ${acc_t} beta,
-    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
-    __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
-    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk
+% for P, s, o in bops:
+    , __global const ${o['t']} *${P}, const long ${s}_off, const long ${s}_sb, const long ${s}_sk, const long ${s}_sn
+% endfor
+    , __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
 % if has_z:
     , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
 % endif
 )
 {
     for (long li = get_global_id(0); li < total; li += get_global_size(0)) {
-${product('A', 'B', 'C', 'Z')}
+${product('A', '%s', 'C', 'Z')}
     }
 }
 % else:
 __kernel void ${name}(
     const long total, __global const long *tab, __global const ${acc_t} *coef
 % if slab:
-    , __global const ${a['t']} *As, __global const ${b['t']} *Bs, __global ${c['t']} *Cs
+    , __global const ${a['t']} *As
+%   for P, s, o in bops:
+    , __global const ${o['t']} *${P}s
+%   endfor
+    , __global ${c['t']} *Cs
 %   if has_z:
     , __global const ${c['t']} *Zs
 %   endif
 % else:
 % for k in range(K):
-    , __global const ${a['t']} *A${k}, __global const ${b['t']} *B${k}, __global ${c['t']} *C${k}
+    , __global const ${a['t']} *A${k}
+%   for P, s, o in bops:
+    , __global const ${o['t']} *${P}_${k}
+%   endfor
+    , __global ${c['t']} *C${k}
 %   if has_z:
     , __global const ${c['t']} *Z${k}
 %   endif
@@ -91,34 +123,41 @@ __kernel void ${name}(
 ${locate(K, rec, group, chunk, 'r[1] * r[2] * r[3]')}
         const long M = r[2], N = r[3], Kd = r[4];
         const long a_off = r[5], a_sb = r[6], a_sm = r[7], a_sk = r[8];
-        const long b_off = r[9], b_sb = r[10], b_sk = r[11], b_sn = r[12];
-        const long c_off = r[13], c_sb = r[14], c_sm = r[15], c_sn = r[16];
+% for q, (P, s, o) in enumerate(bops):
+        const long ${s}_off = r[${9 + 4 * q}], ${s}_sb = r[${10 + 4 * q}], ${s}_sk = r[${11 + 4 * q}], ${s}_sn = r[${12 + 4 * q}];
+% endfor
+<% cz = 9 + 4 * len(bops) %>\
+        const long c_off = r[${cz}], c_sb = r[${cz + 1}], c_sm = r[${cz + 2}], c_sn = r[${cz + 3}];
 % if has_z:
-        const long z_off = r[17], z_sb = r[18], z_sm = r[19], z_sn = r[20];
+        const long z_off = r[${cz + 4}], z_sb = r[${cz + 5}], z_sm = r[${cz + 6}], z_sn = r[${cz + 7}];
 % endif
         const ${acc_t} alpha = coef[2 * op], beta = coef[2 * op + 1];
 % if slab:
         __global const ${a['t']} *Ap = As;
-        __global const ${b['t']} *Bp = Bs;
+%   for P, s, o in bops:
+        __global const ${o['t']} *${P}p = ${P}s;
+%   endfor
         __global ${c['t']} *Cp = Cs;
 %   if has_z:
         __global const ${c['t']} *Zp = Zs;
 %   endif
 % else:
         __global const ${a['t']} *Ap;
-        __global const ${b['t']} *Bp;
+%   for P, s, o in bops:
+        __global const ${o['t']} *${P}p;
+%   endfor
         __global ${c['t']} *Cp;
 %   if has_z:
         __global const ${c['t']} *Zp;
 %   endif
         switch (op) {
 %   for k in range(1, K):
-        case ${k}: Ap = A${k}; Bp = B${k}; Cp = C${k};${' Zp = Z%d;' % k if has_z else ''} break;
+        case ${k}: Ap = A${k};${''.join(' %sp = %s_%d;' % (P, P, k) for P, s, o in bops)} Cp = C${k};${' Zp = Z%d;' % k if has_z else ''} break;
 %   endfor
-        default: Ap = A0; Bp = B0; Cp = C0;${' Zp = Z0;' if has_z else ''}
+        default: Ap = A0;${''.join(' %sp = %s_0;' % (P, P) for P, s, o in bops)} Cp = C0;${' Zp = Z0;' if has_z else ''}
         }
 % endif
-${product('Ap', 'Bp', 'Cp', 'Zp')}
+${product('Ap', '%sp', 'Cp', 'Zp')}
     }
 }
 % endif

@@ -55,6 +55,17 @@ ${combine_body}
     return o0;
 }
 % endif
+% if fused:
+## the fused elementwise producer: the value its kernel would have stored
+inline ${in_t} th_pre(${', '.join('%s i%d' % (f['ct'], q) for q, f in enumerate(fused))})
+{
+    ${in_ct} o0;
+    {
+${pre_body}
+    }
+    return (${in_t})o0;
+}
+% endif
 inline ${out_ct} th_finish(${acc_t} i0)
 {
     ${out_ct} o0;
@@ -201,31 +212,40 @@ ${vb}\
 % endif
 </%def>
 ## base += offset of kept index o
-<%def name="kept_offset(o)">\
+<%def name="kept_offset(o, bases=('base',), ks=('ks',))">\
 % if kd:
     {
         long q = ${o};
 %   for d in reversed(range(kd)):
+%     for b, k in zip(bases, ks):
+%       if d > 0:
+        ${b} += (q % kdim${d}) * ${k}${d};
+%       else:
+        ${b} += q * ${k}${d};
+%       endif
+%     endfor
 %     if d > 0:
-        base += (q % kdim${d}) * ks${d};
         q /= kdim${d};
-%     else:
-        base += q * ks${d};
 %     endif
 %   endfor
     }
 % endif
 </%def>
 ## off += offset of reduced index r (strided reduced dims)
-<%def name="red_offset(off, r)">\
+<%def name="red_offset(off, r, offs=None, rs=('rs',))">\
+<% offs = offs or (off,) %>\
         {
             long q = ${r};
 % for d in reversed(range(rd)):
+%   for o, k in zip(offs, rs):
+%     if d > 0:
+            ${o} += (q % rdim${d}) * ${k}${d};
+%     else:
+            ${o} += q * ${k}${d};
+%     endif
+%   endfor
 %   if d > 0:
-            ${off} += (q % rdim${d}) * rs${d};
             q /= rdim${d};
-%   else:
-            ${off} += q * rs${d};
 %   endif
 % endfor
         }
@@ -241,6 +261,20 @@ __kernel void ${name}(
 % for d in range(rd):
     , const long rdim${d}
 % endfor
+% if fused:
+## a fused elementwise producer: its inputs, each with its own kept / reduced strides
+%   for p, f in enumerate(fused):
+    , __global const ${f['t']} *x${p}_p, const long x${p}_off
+%     for d in range(kd):
+    , const long x${p}_ks${d}
+%     endfor
+%     if not r_contig:
+%       for d in range(rd):
+    , const long x${p}_rs${d}
+%       endfor
+%     endif
+%   endfor
+% else:
     , __global const ${in_t} *x_p, const long x_off
 % for d in range(kd):
     , const long ks${d}
@@ -249,6 +283,7 @@ __kernel void ${name}(
 %   for d in range(rd):
     , const long rs${d}
 %   endfor
+% endif
 % endif
 % if pairs_in:
     , __global const long *xi_p, const long xi_off
@@ -271,8 +306,16 @@ ${out_args()}
 % endif
     const long o = g % n_out;
     const long p = g / n_out;
+% if fused:
+<% fn = range(len(fused)) %>\
+%   for q in fn:
+    long base${q} = x${q}_off;
+%   endfor
+${kept_offset('o', ['base%d' % q for q in fn], ['x%d_ks' % q for q in fn])}
+% else:
     long base = x_off;
 ${kept_offset('o')}
+% endif
     ${acc_t} acc = ${identity};
 % if argmax:
     long acc_i = LONG_MAX;
@@ -281,6 +324,19 @@ ${kept_offset('o')}
     if (stop > n_red)
         stop = n_red;
     for (long r = p * a_step + l; r < stop; r += k_step) {
+% if fused:
+%   for q in fn:
+%     if r_contig:
+        const long off${q} = base${q} + r;
+%     else:
+        long off${q} = base${q};
+%     endif
+%   endfor
+%   if not r_contig:
+${red_offset(None, 'r', ['off%d' % q for q in fn], ['x%d_rs' % q for q in fn])}
+%   endif
+        const ${in_ct} v = th_pre(${', '.join(('vload_half(off%d, x%d_p)' if fused[q]['half'] else 'x%d_p[off%d]') % (q, q) for q in fn)});
+% else:
 % if r_contig:
         const long off = base + r;
 % else:
@@ -291,6 +347,7 @@ ${red_offset('off', 'r')}
         const float v = vload_half(off, x_p);
 % else:
         const ${in_ct} v = x_p[off];
+% endif
 % endif
 % if argmax:
 %   if pairs_in:

@@ -36,6 +36,7 @@ from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from . import gemm_small
+from .elemwise import Fused, fmap
 from .base import DeviceImpl
 from .registry import ocl_impl
 
@@ -137,8 +138,13 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
     small_ok = gemm_small.takes(alpha, beta)
     if backend == 'small' and not small_ok:
         backend = 'kernel'
+    if isinstance(B, Fused) and not gemm_small.takes_fused(A, B):
+        B = B.materialize(ctx)
     if backend == 'small' or (small_ok and _forced() is None and gemm_small.is_small(A, B, C)):
         return gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z)
+    if isinstance(B, Fused):
+        # only the small kernel computes a fused operand: the producer's own launch
+        B = B.materialize(ctx)
     if A.shape[2] == 0 and backend != 'kernel':
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
     if backend == 'host':
@@ -648,6 +654,8 @@ class BlasImpl(DeviceImpl):
 class DotImpl(BlasImpl):
     """Dot / Dot22 / Dot22Scalar: vectors and matrices, any dtype."""
 
+    fusable_inputs = (1,)       # the right operand (small products compute a producer)
+
     def plan(self, ctx, ins):
         x, y = ins[0], ins[1]
         alpha = self.scalar(2, ins[2]) if len(ins) > 2 else ONE
@@ -657,14 +665,14 @@ class DotImpl(BlasImpl):
         shape = x.shape[:-1] + y.shape[1:]
         out = ctx.alloc(shape, self.node.outputs[0].type.dtype)
         A = x if x.ndim == 2 else as_row(x)
-        B = y if y.ndim == 2 else as_column(y)
+        B = y if y.ndim == 2 else fmap(as_column, y)
         if out.ndim == 2:
             C = out
         elif out.ndim == 0:
             C = as_scalar_matrix(out)
         else:
             C = as_column(out) if x.ndim == 2 else as_row(out)
-        plan_gemm(ctx, self.backend, as_batch(A), as_batch(B), as_batch(C), alpha=alpha)
+        plan_gemm(ctx, self.backend, as_batch(A), fmap(as_batch, B), as_batch(C), alpha=alpha)
         return [out]
 
 
@@ -687,6 +695,8 @@ class GemmImpl(BlasImpl):
 class GemvImpl(BlasImpl):
     """Gemv(y, alpha, A, x, beta) = beta * y + alpha * dot(A, x)."""
 
+    fusable_inputs = (3,)       # x
+
     def plan(self, ctx, ins):
         y, alpha, A, x, beta = ins
         if A.shape[0] != y.shape[0] or A.shape[1] != x.shape[0]:
@@ -695,7 +705,7 @@ class GemvImpl(BlasImpl):
         out = self.output_for(ctx, 0, y, y.shape, y.dtype)
         C = as_batch(as_column(out))
         Z = C if out is y else as_batch(as_column(y))
-        plan_gemm(ctx, self.backend, as_batch(A), as_batch(as_column(x)), C,
+        plan_gemm(ctx, self.backend, as_batch(A), fmap(lambda v: as_batch(as_column(v)), x), C,
                   self.scalar(1, alpha), self.scalar(4, beta), Z)
         return [out]
 

@@ -211,6 +211,71 @@ def strided_copy_now(dev, queue, dst, src):
     strided_copy(_ImmediateContext(dev, queue), dst, src)
 
 
+class Fused(object):
+    """An elementwise node folded into its one consumer (``linker.fuse_producers``).
+
+    Its output is never stored: the consumer's kernel computes each element it reads from
+    the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
+    template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
+    on broadcast dims); a consumer applies the views it would make of the output to each
+    of them (:meth:`map`), so the element at an index of the mapped views is the element
+    the producer would have stored at that index. A consumer that cannot take it for some
+    call (a product too big for the small kernel) calls :meth:`materialize`: the producer's
+    own launch, planned at that point.
+    """
+
+    def __init__(self, impl, views):
+        self.impl = impl
+        self.views = list(views)
+        self.shape = tuple(self.views[0].shape)
+        self.dtype = np.dtype(impl.out_dtypes[0])
+        self.itemsize = self.dtype.itemsize
+
+    @classmethod
+    def of(cls, impl, ins):
+        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on DArrays ``ins``; raises
+        the producer's own shape errors."""
+        shape = impl.out_shape(ins)
+        return cls(impl, [d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                          for d in ins])
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def spec(self):
+        """What a consumer kernel's source depends on: (support, body, input dtypes)."""
+        return (self.impl.support, self.impl.body, tuple(v.dtype.name for v in self.views))
+
+    def map(self, fn):
+        """The same value seen through the view ``fn`` makes of a DArray."""
+        return Fused(self.impl, [fn(v) for v in self.views])
+
+    def materialize(self, ctx):
+        out = ctx.alloc(self.shape, self.dtype.name)
+        plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
+        return out
+
+
+def fmap(fn, x):
+    """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
+    return x.map(fn) if isinstance(x, Fused) else fn(x)
+
+
+def fusable(impl):
+    """Whether an elementwise implementation may be folded into its consumer: one output,
+    no error flag (integer division checks), not float16 (its stored value is rounded)."""
+    return (isinstance(impl, ElemwiseImpl) and not impl.checked and len(impl.out_dtypes) == 1
+            and impl.out_dtypes[0] != 'float16')
+
+
 class ElemwiseImpl(DeviceImpl):
     def __init__(self, node, dev, support, body, checked=False):
         DeviceImpl.__init__(self, node, dev)

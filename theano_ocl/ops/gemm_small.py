@@ -19,6 +19,7 @@ from mako.lookup import TemplateLookup
 
 from .. import scalar as oscalar
 from .base import launch_geometry
+from .elemwise import Fused
 
 _KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
 _TEMPLATE = TemplateLookup([_KERNELS]).get_template('gemm_small.cl.mako')   # + batch_locate.mako
@@ -34,6 +35,17 @@ def takes(alpha, beta):
     return alpha.kind in ('one', 'const') and beta.kind in ('none', 'one', 'const')
 
 
+#: a fused right operand (an elementwise producer, ops/elemwise.py Fused) is computed in
+#: the small kernel when each output's sum is at most this long: one work-item per output
+#: evaluates the producer K times (PoCL, 8 x K gemv of tanh(m)*m, kernel time fused /
+#: unfused: K=64 0.89, 256 0.76, 1024 1.9; bench/fusion.py)
+FUSED_MAX_K = 256
+
+
+def takes_fused(A, B):
+    return A.shape[2] <= FUSED_MAX_K
+
+
 def is_small(A, B, C):
     """Whether ``C[b] = alpha A[b] @ B[b] + beta Z[b]`` is small enough for the small kernel."""
     nb, M, K = A.shape
@@ -42,12 +54,13 @@ def is_small(A, B, C):
 
 
 def operand_traits(dtype):
-    """Template facts of an operand dtype (C type, half storage, signed integer)."""
+    """Template facts of an operand dtype (C type, compute type, half storage, signed
+    integer)."""
     dtype = np.dtype(dtype)
     t = oscalar.ctype(dtype.name)
     signed = dtype.kind == 'i'
-    return dict(t=t, half=dtype == np.float16, signed_int=signed,
-                ut=('u' + t) if signed else t)
+    return dict(t=t, ct=oscalar.compute_ctype(dtype.name), half=dtype == np.float16,
+                signed_int=signed, ut=('u' + t) if signed else t)
 
 
 def acc_dtype(c_dtype):
@@ -61,23 +74,36 @@ def acc_dtype(c_dtype):
 def _source(key, K=None, slab=False, chunk=1, group=0):
     hit = _sources.get((key, K, slab, chunk, group))
     if hit is None:
-        a_dt, b_dt, c_dt, has_z = key
+        a_dt, b_dt, c_dt, has_z, pre = key
         acc = acc_dtype(c_dt)
+        pre_ins = list(pre[2]) if pre else []
         support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
-            if 'float64' in (a_dt, b_dt, c_dt) else ''
+            if 'float64' in [a_dt, b_dt, c_dt] + pre_ins else ''
+        if pre:
+            support += pre[0]
+        fused = [operand_traits(d) for d in pre_ins]
+        bops = [('B%d' % q, 'b%d' % q, f) for q, f in enumerate(fused)] or \
+            [('B', 'b', operand_traits(b_dt))]
         name = 'gemm_small_%d' % (len(_sources) + 1)
         src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
                                a=operand_traits(a_dt), b=operand_traits(b_dt), c=operand_traits(c_dt),
                                has_z=has_z, batched=K is not None, K=K or 1,
-                               rec=record_len(has_z), slab=slab, chunk=chunk, group=group)
+                               rec=record_len(key), slab=slab, chunk=chunk, group=group,
+                               fused=fused, bops=bops, pre_body=pre[1] if pre else '')
         hit = _sources[(key, K, slab, chunk, group)] = (src, name)
         if K is None:
             _name_to_key[name] = key
     return hit
 
 
-def record_len(has_z):
-    return 21 if has_z else 17
+def n_operands(key):
+    """Operand pointers of one product: A, B (or the fused producer's inputs), C[, Z]."""
+    return 2 + (len(key[4][2]) if key[4] else 1) + (1 if key[3] else 0)
+
+
+def record_len(key):
+    """Longs per product in the batched table: start, nb, M, N, K, 4 per operand."""
+    return 5 + 4 * n_operands(key)
 
 
 def _coef(s, default, acc):
@@ -94,7 +120,8 @@ def _elem(d):
 def plan_small(ctx, A, B, C, alpha, beta, Z):
     """Record the product as one small-kernel launch (see module doc)."""
     has_z = beta.kind != 'none' and Z is not None
-    key = (A.dtype.name, B.dtype.name, C.dtype.name, has_z)
+    key = (A.dtype.name, B.dtype.name, C.dtype.name, has_z,
+           B.spec() if isinstance(B, Fused) else None)
     src, name = _source(key)
     prg = ctx.dev.build(src)
     acc = acc_dtype(C.dtype)
@@ -103,9 +130,11 @@ def plan_small(ctx, A, B, C, alpha, beta, Z):
     total = nb * M * N
     args = [np.int64(total), np.int64(M), np.int64(N), np.int64(K),
             _coef(alpha, 1, acc), _coef(beta, 0, acc)]
-    a, b, c = _elem(A), _elem(B), _elem(C)
+    a, c = _elem(A), _elem(C)
     args += [A, np.int64(a[0]), np.int64(a[1]), np.int64(a[2])]
-    args += [B, np.int64(b[0]), np.int64(b[1]), np.int64(b[2])]
+    for d in (B.views if isinstance(B, Fused) else [B]):
+        b = _elem(d)
+        args += [d, np.int64(b[0]), np.int64(b[1]), np.int64(b[2])]
     args += [C, np.int64(c[0]), np.int64(c[1]), np.int64(c[2])]
     if has_z:
         z = _elem(Z)
@@ -121,7 +150,8 @@ def batch_key(kernel_name):
 
 
 def analyse(args):
-    """(record without start, coef pair, operand DArrays, reads, writes, n) of a launch's args."""
+    """(record without start, coef pair, operand DArrays, n) of a launch's args; the
+    operands in order A, B (or the fused producer's inputs), C[, Z] (:func:`c_position`)."""
     total, M, N, K = (int(x) for x in args[:4])
     coef = (args[4], args[5])
     ptrs, record = [], [int(total // max(M * N, 1)) if M * N else 0, M, N, K]
@@ -135,18 +165,23 @@ def analyse(args):
     return record, coef, ptrs, total
 
 
-def max_batch(dev, has_z, cap=256):
+def c_position(key):
+    """Index of C among a launch's operands (:func:`analyse`)."""
+    return n_operands(key) - (2 if key[3] else 1)
+
+
+def max_batch(dev, key, cap=256):
     try:
         limit = int(dev.device.max_parameter_size)
     except Exception:
         limit = 1024
-    return max(1, min(cap, (limit - 64) // (8 * (4 if has_z else 3))))
+    return max(1, min(cap, (limit - 64) // (8 * n_operands(key))))
 
 
 def batched_kernel(dev, key, K, slab, chunk, group=0):
     """(program, kernel name, record length incl. start) of the K-product batched kernel."""
     src, name = _source(key, K, slab, chunk, group)
-    return dev.build(src), name, record_len(key[3])
+    return dev.build(src), name, record_len(key)
 
 
 def coef_table(key, coefs):

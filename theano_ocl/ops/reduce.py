@@ -49,7 +49,7 @@ from theano.tensor.elemwise import CAReduce
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
-from .elemwise import collapse
+from .elemwise import Fused, collapse
 from .registry import ocl_impl
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
@@ -65,8 +65,11 @@ class Combine(object):
     """
 
     def __init__(self, scalar_op, in_dtype, acc_dtype, out_dtype, identity, argmax=False,
-                 pairs_in=False):
+                 pairs_in=False, pre=None):
         self.scalar_op = scalar_op
+        # a fused elementwise producer (Fused.spec(): support, body, input dtypes): the
+        # reduced values are computed from its inputs (generic kernel only)
+        self.pre = pre
         self.in_dtype = in_dtype
         self.acc_dtype = acc_dtype
         self.out_dtype = out_dtype
@@ -83,6 +86,8 @@ class Combine(object):
         s, self.finish_body = oscalar.elemwise_code(ts.Cast(ts.get_scalar_type(out_dtype)),
                                                     [acc_dtype], [out_dtype])
         supports.append(s)
+        if pre is not None:
+            supports.append(pre[0])
         self.support = '\n'.join(s for s in supports if s)
 
     @property
@@ -90,11 +95,16 @@ class Combine(object):
         """Partials are stored in the accumulator's compute type (float16 accumulates in float)."""
         return 'float32' if self.acc_dtype == 'float16' else self.acc_dtype
 
+    def with_pre(self, pre):
+        """The same reduction of values computed by a fused producer (``Fused.spec()``)."""
+        return Combine(self.scalar_op, self.in_dtype, self.acc_dtype, self.out_dtype,
+                       self.identity, self.argmax, self.pairs_in, pre)
+
     def staged(self):
         """(first stage: input -> partials, second stage: partials -> output)."""
         d = self.partial_dtype
         return (Combine(self.scalar_op, self.in_dtype, self.acc_dtype, d, self.identity,
-                        self.argmax, self.pairs_in),
+                        self.argmax, self.pairs_in, self.pre),
                 Combine(self.scalar_op, d, d, self.out_dtype, self.identity, self.argmax,
                         pairs_in=self.argmax))
 
@@ -105,7 +115,7 @@ class Combine(object):
         per lane what ``th_absorb`` computes (integer arithmetic wraps, NaN propagates), with
         the input converted to the accumulator type as the scalar code converts it.
         """
-        if self.pairs_in:
+        if self.pairs_in or self.pre is not None:
             return None
         ind, acc = self.in_dtype, self.acc_dtype
         same = oscalar.compute_ctype(ind) == oscalar.compute_ctype(acc)
@@ -129,20 +139,22 @@ class Combine(object):
             raise ValueError('no vector code for %s' % (self.scalar_op,))
         key = (self.support, self.absorb_body, self.combine_body, self.finish_body,
                self.in_dtype, self.acc_dtype, self.out_dtype, self.identity, self.argmax,
-               self.pairs_in, mode, kd, rd, r_contig, L, V, U, T, NB, CX, RY, aligned, idx32)
+               self.pairs_in, self.pre, mode, kd, rd, r_contig, L, V, U, T, NB, CX, RY, aligned,
+               idx32)
         hit = _sources.get(key)
         if hit is not None:
             return hit
         name = 'reduce_%d' % (len(_sources) + 1)
-        fp64 = 'float64' in (self.in_dtype, self.acc_dtype, self.out_dtype)
-        pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if fp64 else ''
+        pre_ins = list(self.pre[2]) if self.pre is not None else []
+        fp64 = 'float64' in [self.in_dtype, self.acc_dtype, self.out_dtype] + pre_ins
+        pragma = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if fp64 else ''
         in_t = oscalar.ctype(self.in_dtype)
         acc_t = oscalar.compute_ctype(self.acc_dtype)
         acc_size = 4 if acc_t == 'float' else np.dtype(self.acc_dtype).itemsize
         uacc_t = acc_t if acc_t.startswith('u') or acc_t in ('float', 'double') else 'u' + acc_t
         load_t = 'float' if self.in_dtype == 'float16' else in_t
         src = _TEMPLATE.render(
-            name=name, support=pre + self.support, absorb_body=self.absorb_body,
+            name=name, support=pragma + self.support, absorb_body=self.absorb_body,
             combine_body=self.combine_body, finish_body=self.finish_body,
             in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype), acc_t=acc_t,
             out_t=oscalar.ctype(self.out_dtype), out_ct=oscalar.compute_ctype(self.out_dtype),
@@ -154,7 +166,10 @@ class Combine(object):
             acc_vt='%s%d' % (acc_t, V), load_vt='%s%d' % (load_t, V),
             idx_t='int' if idx32 else 'long', idx_vt='%s%d' % ('int' if idx32 else 'long', V),
             mask_vt='%s%d' % ({1: 'char', 2: 'short', 4: 'int', 8: 'long'}[acc_size], V),
-            uacc_vt='%s%d' % (uacc_t, V))
+            uacc_vt='%s%d' % (uacc_t, V),
+            fused=[dict(t=oscalar.ctype(d), ct=oscalar.compute_ctype(d), half=d == 'float16')
+                   for d in pre_ins],
+            pre_body=self.pre[1] if self.pre is not None else '')
         _sources[key] = (src, name)
         return src, name
 
@@ -177,19 +192,29 @@ def split_axes(x, axes):
     Returns (kept shape, kept element strides, reduced shape, reduced element strides) with
     each group collapsed; reduced dims in the order of ``axes``.
     """
+    kshape, (kstrides,), rshape, (rstrides,) = split_axes_all(
+        x.shape, [[s // x.itemsize for s in x.strides]], axes)
+    return kshape, kstrides, rshape, rstrides
+
+
+def split_axes_all(shape, strides, axes):
+    """:func:`split_axes` of several operands of one shape (element ``strides`` each),
+    collapsed together: (kept shape, kept strides per operand, reduced shape, reduced
+    strides per operand). Kept dims merge only where the (C-contiguous) output allows."""
     axes = list(axes)
-    kept = [d for d in range(x.ndim) if d not in axes]
-    est = [s // x.itemsize for s in x.strides]
-    kshape = [x.shape[d] for d in kept]
+    kept = [d for d in range(len(shape)) if d not in axes]
+    kshape = [shape[d] for d in kept]
     out_strides = []
     acc = 1
     for n in reversed(kshape):
         out_strides.append(acc)
         acc *= n
     out_strides.reverse()
-    kshape, (kstrides, _), _ = collapse(kshape, [[est[d] for d in kept], out_strides])
-    rshape, (rstrides,), _ = collapse([x.shape[d] for d in axes], [[est[d] for d in axes]])
-    return kshape, kstrides, rshape, rstrides
+    kshape, kstrides, _ = collapse(kshape, [[st[d] for d in kept] for st in strides]
+                                   + [out_strides])
+    rshape, rstrides, _ = collapse([shape[d] for d in axes], [[st[d] for d in axes]
+                                                              for st in strides])
+    return kshape, kstrides[:-1], rshape, rstrides
 
 
 def _prod(xs):
@@ -442,7 +467,10 @@ def _flip_reduced(x, axes):
 
 def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     """Record the launches reducing DArray ``x`` over ``axes`` into C-contiguous ``out``
-    (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs."""
+    (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs. ``x`` may
+    be a :class:`~.elemwise.Fused` producer: :func:`plan_reduce_fused`."""
+    if isinstance(x, Fused):
+        return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
     if not comb.argmax:
         x = _flip_reduced(x, axes)
     kshape, kstrides, rshape, rstrides = split_axes(x, axes)
@@ -484,6 +512,35 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
             r_contig, n_out, n_red, L, 1, False)
 
 
+def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
+    """Reduce the values of a fused elementwise producer ``x`` without storing them: the
+    generic kernel walks every producer input with its own strides (collapsed together)
+    and applies the producer's code to each element it absorbs."""
+    kshape, kstrides, rshape, rstrides = split_axes_all(
+        x.shape, [[s // v.itemsize for s in v.strides] for v in x.views], axes)
+    n_out = _prod(kshape)
+    n_red = _prod(rshape)
+    if n_out == 0:
+        return
+    r_contig = not rshape or all(rs == [1] for rs in rstrides)
+    L, nparts, interleaved = geometry(ctx.dev, n_out, n_red, r_contig and bool(rshape))
+    comb = comb.with_pre(x.spec())
+    ins = [(v, ks, rs) for v, ks, rs in zip(x.views, kstrides, rstrides)]
+    if nparts > 1:
+        partial = ctx.alloc((nparts, n_out), comb.partial_dtype)
+        partial_idx = ctx.alloc((nparts, n_out), 'int64') if comb.argmax else None
+        stage1, stage2 = comb.staged()
+        _launch(ctx, stage1, ins, None, partial, partial_idx, kshape, None, rshape, None,
+                r_contig, n_out, n_red, L, nparts, interleaved)
+        plan_reduce(ctx, stage2, partial, (0,),
+                    out.view((n_out,), (out.itemsize,)),
+                    None if out_idx is None else out_idx.view((n_out,), (8,)),
+                    partial_idx, parts=1)
+        return
+    _launch(ctx, comb, ins, None, out, out_idx, kshape, None, rshape, None, r_contig, n_out,
+            n_red, L, 1, False)
+
+
 def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
                  n_red):
     if g.mode == 'rows':
@@ -522,10 +579,12 @@ def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstride
     args = [np.int64(n_items), np.int64(n_out), np.int64(n_red),
             np.int64(a_step), np.int64(span), np.int64(k_step)]
     args += [np.int64(s) for s in kshape] + [np.int64(s) for s in rshape]
-    args.append(x)
-    args += [np.int64(s) for s in kstrides]
-    if not r_contig:
-        args += [np.int64(s) for s in rstrides]
+    # a fused producer: x is [(input view, its kept strides, its reduced strides)]
+    for d, ks, rs in (x if comb.pre is not None else [(x, kstrides, rstrides)]):
+        args.append(d)
+        args += [np.int64(s) for s in ks]
+        if not r_contig:
+            args += [np.int64(s) for s in rs]
     if comb.pairs_in:
         args.append(x_idx)
     args.append(out)
@@ -547,8 +606,41 @@ def _empty_error(node, x, axes):
                                     node.op))
 
 
+# Fused producers (linker.fuse_producers) are reduced in the generic kernel, one scalar
+# th_pre per element; the unfused plan runs the producer's launch and the vectorized fast
+# paths. bench/fusion.py, 2026-11-23, kernel time unfused / fused ("gain"):
+# - PoCL, 2-core (--force): 64x64 sum((x-m)^2, 1) 1.42, argmax rows 1.07, sum(exp(x), 0)
+#   1.08, but max|x-m| over all 0.50; from 256x256 on every case loses (0.11-0.6): the
+#   scalar loop does not vectorize as the fast paths' explicit vectors do. So CPU devices
+#   fuse reductions to several outputs of at most FUSE_MAX_CPU elements.
+# - H100: 4096x4096 sum((x-m)^2, 1) 3.53, sum(exp(x), 0) 2.83, mean(tanh(x)) 2.32 (one
+#   pass over x instead of three), but max|x-m| over all 0.62 and argmax rows 0.88; at
+#   1024x1024 every case within 0.91-1.93. So GPUs fuse any size except full reductions
+#   and argmax past FUSE_MAX_GPU elements.
+FUSE_MAX_CPU = 4096
+FUSE_MAX_GPU = 1 << 20
+
+
+def fuse_pays(dev, size, n_out, argmax=False):
+    """Whether to reduce a fused producer of ``size`` elements to ``n_out`` values in the
+    kernel (else its value is materialized by its own launch first)."""
+    if dev.is_cpu:
+        return n_out > 1 and size <= FUSE_MAX_CPU
+    return size <= FUSE_MAX_GPU or (n_out > 1 and not argmax)
+
+
+def _reduced_input(ctx, x, axes, argmax=False):
+    if isinstance(x, Fused):
+        n_out = _prod(n for d, n in enumerate(x.shape) if d not in axes)
+        if not fuse_pays(ctx.dev, x.size, n_out, argmax):
+            return x.materialize(ctx)
+    return x
+
+
 class ReduceImpl(DeviceImpl):
     """CAReduce (and subclasses) on the device."""
+
+    fusable_inputs = (0,)       # an elementwise producer is computed in the kernel
 
     def __init__(self, node, dev, comb, axes, needs_nonempty):
         DeviceImpl.__init__(self, node, dev)
@@ -560,7 +652,7 @@ class ReduceImpl(DeviceImpl):
         return 'reduce kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x = ins[0]
+        x = _reduced_input(ctx, ins[0], self.axes)
         if self.needs_nonempty and any(x.shape[a] == 0 for a in self.axes):
             raise _empty_error(self.node, x, self.axes)
         shape = tuple(n for d, n in enumerate(x.shape) if d not in self.axes)
@@ -572,6 +664,8 @@ class ReduceImpl(DeviceImpl):
 class ArgmaxImpl(DeviceImpl):
     """MaxAndArgmax (both outputs) and Argmax (the index only) on the device."""
 
+    fusable_inputs = (0,)
+
     def __init__(self, node, dev, comb, axes, with_max):
         DeviceImpl.__init__(self, node, dev)
         self.comb = comb
@@ -582,7 +676,7 @@ class ArgmaxImpl(DeviceImpl):
         return 'argmax kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x = ins[0]
+        x = _reduced_input(ctx, ins[0], self.axes, argmax=True)
         if any(x.shape[a] == 0 for a in self.axes):
             raise _empty_error(self.node, x, self.axes)
         shape = tuple(n for d, n in enumerate(x.shape) if d not in self.axes)

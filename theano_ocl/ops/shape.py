@@ -205,7 +205,8 @@ class HostComputed(DeviceImpl):
 
     def plan(self, ctx, ins):
         out = [None]
-        self.node.op.perform(self.node, [np.asarray(v) for v in ins], [out])
+        # None stays None: Theano passes a None input as is (eye(N, None) is eye(N, N))
+        self.node.op.perform(self.node, [v if v is None else np.asarray(v) for v in ins], [out])
         dtype = self.node.outputs[0].type.dtype
         return [frame_constant(ctx, np.asarray(out[0], dtype=dtype))]
 

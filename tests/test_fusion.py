@@ -1,0 +1,198 @@
+"""Elementwise producers fused into their one consumer (linker.fuse_producers): reductions,
+argmax and small products compute the producer's values in their own kernel. Each case is
+checked against Theano's C backend, fused and unfused, with the per-call size rules both
+honoured and overridden (so the fused kernels run on every device, whatever pays there)."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl import linker
+from theano_ocl.ops import gemm_small
+from theano_ocl.ops import reduce as ocl_reduce
+from helpers import assert_close, compile_both, rand
+
+
+@pytest.fixture(params=['sized', 'always'])
+def fuse_rule(request, monkeypatch):
+    """'sized': the devices' own rules; 'always': every fused producer runs fused."""
+    if request.param == 'always':
+        monkeypatch.setattr(ocl_reduce, 'fuse_pays', lambda *args: True)
+        monkeypatch.setattr(gemm_small, 'FUSED_MAX_K', 1 << 30)
+    return request.param
+
+
+def _fused_pairs(f):
+    prog = getattr(f, 'function', f).fn.program      # a Function or a SimulatorOCL
+    return [(t.node, t.fused_into.node) for t in prog.tasks if t.fused_into is not None]
+
+
+def _check(inputs, outputs, values, expect_fused, rtol=None, atol=None, **kwargs):
+    f_c, f_o = compile_both(inputs, outputs, **kwargs)
+    assert not theano_ocl.fallback_nodes(f_o)
+    pairs = _fused_pairs(f_o)
+    # at least: which producers fuse depends on Theano's graph (an inplace op destroying a
+    # producer's input before the consumer runs keeps it unfused, see below)
+    assert len(pairs) >= expect_fused, pairs
+    linker.FUSE = False
+    try:
+        f_u = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(), **kwargs)
+    finally:
+        linker.FUSE = True
+    assert not _fused_pairs(f_u)
+    for vals in values:
+        want = f_c(*vals)
+        for f in (f_o, f_u, f_o):
+            got = f(*vals)
+            if not isinstance(want, list):
+                want, got = [want], [got]
+            for k, (g, w) in enumerate(zip(got, want)):
+                assert_close(g, w, rtol=rtol, atol=atol, what='output %d' % k)
+            want = want if len(want) > 1 else want[0]
+    return f_o
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8', 'int64', 'float16'])
+def test_reductions_of_a_producer(dtype, fuse_rule):
+    x = T.matrix('x', dtype=dtype)
+    m = T.vector('m', dtype=dtype)
+    two = np.asarray(2, dtype)
+    outs = [T.sum(x * two + m, axis=1), T.max(abs(x - m), axis=0), T.argmax(x * two - m, axis=1),
+            T.sum(T.sqr(x - m)), T.sum(x > m, axis=0)]
+    rng = np.random.RandomState(3)
+    shapes = [(5, 7), (70, 90), (1, 9), (6, 1)]
+    values = [[rand(s, dtype, rng), rand(s[1:], dtype, rng)] for s in shapes]
+    # float16 outputs are stored rounded: their producers stay unfused; x > m is bool
+    expect = 1 if dtype == 'float16' else 3
+    _check([x, m], outs, values, expect_fused=expect, atol=1e-3 if dtype == 'float16' else None)
+
+
+def test_strided_views_broadcasting_and_empty(fuse_rule):
+    x = T.tensor3('x')
+    r = T.row('r')
+    outs = [T.sum(T.exp(x[::-1, :, ::2]) * r.dimshuffle('x', 0, 1)[:, :, ::2], axis=(0, 2)),
+            T.min(T.tanh(x.dimshuffle(2, 0, 1)) - 1, axis=1),
+            T.prod(x[:, ::-1] * 0.5 + 1, axis=None)]
+    rng = np.random.RandomState(0)
+    values = [[rand((4, 5, 6), 'float64', rng, -1, 1), rand((1, 6), 'float64', rng)],
+              [rand((3, 1, 8), 'float64', rng, -1, 1), rand((1, 8), 'float64', rng)]]
+    _check([x, r], outs, values, expect_fused=3)
+    # an empty reduction of a fused producer: the identity (sum/prod) as Theano gives it
+    y = T.matrix('y')
+    _check([y], [T.sum(T.exp(y), axis=0), T.prod(y + 1, axis=1)],
+           [[np.zeros((0, 3))], [np.zeros((3, 0))]], expect_fused=2)
+
+
+def test_max_of_an_empty_fused_producer_raises_like_theano():
+    y = T.matrix('y')
+    f_c, f_o = compile_both([y], T.max(T.exp(y), axis=0))
+    assert _fused_pairs(f_o)
+    for f in (f_c, f_o):
+        with pytest.raises(ValueError):
+            f(np.zeros((0, 3)))
+    assert_close(f_o(np.ones((2, 3))), f_c(np.ones((2, 3))))
+
+
+def test_shape_errors_of_the_producer_are_raised_by_the_consumer():
+    x = T.matrix('x')
+    m = T.vector('m')
+    f_c, f_o = compile_both([x, m], T.sum(x + m, axis=1))
+    assert _fused_pairs(f_o)
+    bad = [np.ones((2, 3)), np.ones(4)]
+    with pytest.raises(ValueError, match='mis-match|shape'):
+        f_o(*bad)
+    good = [np.ones((2, 3)), np.arange(3.)]
+    assert_close(f_o(*good), f_c(*good))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32'])
+def test_small_products_of_a_producer(dtype, fuse_rule, monkeypatch):
+    A = T.matrix('A', dtype=dtype)
+    v = T.vector('v', dtype=dtype)
+    B = T.matrix('B', dtype=dtype)
+    one = np.asarray(1, dtype)
+    outs = [T.dot(A, v * v + one), T.dot(A, T.maximum(B, one)), T.dot(v + one, B)]
+    rng = np.random.RandomState(1)
+    values = [[rand((3, 4), dtype, rng), rand((4,), dtype, rng), rand((4, 5), dtype, rng)],
+              [rand((40, 300), dtype, rng), rand((300,), dtype, rng),
+               rand((300, 2), dtype, rng)]]
+    # float32 sums of 300 products in another order than the host BLAS: rounding
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == 'float32' else {}
+    _check([A, v, B], outs, values, expect_fused=2, **tol)   # dot(v + 1, B): ints keep Dot, whose left operand is not fused
+
+
+def test_fused_products_batch_in_run_steps():
+    """Many decoders of spikes computed from state: the batched small-product kernel with
+    fused operands (slab and pointer tables), against Theano C over several steps."""
+    rng = np.random.RandomState(5)
+    updates, outs = [], []
+    for e in range(6):
+        n = 7 + e
+        v = theano.shared(rng.rand(n).astype('float32') * 2, name='v%d' % e)
+        dec = theano.shared(rng.randn(2, n).astype('float32'), name='dec%d' % e)
+        acc = theano.shared(np.zeros(2, 'float32'), name='acc%d' % e)
+        spikes = T.cast(v > 1, 'float32') * np.float32(10)
+        out = T.dot(dec, spikes)
+        updates += [(v, v * np.float32(0.9) + np.float32(0.25)), (acc, acc + out)]
+        outs.append(out)
+    f = theano.function([], outs, updates=updates)
+    state0 = [s.get_value() for s, _ in updates]
+    steps = 9
+    for batch in (False, True):
+        for (s, _), val in zip(updates, state0):
+            s.set_value(val)
+        sim = theano_ocl.SimulatorOCL(f)
+        assert len(_fused_pairs(sim)) == 6
+        sim.run_steps(steps, batch=batch)
+        assert sim.stats['batched'] is batch
+        sim.sync_to_theano()
+        got = [s.get_value() for s, _ in updates]
+        for (s, _), val in zip(updates, state0):
+            s.set_value(val)
+        for _ in range(steps):
+            f()
+        want = [s.get_value() for s, _ in updates]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_no_fusion_across_a_destroyer():
+    """The producer's input is destroyed in place between the producer and the consumer:
+    the value must be read before, so nothing is fused (and results match)."""
+    x = T.vector('x')
+    a = x * 2
+    e = T.exp(a)                         # producer reading a
+    d = T.inc_subtensor(a[0:2], 5.)      # destroys a (inplace after optimisation)
+    outs = [T.sum(e), d]
+    f_c, f_o = compile_both([x], outs)
+    order = [t.node for t in f_o.fn.program.tasks]
+    pairs = _fused_pairs(f_o)
+    for prod, cons in pairs:
+        between = order[order.index(prod) + 1:order.index(cons) + 1]
+        assert not any(getattr(n.op, 'destroy_map', None) for n in between), between
+    v = np.linspace(-1, 1, 7)
+    for g, w in zip(f_o(v), f_c(v)):
+        assert_close(g, w)
+
+
+def test_outputs_and_shared_producers_are_not_fused():
+    x = T.matrix('x')
+    p = T.exp(x)
+    f_c, f_o = compile_both([x], [T.sum(p, axis=1), p])        # p is also an output
+    assert not _fused_pairs(f_o)
+    q = T.tanh(x)
+    f2_c, f2_o = compile_both([x], [T.sum(q, axis=1), T.max(q, axis=0)])   # two clients
+    assert not _fused_pairs(f2_o)
+    v = rand((4, 5), 'float64')
+    for fo, fc in ((f_o, f_c), (f2_o, f2_c)):
+        for g, w in zip(fo(v), fc(v)):
+            assert_close(g, w)
+
+
+def test_report_names_the_fusion(capsys):
+    x = T.matrix('x')
+    f = theano.function([x], T.sum(T.exp(x), axis=1), mode=theano_ocl.OCLMode())
+    theano_ocl.report(f)
+    text = capsys.readouterr().out
+    assert 'fused into Sum' in text and '(with Elemwise{exp' in text
