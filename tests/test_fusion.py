@@ -196,3 +196,21 @@ def test_report_names_the_fusion(capsys):
     theano_ocl.report(f)
     text = capsys.readouterr().out
     assert 'fused into Sum' in text and '(with Elemwise{exp' in text
+
+
+def test_fused_kernels_follow_rebound_device_inputs():
+    """Device-array inputs passed in other buffers on later calls: the fused kernels'
+    arguments are re-pointed like any other launch's."""
+    import pyopencl.array as cla
+    x = T.matrix('x')
+    m = T.vector('m')
+    f = theano.function([x, m], [T.sum(T.exp(x) * m, axis=1), T.dot(x, m * 2)],
+                        mode=theano_ocl.OCLMode())
+    assert len(_fused_pairs(f)) == 2
+    queue = f.fn.dev.queue
+    rng = np.random.RandomState(2)
+    for _ in range(3):
+        hx, hm = rng.rand(4, 6), rng.rand(6)
+        got = f(cla.to_device(queue, hx), cla.to_device(queue, hm))
+        assert_close(got[0], (np.exp(hx) * hm).sum(axis=1))
+        assert_close(got[1], hx.dot(hm * 2))

@@ -121,3 +121,20 @@ def test_eye_with_none_columns(dtype):
     f_c, f_o = compile_both([N, M, k], T.eye(N, M, k, dtype=dtype))
     for args in [(3, None, 0), (4, 2, 1), (3, None, -1)]:
         assert_close(f_o(*args), f_c(*args))
+
+
+@pytest.mark.parametrize('dtype', ['float64', 'int16', 'bool'])
+def test_extract_diag_and_alloc_diag(dtype):
+    x = T.tensor3('x', dtype=dtype)
+    m = T.matrix('m', dtype=dtype)
+    v = T.vector('v', dtype=dtype)
+    outs = [T.ExtractDiag(offset=o, axis1=a1, axis2=a2)(x)
+            for o, a1, a2 in [(0, 0, 1), (1, 1, 2), (-2, 0, 2), (0, 2, 0), (5, 0, 1)]]
+    outs += [T.ExtractDiag(offset=1)(m[::-1, ::2]) * 1, T.ExtractDiag(offset=-1, view=True)(m) + 0]
+    outs += [T.AllocDiag(offset=o)(v) for o in (0, 2, -1)]
+    outs += [T.AllocDiag(offset=1, axis1=1, axis2=2)(m), T.AllocDiag(offset=-1, axis1=0, axis2=2)(m)]
+    f = assert_matches_c([x, m, v], outs, [rand((3, 4, 5), dtype), rand((4, 6), dtype),
+                                           rand((3,), dtype)])
+    assert not theano_ocl.fallback_nodes(f)
+    assert_matches_c([m, v], [T.ExtractDiag()(m), T.AllocDiag()(v)],
+                     [rand((0, 3), dtype), rand((0,), dtype)])

@@ -72,6 +72,13 @@ class Program(object):
         ops = {}
         for t in fb:
             name = type(t.node.op).__name__
+            reason = t.reason or ''
+            # the by-design reasons named, so a conformance table tells them apart
+            for word, tag in (('complex', 'complex'), ('float64', 'no fp64'),
+                              ('not a tensor', 'non-tensor')):
+                if word in reason:
+                    name += ' [%s]' % tag
+                    break
             ops[name] = ops.get(name, 0) + 1
         return dict(device=dev, meta=meta, fallback=len(fb), fallback_ops=ops)
 

@@ -395,6 +395,13 @@ def _int_arith(c, sym, args):
 def _arith(c, sym):
     if _c_chain_mixed(c.in_dtypes):
         return c.set(_c_chain(c, sym))
+    floats = [d for d in c.in_dtypes if d in _FLOATS]
+    if floats and c.od not in _FLOATS and c.od != 'bool':
+        # an integer output of float operands (an inplace op on an int array, Theano's
+        # transfer_type): Theano's C code computes in C's common type (the float) and the
+        # assignment truncates toward zero
+        ft = 'float64' if 'float64' in floats else 'float32'
+        return c.set(_convert(c.gen, '(%s)' % (' %s ' % sym).join(c.xs(ft)), ft, c.od))
     if c.od in _INTS:
         return c.set(_int_arith(c, sym, c.xs()))
     return c.set((' %s ' % sym).join(c.xs()))
@@ -628,6 +635,15 @@ def _zero_divisor_check(c, code):
 def _int_div_mod(op, c):
     fn = 'floordiv' if isinstance(op, scal.IntDiv) else 'mod'
     P = _c_mixed(*c.in_dtypes)
+    floats = [d for d in c.in_dtypes if d in _FLOATS]
+    if floats and c.od not in _FLOATS and c.od != 'bool':
+        # an integer output of float operands (inplace on an int array): Theano's C code
+        # takes the float formula, and the assignment truncates (see _arith)
+        ft = 'float64' if 'float64' in floats else 'float32'
+        T = c.gen.ct(ft)
+        x, y = c.xs(ft)
+        c.gen.helper('float_div_mod_' + T, _FLOAT_DIV_MOD, T)
+        return c.set(_convert(c.gen, 'th_%s_%s(%s, %s)' % (fn, T, x, y), ft, c.od))
     if c.od in _FLOATS:
         # Theano's float formula (also for a signed integer with uint64: float64 output)
         if P is not None and fn == 'floordiv':
@@ -1052,12 +1068,16 @@ $T th_trigamma_$T($T x)
 
 @_register(basic_scipy.Psi, basic_scipy.TriGamma)
 def _psi_trigamma(op, c):
-    T = c.T
+    # an integer output (psi_inplace of an int array): Theano's C code computes in double
+    # and the assignment truncates
+    ft = c.od if c.od in _FLOATS else 'float64'
+    T = c.gen.ct(ft) if ft != 'float16' else c.T
     if isinstance(op, basic_scipy.Psi):
         name = c.gen.helper('psi_' + T, _PSI, T)
     else:
         name = c.gen.helper('trigamma_' + T, _TRIGAMMA, T)
-    return c.set('th_%s(%s)' % (name, c.x(0)))
+    expr = 'th_%s(%s)' % (name, c.x(0, ft))
+    return c.set(expr if ft == c.od else _convert(c.gen, expr, ft, c.od))
 
 
 _GAMMA_INC = string.Template('''

@@ -298,3 +298,71 @@ class SplitViews(DeviceImpl):
 @ocl_impl.register(tbasic.Split)
 def _split(op, node, dev):
     return SplitViews(node, dev)
+
+
+def diagonal_view(x, offset, axis1, axis2):
+    """numpy's ``x.diagonal(offset, axis1, axis2)`` of a DArray, as a view: the other dims
+    in order, then the diagonal (stride = the two axes' strides summed)."""
+    s1, s2 = x.shape[axis1], x.shape[axis2]
+    n = max(0, min(s1, s2 - offset)) if offset >= 0 else max(0, min(s1 + offset, s2))
+    start = x.offset
+    if n:
+        start += offset * x.strides[axis2] if offset >= 0 else -offset * x.strides[axis1]
+    keep = [d for d in range(x.ndim) if d not in (axis1, axis2)]
+    return x.view(tuple(x.shape[d] for d in keep) + (n,),
+                  tuple(x.strides[d] for d in keep) + (x.strides[axis1] + x.strides[axis2],),
+                  start)
+
+
+class ExtractDiagImpl(DeviceImpl):
+    """ExtractDiag: a strided view of the diagonal (the op's ``view``), else its copy."""
+
+    def plan(self, ctx, ins):
+        op = self.node.op
+        x = ins[0]
+        a1, a2 = [a + x.ndim if a < 0 else a for a in (op.axis1, op.axis2)]
+        d = diagonal_view(x, op.offset, a1, a2)
+        if getattr(op, 'view', False):
+            return [d]
+        out = ctx.alloc(d.shape, d.dtype)
+        if out.size:
+            strided_copy(ctx, out, d)
+        return [out]
+
+
+@ocl_impl.register(tbasic.ExtractDiag)
+def _extract_diag(op, node, dev):
+    return ExtractDiagImpl(node, dev)
+
+
+class AllocDiagImpl(DeviceImpl):
+    """AllocDiag: zeros with ``x`` copied onto the (offset) diagonal of two new axes, which
+    are then moved to (axis1, axis2) by a view, as the op's ``perform`` transposes."""
+
+    def plan(self, ctx, ins):
+        op = self.node.op
+        x = ins[0]
+        off = op.offset
+        n = x.shape[-1] + abs(off)
+        shape = x.shape[:-1] + (n, n)
+        res = ctx.alloc(shape, x.dtype)
+        if res.size:
+            zero = ctx.constant(np.zeros((), x.dtype))
+            strided_copy(ctx, res, zero.view(shape, (0,) * len(shape)))
+            diag = diagonal_view(res, off, len(shape) - 2, len(shape) - 1)
+            if x.size:
+                strided_copy(ctx, diag, x)
+        if x.ndim > 1:
+            axis1, axis2 = min(op.axis1, op.axis2), max(op.axis1, op.axis2)
+            axes = list(range(x.ndim - 1))
+            last = axes[-1]
+            axes = axes[:axis1] + [last + 1] + axes[axis1:]
+            axes = axes[:axis2] + [last + 2] + axes[axis2:]
+            res = res.view(tuple(res.shape[a] for a in axes),
+                           tuple(res.strides[a] for a in axes), res.offset)
+        return [res]
+
+
+@ocl_impl.register(tbasic.AllocDiag)
+def _alloc_diag(op, node, dev):
+    return AllocDiagImpl(node, dev)
