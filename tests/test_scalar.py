@@ -26,6 +26,7 @@ import scipy.special
 import theano
 import theano.scalar as S
 import theano.tensor as T
+import theano_ocl
 from theano.scalar import basic_scipy as SS
 from theano.tensor.elemwise import Elemwise, mul_without_zeros
 from theano.tensor.nnet import sigm
@@ -983,3 +984,34 @@ def test_ctypes():
     assert oscalar.compute_ctype('int8') == 'char'
     with pytest.raises(NoDeviceImplementation):
         oscalar.ctype('complex64')
+
+
+@pytest.mark.parametrize('name', ['add_inplace', 'sub_inplace', 'mul_inplace',
+                                  'int_div_inplace', 'mod_inplace', 'psi_inplace',
+                                  'tri_gamma_inplace'])
+@pytest.mark.parametrize('dtypes', [('int64', 'float64'), ('int8', 'float32'),
+                                    ('uint16', 'float64')])
+def test_integer_output_of_float_operands(name, dtypes):
+    """Theano's inplace ops on an int array with float operands keep the int dtype: its C
+    code computes in the float type and the assignment truncates toward zero."""
+    from theano.tensor import inplace
+    op = getattr(inplace, name)
+    idt, fdt = dtypes
+    x = T.matrix('x', dtype=idt)
+    y = T.matrix('y', dtype=fdt)
+    rng = np.random.RandomState(4)
+    a = rng.randint(1 if idt.startswith('u') else -9, 10, size=(3, 5)).astype(idt)
+    b = (rng.uniform(0.2, 3, size=(3, 5)) * rng.choice([-1, 1], size=(3, 5))).astype(fdt)
+    if name == 'tri_gamma_inplace':
+        a = np.abs(a) + 1       # Theano's own code raises OverflowError at its poles
+    ins = [x] if name in ('psi_inplace', 'tri_gamma_inplace') else [x, y]
+    vals = [a] if len(ins) == 1 else [a, b]
+    out = op(*ins)
+    assert out.dtype == idt
+    res = []
+    for mode in ('FAST_RUN', theano_ocl.OCLMode()):
+        f = theano.function(ins, out, mode=mode, accept_inplace=True)
+        args = [v.copy() for v in vals]
+        res.append((np.array(f(*args)), args[0]))
+    np.testing.assert_array_equal(res[1][0], res[0][0])
+    np.testing.assert_array_equal(res[1][1], res[0][1])      # the int array itself

@@ -1076,7 +1076,14 @@ def _psi_trigamma(op, c):
         name = c.gen.helper('psi_' + T, _PSI, T)
     else:
         name = c.gen.helper('trigamma_' + T, _TRIGAMMA, T)
-    expr = 'th_%s(%s)' % (name, c.x(0, ft))
+    x = c.x(0, ft)
+    expr = 'th_%s(%s)' % (name, x)
+    if _is_int(c.in_dtypes[0]):
+        # Theano's C code is for float inputs only: an integer input takes its Python code,
+        # scipy's, whose poles give psi(0) = -inf, psi(-n) = nan, trigamma(-n) = inf
+        inf = '(%s)INFINITY' % T
+        expr = ('(%s == 0 ? -%s : %s < 0 ? (%s)NAN : %s)' % (x, inf, x, T, expr)
+                if isinstance(op, basic_scipy.Psi) else '(%s <= 0 ? %s : %s)' % (x, inf, expr))
     return c.set(expr if ft == c.od else _convert(c.gen, expr, ft, c.od))
 
 
