@@ -988,7 +988,7 @@ def test_ctypes():
 
 @pytest.mark.parametrize('name', ['add_inplace', 'sub_inplace', 'mul_inplace',
                                   'int_div_inplace', 'mod_inplace', 'psi_inplace',
-                                  'tri_gamma_inplace'])
+                                  'tri_gamma_inplace', 'chi2sf_inplace', 'erfcx_inplace'])
 @pytest.mark.parametrize('dtypes', [('int64', 'float64'), ('int8', 'float32'),
                                     ('uint16', 'float64')])
 def test_integer_output_of_float_operands(name, dtypes):
@@ -1004,7 +1004,9 @@ def test_integer_output_of_float_operands(name, dtypes):
     b = (rng.uniform(0.2, 3, size=(3, 5)) * rng.choice([-1, 1], size=(3, 5))).astype(fdt)
     if name == 'tri_gamma_inplace':
         a = np.abs(a) + 1       # Theano's own code raises OverflowError at its poles
-    ins = [x] if name in ('psi_inplace', 'tri_gamma_inplace') else [x, y]
+    if name == 'chi2sf_inplace':
+        b = np.abs(b) + 1           # degrees of freedom
+    ins = [x] if name in ('psi_inplace', 'tri_gamma_inplace', 'erfcx_inplace') else [x, y]
     vals = [a] if len(ins) == 1 else [a, b]
     out = op(*ins)
     assert out.dtype == idt

@@ -229,6 +229,23 @@ class _Call(object):
         return '%s = %s;' % (self.outs[0], expr)
 
 
+def _float_valued(gen_fn):
+    """An op whose Theano C code computes in floating point (its helpers are templated on
+    float/double): an integer output -- Theano's inplace ops keep an int array's dtype
+    (transfer_type) -- is computed into a double temporary and converted, truncating as
+    Theano's assignment does."""
+    @functools.wraps(gen_fn)
+    def wrapped(op, c):
+        if c.od in _FLOATS:
+            return gen_fn(op, c)
+        tmp = c.gen.temp()
+        c.gen.ct('float64')
+        sub = _Call(c.gen, c.ins, c.in_dtypes, [tmp], ['float64'])
+        return '{\ndouble %s;\n%s\n%s\n}' % (tmp, gen_fn(op, sub),
+                                              c.set(_convert(c.gen, tmp, 'float64', c.od)))
+    return wrapped
+
+
 def _literal(value, dtype):
     """``value`` as an exact OpenCL literal of ``dtype``'s compute type."""
     dtype = str(dtype)
@@ -1018,6 +1035,7 @@ def _erfcx_helper(gen, T):
 
 
 @_register(basic_scipy.Erfcx, basic_scipy.Erfinv, basic_scipy.Erfcinv)
+@_float_valued
 def _erf_family(op, c):
     T = c.T
     _erfcx_helper(c.gen, T)
@@ -1160,12 +1178,14 @@ _GAMMA_INC_OPS = {basic_scipy.GammaInc: 'gammap', basic_scipy.GammaIncC: 'gammaq
 
 
 @_register(*_GAMMA_INC_OPS)
+@_float_valued
 def _gamma_inc(op, c):
     c.gen.helper('gamma_inc_' + c.T, _GAMMA_INC, c.T)
     return c.set('th_%s_%s(%s, %s)' % ((_GAMMA_INC_OPS[type(op)], c.T) + tuple(c.xs())))
 
 
 @_register(basic_scipy.Chi2SF)
+@_float_valued
 def _chi2sf(op, c):
     c.gen.helper('gamma_inc_' + c.T, _GAMMA_INC, c.T)
     x, k = c.xs()
