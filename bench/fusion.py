@@ -13,7 +13,6 @@ is what is timed: set ``--force`` to fuse whatever the size.
 """
 import argparse
 import os
-import statistics
 import sys
 import time
 
@@ -24,27 +23,7 @@ import theano_ocl  # noqa: E402  first: makes Theano importable on numpy >= 1.22
 import theano  # noqa: E402
 import theano.tensor as T  # noqa: E402
 
-from reduce import median_time  # noqa: E402  (bench/reduce.py)
-
-
-def kernel_time(f, queue, reps):
-    """Seconds per replay of the launches of ``f``'s last frame, back to back (its host
-    steps, shape arithmetic, left out), and the number of launches."""
-    steps = [st.fn for st in f.fn.last_frame.steps if st.kind in ('launch', 'copy')]
-
-    def run():
-        for _ in range(reps):
-            for fn in steps:
-                fn()
-    run()
-    queue.finish()
-    times = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        run()
-        queue.finish()
-        times.append((time.perf_counter() - t0) / reps)
-    return statistics.median(times), len(steps)
+from reduce import kernel_time, median_time  # noqa: E402  (bench/reduce.py)
 
 
 def cases():
@@ -101,7 +80,8 @@ def main():
             t_c = median_time(lambda: f_c(*host), args.reps)
             t = {k: median_time(lambda: f(*dvals), args.reps, queue.finish)
                  for k, f in fs.items()}
-            k = {key: kernel_time(f, queue, max(args.reps, 50)) for key, f in fs.items()}
+            k = {key: kernel_time(f, queue, max(args.reps, 50), host_steps_ok=True)
+                 for key, f in fs.items()}
             print('%-22s %6d %9.3f %9.3f %9.3f %7.2fx %9.4f %9.4f %7.2fx %6d %6d' % (
                 name, n, t_c * 1e3, t[False] * 1e3, t[True] * 1e3, t[False] / t[True],
                 k[False][0] * 1e3, k[True][0] * 1e3, k[False][0] / k[True][0],

@@ -32,7 +32,26 @@ class Root(object):
         self.slab = slab
 
 
-class DArray(object):
+class Shaped(object):
+    """What a value with ``shape`` and ``dtype`` answers (DArray, ops.elemwise.Fused)."""
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+
+class DArray(Shaped):
     __slots__ = ('root', 'offset', 'shape', 'strides', 'dtype')
 
     def __init__(self, root, shape, dtype, strides=None, offset=0):
@@ -56,23 +75,8 @@ class DArray(object):
         return self.root.origin + self.offset
 
     @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
-
-    @property
     def nbytes(self):
         return self.size * self.dtype.itemsize
-
-    @property
-    def itemsize(self):
-        return self.dtype.itemsize
 
     def is_c_contiguous(self):
         return self.size <= 1 or self.strides == c_strides(self.shape, self.dtype.itemsize) \

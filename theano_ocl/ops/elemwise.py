@@ -20,7 +20,7 @@ from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
 from .. import scalar as oscalar
-from ..darray import DArray
+from ..darray import DArray, Shaped
 from ..errors import NoDeviceImplementation
 from ..vm import download, upload
 from .base import DeviceImpl, launch_geometry
@@ -211,7 +211,7 @@ def strided_copy_now(dev, queue, dst, src):
     strided_copy(_ImmediateContext(dev, queue), dst, src)
 
 
-class Fused(object):
+class Fused(Shaped):
     """An elementwise node folded into its one consumer (``linker.fuse_producers``).
 
     Its output is never stored: the consumer's kernel computes each element it reads from
@@ -229,7 +229,6 @@ class Fused(object):
         self.views = list(views)
         self.shape = tuple(self.views[0].shape)
         self.dtype = np.dtype(impl.out_dtypes[0])
-        self.itemsize = self.dtype.itemsize
 
     @classmethod
     def of(cls, impl, ins):
@@ -238,17 +237,6 @@ class Fused(object):
         shape = impl.out_shape(ins)
         return cls(impl, [d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
                           for d in ins])
-
-    @property
-    def ndim(self):
-        return len(self.shape)
-
-    @property
-    def size(self):
-        n = 1
-        for s in self.shape:
-            n *= s
-        return n
 
     def spec(self):
         """What a consumer kernel's source depends on: (support, body, input dtypes)."""
