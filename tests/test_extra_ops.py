@@ -6,7 +6,8 @@ import theano
 import theano.tensor as T
 from theano.tensor import extra_ops as xo
 
-from helpers import assert_matches_c, rand
+import theano_ocl
+from helpers import assert_close, assert_matches_c, rand
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'int32', 'uint16', 'int64'])
@@ -86,3 +87,35 @@ def test_ravel_multi_index_matches_theano(mode, order):
     if mode == 'raise':
         with pytest.raises(ValueError, match='invalid entry in coordinates array'):
             f(av + 4, bv, cv)
+
+
+@pytest.mark.parametrize('side', ['left', 'right'])
+@pytest.mark.parametrize('xdt,vdt', [('float64', 'float64'), ('float32', 'float64'),
+                                     ('int32', 'int64'), ('uint8', 'float32'),
+                                     ('int64', 'bool')])
+def test_searchsorted(side, xdt, vdt):
+    rng = np.random.RandomState(6)
+    xs = np.sort(rand((40,), xdt, rng, -5, 5))
+    vs = rand((3, 7), vdt, rng, -6, 6)
+    if xdt.startswith('float'):
+        xs[-3:] = np.nan                     # numpy sorts NaN last and searches after them
+    if vdt.startswith('float'):
+        vs[0, :3] = [np.nan, -np.inf, xs[5]]
+    x = T.vector('x', dtype=xdt)
+    v = T.matrix('v', dtype=vdt)
+    outs = [T.extra_ops.searchsorted(x, v, side=side),
+            T.extra_ops.searchsorted(x[::2], v.T, side=side)]
+    f = assert_matches_c([x, v], outs, [xs, vs])
+    assert not theano_ocl.fallback_nodes(f)
+    # a sorter: the unsorted vector and its argsort; an out-of-range sorter raises
+    perm = rng.permutation(40)
+    s = T.vector('s', dtype='int64')
+    g = assert_matches_c([x, v, s], T.extra_ops.searchsorted(x, v, side=side, sorter=s),
+                         [xs[perm], vs, np.argsort(xs[perm], kind='stable')])
+    bad = np.argsort(xs[perm], kind='stable')
+    bad[:] = 99
+    with pytest.raises(ValueError, match='Sorter index out of range'):
+        g(xs[perm], vs, bad)
+    assert_close(g(xs[perm], vs, np.argsort(xs[perm], kind='stable')),
+                 np.searchsorted(xs[perm], vs, side=side,
+                                 sorter=np.argsort(xs[perm], kind='stable')))

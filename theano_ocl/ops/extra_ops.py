@@ -1,6 +1,6 @@
 """``theano.tensor.extra_ops`` ops that real graphs use: ``RepeatOp`` (``T.repeat``),
 ``CumOp`` (``cumsum``/``cumprod``), ``DiffOp``, ``FillDiagonal``, ``FillDiagonalOffset``,
-``CpuContiguous``, ``RavelMultiIndex``, ``UnravelIndex``.
+``CpuContiguous``, ``RavelMultiIndex``, ``UnravelIndex``, ``SearchsortedOp``.
 
 ``repeat(x, repeats, axis)``: the repeats decide the output's shape, so they are a host
 input (the frame is keyed on their values, as for any shape-deciding value); the host
@@ -15,7 +15,7 @@ import theano.scalar as ts
 from mako.template import Template
 from theano.tensor.extra_ops import (CpuContiguous, CumOp, DiffOp, FillDiagonal,
                                      FillDiagonalOffset, RavelMultiIndex, RepeatOp,
-                                     UnravelIndex)
+                                     SearchsortedOp, UnravelIndex)
 
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
@@ -25,8 +25,9 @@ from .registry import ocl_impl
 from .shape import frame_constant, reshaped
 from .subtensor import plan_gather
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'extra_ops.cl.mako'))
+_KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
+_TEMPLATE = Template(filename=os.path.join(_KERNELS, 'extra_ops.cl.mako'))
+_SEARCHSORTED = Template(filename=os.path.join(_KERNELS, 'searchsorted.cl.mako'))
 
 
 def _along_axis(ctx, x, axis):
@@ -295,3 +296,54 @@ def _unravel(op, node, dev):
 @ocl_impl.register(RavelMultiIndex)
 def _ravel(op, node, dev):
     return RavelMultiIndexImpl(node, dev)
+
+
+class SearchsortedImpl(DeviceImpl):
+    """searchsorted(x, v, side, sorter): a binary search per value (kernels/searchsorted)."""
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        x, v = node.inputs[:2]
+        sorter = node.inputs[2] if len(node.inputs) > 2 else None
+        common = np.result_type(x.dtype, v.dtype).name
+        dtypes = [x.dtype, v.dtype, common] + ([sorter.dtype] if sorter is not None else [])
+        self.name = 'searchsorted_%s_%s_%s%s' % (node.op.side, x.dtype, v.dtype,
+                                                 '_' + sorter.dtype if sorter is not None else '')
+        support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if 'float64' in dtypes else ''
+        self.src = _SEARCHSORTED.render(
+            name=self.name, support=support, xt=oscalar.ctype(x.dtype),
+            vt=oscalar.ctype(v.dtype), ct=oscalar.compute_ctype(common),
+            is_float=common.startswith('float'), right=node.op.side == 'right',
+            sorter=sorter is not None,
+            st=oscalar.ctype(sorter.dtype) if sorter is not None else None)
+
+    def describe(self):
+        return 'binary-search kernel (%s)' % self.node.op
+
+    def plan(self, ctx, ins):
+        x, v = ins[0], ctx.contiguous(ins[1])
+        sorter = ins[2] if len(ins) > 2 else None
+        n = x.shape[0]
+        if sorter is not None and sorter.shape[0] != n:
+            raise ValueError('sorter.size must equal a.size')
+        z = ctx.alloc(v.shape, 'int64')
+        if z.size == 0:
+            return [z]
+        args = [np.int64(z.size), np.int64(n), x, np.int64(x.strides[0] // x.itemsize),
+                v, z]
+        err = None
+        if sorter is not None:
+            err = error_flag(ctx)
+            args += [sorter, np.int64(sorter.strides[0] // sorter.itemsize), err]
+        gsize, lsize = launch_geometry(ctx.dev, z.size)
+        ctx.launch(ctx.dev.build(self.src), self.name, gsize, lsize, args)
+        if err is not None:
+            check_flag(ctx, err, lambda code: ValueError('Sorter index out of range.'))
+        return [z]
+
+
+@ocl_impl.register(SearchsortedOp)
+def _searchsorted(op, node, dev):
+    if any(v.dtype == 'float16' or v.dtype.startswith('complex') for v in node.inputs):
+        raise NoDeviceImplementation('%s of float16/complex values' % op)
+    return SearchsortedImpl(node, dev)
