@@ -119,3 +119,24 @@ def test_searchsorted(side, xdt, vdt):
     assert_close(g(xs[perm], vs, np.argsort(xs[perm], kind='stable')),
                  np.searchsorted(xs[perm], vs, side=side,
                                  sorter=np.argsort(xs[perm], kind='stable')))
+
+
+@pytest.mark.parametrize('side', ['left', 'right'])
+@pytest.mark.parametrize('dtype', ['float64', 'int16'])
+def test_searchsorted_of_an_unsorted_vector_is_numpys(side, dtype):
+    """numpy's answer on an unsorted x (what Theano's C code returns, and its own test
+    checks): its search narrows from the previous value's result, so only the same probes
+    give the same indices; with a sorter too."""
+    rng = np.random.RandomState(8)
+    xs = rand((50,), dtype, rng, -30, 30)
+    vs = rand((8, 10, 5), dtype, rng, -30, 30)
+    x = T.vector('x', dtype=dtype)
+    v = T.tensor3('v', dtype=dtype)
+    s = T.vector('s', dtype='int32')
+    f = assert_matches_c([x, v], T.extra_ops.searchsorted(x, v, side=side), [xs, vs], calls=3)
+    assert_close(f(xs, vs), np.searchsorted(xs, vs, side=side))
+    srt = rng.permutation(50).astype('int32')      # not the argsort: x[srt] unsorted
+    assert_matches_c([x, v, s], T.extra_ops.searchsorted(x, v, side=side, sorter=s),
+                     [xs, vs, srt], calls=3)
+    # sorted input after unsorted input: the flag was cleared
+    assert_close(f(np.sort(xs), vs), np.searchsorted(np.sort(xs), vs, side=side))

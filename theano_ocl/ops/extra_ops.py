@@ -299,7 +299,8 @@ def _ravel(op, node, dev):
 
 
 class SearchsortedImpl(DeviceImpl):
-    """searchsorted(x, v, side, sorter): a binary search per value (kernels/searchsorted)."""
+    """searchsorted(x, v, side, sorter): a binary search per value, numpy's answers on an
+    unsorted x too (kernels/searchsorted.cl.mako: check, search, serial)."""
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -307,15 +308,18 @@ class SearchsortedImpl(DeviceImpl):
         sorter = node.inputs[2] if len(node.inputs) > 2 else None
         common = np.result_type(x.dtype, v.dtype).name
         dtypes = [x.dtype, v.dtype, common] + ([sorter.dtype] if sorter is not None else [])
-        self.name = 'searchsorted_%s_%s_%s%s' % (node.op.side, x.dtype, v.dtype,
-                                                 '_' + sorter.dtype if sorter is not None else '')
+        stem = 'searchsorted_%s_%s_%s%s' % (node.op.side, x.dtype, v.dtype,
+                                            '_' + sorter.dtype if sorter is not None else '')
         support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if 'float64' in dtypes else ''
-        self.src = _SEARCHSORTED.render(
-            name=self.name, support=support, xt=oscalar.ctype(x.dtype),
-            vt=oscalar.ctype(v.dtype), ct=oscalar.compute_ctype(common),
-            is_float=common.startswith('float'), right=node.op.side == 'right',
-            sorter=sorter is not None,
-            st=oscalar.ctype(sorter.dtype) if sorter is not None else None)
+        self.kernels = {}
+        for mode in ('check', 'search', 'serial'):
+            name = '%s_%s' % (stem, mode)
+            self.kernels[mode] = (name, _SEARCHSORTED.render(
+                name=name, mode=mode, support=support, xt=oscalar.ctype(x.dtype),
+                vt=oscalar.ctype(v.dtype), ct=oscalar.compute_ctype(common),
+                is_float=common.startswith('float'), right=node.op.side == 'right',
+                sorter=sorter is not None,
+                st=oscalar.ctype(sorter.dtype) if sorter is not None else None))
 
     def describe(self):
         return 'binary-search kernel (%s)' % self.node.op
@@ -329,14 +333,17 @@ class SearchsortedImpl(DeviceImpl):
         z = ctx.alloc(v.shape, 'int64')
         if z.size == 0:
             return [z]
+        unsorted = error_flag(ctx)       # set by 'check', cleared by 'serial'
         args = [np.int64(z.size), np.int64(n), x, np.int64(x.strides[0] // x.itemsize),
-                v, z]
+                v, z, unsorted]
         err = None
         if sorter is not None:
             err = error_flag(ctx)
             args += [sorter, np.int64(sorter.strides[0] // sorter.itemsize), err]
-        gsize, lsize = launch_geometry(ctx.dev, z.size)
-        ctx.launch(ctx.dev.build(self.src), self.name, gsize, lsize, args)
+        for mode, items in (('check', max(n - 1, 1)), ('search', z.size), ('serial', 1)):
+            name, src = self.kernels[mode]
+            gsize, lsize = launch_geometry(ctx.dev, items)
+            ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
         if err is not None:
             check_flag(ctx, err, lambda code: ValueError('Sorter index out of range.'))
         return [z]
