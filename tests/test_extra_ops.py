@@ -140,3 +140,13 @@ def test_searchsorted_of_an_unsorted_vector_is_numpys(side, dtype):
                      [xs, vs, srt], calls=3)
     # sorted input after unsorted input: the flag was cleared
     assert_close(f(np.sort(xs), vs), np.searchsorted(np.sort(xs), vs, side=side))
+
+
+def test_bartlett_window():
+    """Bartlett(M): computed on the host once per frame (keyed on M), used on the device."""
+    M = T.lscalar('M')
+    x = T.vector('x')
+    f = assert_matches_c([M, x], [xo.bartlett(M) * 2, xo.bartlett(M)[:3] + x[:3]],
+                         [7, np.arange(9.)])
+    for m in (3, 12, 5):
+        assert_close(f(m, np.arange(12.))[0], np.bartlett(m) * 2)

@@ -1,6 +1,7 @@
 """``theano.tensor.extra_ops`` ops that real graphs use: ``RepeatOp`` (``T.repeat``),
 ``CumOp`` (``cumsum``/``cumprod``), ``DiffOp``, ``FillDiagonal``, ``FillDiagonalOffset``,
-``CpuContiguous``, ``RavelMultiIndex``, ``UnravelIndex``, ``SearchsortedOp``.
+``CpuContiguous``, ``RavelMultiIndex``, ``UnravelIndex``, ``SearchsortedOp``; ``Bartlett``
+(a window that only depends on its host input: computed once per frame, as ``Eye``).
 
 ``repeat(x, repeats, axis)``: the repeats decide the output's shape, so they are a host
 input (the frame is keyed on their values, as for any shape-deciding value); the host
@@ -13,7 +14,7 @@ import os
 import numpy as np
 import theano.scalar as ts
 from mako.template import Template
-from theano.tensor.extra_ops import (CpuContiguous, CumOp, DiffOp, FillDiagonal,
+from theano.tensor.extra_ops import (Bartlett, CpuContiguous, CumOp, DiffOp, FillDiagonal,
                                      FillDiagonalOffset, RavelMultiIndex, RepeatOp,
                                      SearchsortedOp, UnravelIndex)
 
@@ -22,7 +23,7 @@ from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, launch_geometry
 from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import ocl_impl
-from .shape import frame_constant, reshaped
+from .shape import HostComputed, frame_constant, reshaped
 from .subtensor import plan_gather
 
 _KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
@@ -354,3 +355,8 @@ def _searchsorted(op, node, dev):
     if any(v.dtype == 'float16' or v.dtype.startswith('complex') for v in node.inputs):
         raise NoDeviceImplementation('%s of float16/complex values' % op)
     return SearchsortedImpl(node, dev)
+
+
+@ocl_impl.register(Bartlett)
+def _bartlett(op, node, dev):
+    return HostComputed(node, dev)
