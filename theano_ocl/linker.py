@@ -306,11 +306,14 @@ def fuse_producers(prog, tasks, need_host, update_sources):
     if not FUSE:
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = []        # per task: its destroyed input indices, and their alias roots
+    for t in tasks:
+        js = {j for js in (getattr(t.node.op, 'destroy_map', None) or {}).values() for j in js}
+        destroyed.append((js, {_alias_root(t.node.inputs[j]) for j in js}))
     for c, task in enumerate(tasks):
         if task.kind != 'dev':
             continue
-        dmap = getattr(task.node.op, 'destroy_map', None) or {}
-        destroyed_here = {j for js in dmap.values() for j in js}
+        destroyed_here = destroyed[c][0]
         for j in getattr(task.impl, 'fusable_inputs', ()):
             v = task.node.inputs[j]
             if v.owner is None or j in destroyed_here or j in task.host_inputs:
@@ -322,13 +325,7 @@ def fuse_producers(prog, tasks, need_host, update_sources):
                     list(v.clients) != [(task.node, j)]:
                 continue
             reads = {_alias_root(u) for u in e.node.inputs}
-            clash = False
-            for t in tasks[pos[e.node] + 1:c + 1]:
-                tmap = getattr(t.node.op, 'destroy_map', None) or {}
-                if any(_alias_root(t.node.inputs[i]) in reads for js in tmap.values() for i in js):
-                    clash = True
-                    break
-            if clash:
+            if any(reads & roots for _, roots in destroyed[pos[e.node] + 1:c + 1]):
                 continue
             e.fused_into = task
             task.fused[j] = e

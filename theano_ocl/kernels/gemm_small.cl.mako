@@ -21,17 +21,11 @@
 ## acc_t: float for half/float storage, double for double, the unsigned type for signed
 ## integers (wrapping sums, as numpy's integer dot).
 <%namespace file="batch_locate.mako" import="locate"/>
+<%namespace file="fused_pre.mako" import="th_pre"/>
 ${support}
 ## bops: the operands that stand for B, (pointer name, stride-name stem, traits) each
 % if fused:
-inline ${b['t']} th_pre(${', '.join('%s i%d' % (f['ct'], q) for q, f in enumerate(fused))})
-{
-    ${b['ct']} o0;
-    {
-${pre_body}
-    }
-    return (${b['t']})o0;
-}
+${th_pre(fused, b['t'], b['ct'], pre_body)}
 % endif
 <%def name="raw(o, ptr, idx)">\
 % if o['half']:

@@ -26,6 +26,7 @@
 ## loop); cols mode compares them in place.
 ## Vector type names (acc_vt, load_vt, idx_vt, mask_vt, uacc_vt), idx_t, vec (V > 1) and
 ## comps (the lane names s0..sf) come from ops/reduce.py.
+<%namespace file="fused_pre.mako" import="th_pre"/>
 ${support}
 
 % if argmax:
@@ -56,15 +57,7 @@ ${combine_body}
 }
 % endif
 % if fused:
-## the fused elementwise producer: the value its kernel would have stored
-inline ${in_t} th_pre(${', '.join('%s i%d' % (f['ct'], q) for q, f in enumerate(fused))})
-{
-    ${in_ct} o0;
-    {
-${pre_body}
-    }
-    return (${in_t})o0;
-}
+${th_pre(fused, in_t, in_ct, pre_body)}
 % endif
 inline ${out_ct} th_finish(${acc_t} i0)
 {
@@ -231,9 +224,8 @@ ${vb}\
     }
 % endif
 </%def>
-## off += offset of reduced index r (strided reduced dims)
-<%def name="red_offset(off, r, offs=None, rs=('rs',))">\
-<% offs = offs or (off,) %>\
+## each of ``offs`` += the offset of reduced index r (strided reduced dims) by its ``rs`` strides
+<%def name="red_offset(r, offs=('off',), rs=('rs',))">\
         {
             long q = ${r};
 % for d in reversed(range(rd)):
@@ -333,7 +325,7 @@ ${kept_offset('o')}
 %     endif
 %   endfor
 %   if not r_contig:
-${red_offset(None, 'r', ['off%d' % q for q in fn], ['x%d_rs' % q for q in fn])}
+${red_offset('r', ['off%d' % q for q in fn], ['x%d_rs' % q for q in fn])}
 %   endif
         const ${in_ct} v = th_pre(${', '.join(('vload_half(off%d, x%d_p)' if fused[q]['half'] else 'x%d_p[off%d]') % (q, q) for q in fn)});
 % else:
@@ -341,7 +333,7 @@ ${red_offset(None, 'r', ['off%d' % q for q in fn], ['x%d_rs' % q for q in fn])}
         const long off = base + r;
 % else:
         long off = base;
-${red_offset('off', 'r')}
+${red_offset('r')}
 % endif
 % if half_in:
         const float v = vload_half(off, x_p);
@@ -603,7 +595,7 @@ ${out_args()}
         for (; r + ${(U - 1) * RY} < hi; r += ${U * RY}) {
 %   for u in range(U):
             long off${u} = x_off + c0;
-${red_offset('off%d' % u, 'r + %d' % (u * RY))}
+${red_offset('r + %d' % (u * RY), ['off%d' % u])}
 %   endfor
             for (int j = 0; j < ${NB}; j++) {
 %   for u in range(U):
@@ -629,7 +621,7 @@ ${absorbv('va[j]', 'vb[j]', 'v%d' % u, 'r + %d' % (u * RY))}
 % endif
     for (; r < hi; r += ${RY}) {
         long off = x_off + c0;
-${red_offset('off', 'r')}
+${red_offset('r')}
 % if vec:
 %   if argmax:
         const ${idx_vt} vi = (${idx_vt})((${idx_t})(r - lo));

@@ -138,13 +138,14 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
     small_ok = gemm_small.takes(alpha, beta)
     if backend == 'small' and not small_ok:
         backend = 'kernel'
-    if isinstance(B, Fused) and not gemm_small.takes_fused(A, B):
+    small = backend == 'small' or (small_ok and _forced() is None
+                                   and gemm_small.is_small(A, B, C))
+    if isinstance(B, Fused) and not (small and gemm_small.takes_fused(A, B)):
+        # only the small kernel computes a fused operand (for short sums): else the
+        # producer's own launch
         B = B.materialize(ctx)
-    if backend == 'small' or (small_ok and _forced() is None and gemm_small.is_small(A, B, C)):
+    if small:
         return gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z)
-    if isinstance(B, Fused):
-        # only the small kernel computes a fused operand: the producer's own launch
-        B = B.materialize(ctx)
     if A.shape[2] == 0 and backend != 'kernel':
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
     if backend == 'host':

@@ -41,7 +41,7 @@ an empty range raise ValueError, as Theano does.
 import os
 
 import numpy as np
-from mako.template import Template
+from mako.lookup import TemplateLookup
 import theano.scalar as ts
 from theano.tensor.basic import Argmax, MaxAndArgmax
 from theano.tensor.elemwise import CAReduce
@@ -52,8 +52,8 @@ from .base import DeviceImpl
 from .elemwise import Fused, collapse
 from .registry import ocl_impl
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'reduce.cl.mako'))
+_TEMPLATE = TemplateLookup([os.path.join(os.path.dirname(__file__), '..', 'kernels')]) \
+    .get_template('reduce.cl.mako')             # + fused_pre.mako
 _sources = {}
 
 
