@@ -53,7 +53,7 @@ setup(
     long_description=_long_description(),
     long_description_content_type='text/markdown',
     packages=find_packages(include=['theano_ocl', 'theano_ocl.*']),
-    package_data={'theano_ocl': ['kernels/*.mako', 'kernels/*.cl',
+    package_data={'theano_ocl': ['clblast_tuned.json', 'kernels/*.mako', 'kernels/*.cl',
                                  'kernels/*/*.mako', 'kernels/*/*.cl']},
     include_package_data=False,
     zip_safe=False,

@@ -4,8 +4,10 @@ import theano
 
 import theano_ocl
 
-RTOL = {'float16': 2e-3, 'float32': 1e-5, 'float64': 1e-12}
-ATOL = {'float16': 1e-3, 'float32': 1e-6, 'float64': 1e-12}
+RTOL = {'float16': 2e-3, 'float32': 1e-5, 'float64': 1e-12,
+        'complex64': 1e-5, 'complex128': 1e-12}
+ATOL = {'float16': 1e-3, 'float32': 1e-6, 'float64': 1e-12,
+        'complex64': 1e-6, 'complex128': 1e-12}
 
 
 def ocl_mode():
@@ -24,7 +26,7 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
     assert got.dtype == want.dtype, '%s: dtype %s, Theano C gives %s' % (what, got.dtype, want.dtype)
     assert got.shape == want.shape, '%s: shape %s, Theano C gives %s' % (what, got.shape, want.shape)
     dt = str(want.dtype)
-    if dt.startswith('float'):
+    if dt.startswith('float') or dt.startswith('complex'):
         np.testing.assert_allclose(got, want, rtol=rtol or RTOL[dt], atol=atol or ATOL[dt],
                                    equal_nan=True, err_msg=what)
     else:
@@ -61,4 +63,7 @@ def rand(shape, dtype, rng=None, low=-3, high=3):
     if dtype.kind in 'iu':
         lo = max(low, np.iinfo(dtype).min)
         return rng.randint(lo, high + 1, size=shape).astype(dtype)
+    if dtype.kind == 'c':
+        return (rng.uniform(low, high, size=shape)
+                + 1j * rng.uniform(low, high, size=shape)).astype(dtype)
     return rng.uniform(low, high, size=shape).astype(dtype)

@@ -167,3 +167,31 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     got = download(dev, q, Ct).T
     assert used == ['_plan_' + be]
     np.testing.assert_allclose(got, want, **TOL)
+
+
+def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
+    """clblast_tuned.json entries are applied (once) to a device of that exact name, and
+    CLBlast's products stay correct with them."""
+    if blas._pyclblast() is None:
+        pytest.skip('pyclblast is not installed')
+    import json
+    dev = theano_ocl.get_device()
+    params = dict(GEMMK=0, KREG=1, KWG=16, KWI=2, MDIMA=8, MDIMC=8, MWG=64, NDIMB=8, NDIMC=8,
+                  NWG=64, SA=1, SB=1, STRM=1, STRN=0, VWM=4, VWN=4)
+    table = {'Xgemm32': [dict(device='no such device', params=params),
+                         dict(device=dev.name, params=params)]}
+    path = tmp_path / 'tuned.json'
+    path.write_text(json.dumps(table))
+    monkeypatch.setattr(blas, '_TUNED_FILE', str(path))
+    monkeypatch.setattr(blas, '_tuned', {})
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'clblast')
+    x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
+    xv, yv = _vals([(520, 600), (600, 530)], seed=3)     # large enough for CLBlast's Xgemm
+    assert_matches_c([x, y], [T.dot(x, y)], [xv, yv], rtol=1e-3, atol=1e-3)
+    applied = blas.clblast_tuning(dev)
+    assert [(e['device'], e['kernel'], e['precision']) for e in applied] == \
+        [(dev.name, 'Xgemm', 32)]
+    assert blas.clblast_tuning(dev) is applied                  # once per device
+    monkeypatch.setattr(blas, '_tuned', {})
+    monkeypatch.setenv('THEANO_OCL_CLBLAST_TUNED', '0')
+    assert blas.clblast_tuning(dev) == []

@@ -165,7 +165,7 @@ class OCLDevice(object):
         return self._profiling_queue
 
     def supports_dtype(self, dtype):
-        return np.dtype(dtype) != np.float64 or self.has_fp64
+        return np.dtype(dtype) not in (np.float64, np.complex128) or self.has_fp64
 
     def build(self, source, options=()):
         """Build (memoized per device) an OpenCL program; errors show numbered source and log."""

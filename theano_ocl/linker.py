@@ -35,7 +35,7 @@ from . import shared as shared_mod
 from .vm import OCLFunction, Task
 
 DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
-          'float16', 'float32', 'float64')
+          'float16', 'float32', 'float64', 'complex64', 'complex128')
 
 
 class Program(object):
@@ -116,6 +116,16 @@ def _host_available(var, placement):
     return placement.get(var) == 'host'
 
 
+def _dtype_reason(dtype, impl, dev):
+    if dtype not in DTYPES:
+        return 'dtype %s is not supported on devices' % dtype
+    if dtype.startswith('complex') and not impl.complex_ok:
+        return 'no device %s for dtype %s' % (impl.describe(), dtype)
+    if not dev.supports_dtype(dtype):
+        return 'the device has no float64 (cl_khr_fp64)'
+    return None
+
+
 def _device_types_ok(node, impl, dev):
     host_inputs = set(getattr(impl, 'host_inputs', ()))
     for j, v in enumerate(node.inputs):
@@ -123,17 +133,15 @@ def _device_types_ok(node, impl, dev):
             continue
         if not isinstance(v.type, TensorType):
             return 'input %d is a %s, not a tensor' % (j, type(v.type).__name__)
-        if v.type.dtype not in DTYPES:
-            return 'dtype %s is not supported on devices' % v.type.dtype
-        if not dev.supports_dtype(v.type.dtype):
-            return 'the device has no float64 (cl_khr_fp64)'
+        reason = _dtype_reason(v.type.dtype, impl, dev)
+        if reason:
+            return reason
     for v in node.outputs:
         if not isinstance(v.type, TensorType):
             return 'output is a %s, not a tensor' % type(v.type).__name__
-        if v.type.dtype not in DTYPES:
-            return 'dtype %s is not supported on devices' % v.type.dtype
-        if not dev.supports_dtype(v.type.dtype):
-            return 'the device has no float64 (cl_khr_fp64)'
+        reason = _dtype_reason(v.type.dtype, impl, dev)
+        if reason:
+            return reason
     return None
 
 

@@ -61,6 +61,7 @@ from theano.tensor.nnet.nnet import ScalarSoftsign
 from theano.tensor.nnet.sigm import ScalarSigmoid, ScalarSoftplus, UltraFastScalarSigmoid
 from theano.tensor.xlogx import XlogX, XlogY0
 
+from . import scalar_complex as scomplex
 from .errors import NoDeviceImplementation
 
 _CTYPES = {
@@ -73,19 +74,28 @@ _INTS = _SIGNED + _UNSIGNED
 _FLOATS = ('float16', 'float32', 'float64')
 
 
-def ctype(dtype):
+# complex values as (real, imaginary) vectors, numpy's layout; only the kernels that know
+# complex arithmetic (elementwise, products, copies) ask for them with complex_ok
+_COMPLEX_CTYPES = {'complex64': 'float2', 'complex128': 'double2'}
+COMPLEX_REAL = {'complex64': 'float32', 'complex128': 'float64'}
+
+
+def ctype(dtype, complex_ok=False):
     """The OpenCL type that stores one element of ``dtype``."""
+    dtype = str(dtype)
     try:
-        return _CTYPES[str(dtype)]
+        return _CTYPES[dtype]
     except KeyError:
+        if complex_ok and dtype in _COMPLEX_CTYPES:
+            return _COMPLEX_CTYPES[dtype]
         raise NoDeviceImplementation(
             "dtype %s has no OpenCL type (only bool, integer and float dtypes run on the "
-            "device)" % dtype)
+            "device%s)" % (dtype, '' if complex_ok else ' in this kernel'))
 
 
-def compute_ctype(dtype):
+def compute_ctype(dtype, complex_ok=False):
     """The OpenCL type a kernel computes ``dtype`` values in (float16 is storage only)."""
-    t = ctype(dtype)
+    t = ctype(dtype, complex_ok)
     return 'float' if t == 'half' else t
 
 
@@ -102,7 +112,7 @@ def elemwise_code(scalar_op, in_dtypes, out_dtypes):
     in_dtypes = [str(d) for d in in_dtypes]
     out_dtypes = [str(d) for d in out_dtypes]
     for d in in_dtypes + out_dtypes:
-        ctype(d)
+        ctype(d, complex_ok=True)
     nin = getattr(scalar_op, 'nin', -1)
     nout = getattr(scalar_op, 'nout', 1)
     if (nin >= 0 and nin != len(in_dtypes)) or nout != len(out_dtypes):
@@ -160,15 +170,19 @@ class _Gen(object):
         self.nonzero = set()    # input expressions known to hold no zero
 
     def ct(self, dtype):
-        t = compute_ctype(dtype)
-        if t == 'double':
+        t = compute_ctype(dtype, complex_ok=True)
+        if t in ('double', 'double2'):
             self.fp64 = True
         return t
 
     def code(self, op, ins, in_dtypes, outs, out_dtypes):
         for d in list(in_dtypes) + list(out_dtypes):
             self.ct(d)
-        return _op_code(op, _Call(self, ins, in_dtypes, outs, out_dtypes))
+        call = _Call(self, ins, in_dtypes, outs, out_dtypes)
+        if not isinstance(op, scal.Composite) and \
+                any(scomplex.is_complex(d) for d in list(in_dtypes) + list(out_dtypes)):
+            return scomplex.op_code(op, call)
+        return _op_code(op, call)
 
     def temp(self):
         self.ntmp += 1
@@ -251,6 +265,8 @@ def _literal(value, dtype):
     dtype = str(dtype)
     if dtype == 'bool':
         return '1' if value else '0'
+    if scomplex.is_complex(dtype):
+        return scomplex.literal(value, dtype, _literal)
     if dtype in _INTS:
         v = int(value)
         if dtype in ('int32', 'int64') and v == np.iinfo(dtype).min:
@@ -276,6 +292,9 @@ def _convert(gen, expr, src, dst):
     """``expr`` (of dtype ``src``) as a ``dst`` value."""
     if src == dst:
         return expr
+    if scomplex.is_complex(src) or scomplex.is_complex(dst):
+        gen.ct(src), gen.ct(dst)
+        return scomplex.convert(gen, expr, src, dst, _convert)
     if dst == 'bool':
         return '(%s != 0)' % expr
     if src in _FLOATS and dst in _INTS:
@@ -307,6 +326,11 @@ ulong th_f2u64_$T($T x)
                          : (ulong)th_f2i64_$T(x);
 }
 ''')
+
+
+def complex_convert(expr, src, dst):
+    """``expr`` (dtype ``src``) as a ``dst`` value, where one of them is complex: for copies."""
+    return _convert(_Gen(), expr, str(src), str(dst))
 
 
 def _float_to_int(gen, expr, src, dst):

@@ -7,7 +7,14 @@
 ## integers (wrapping sums, numpy's integer dot, with no undefined overflow).
 ## alpha, beta: 'one' (absent), 'ptr' (a 0-d device array); beta 'none' means no Z.
 ## beta == 0 at run time ignores Z, as BLAS does (Z may be uninitialised).
+## cplx: complex values, (re, im) vectors (float2 / double2, numpy's layout); products
+## through CMUL, real operands (and alpha/beta) widened to (x, 0).
 ${support}
+% if cplx:
+#define CMUL(a, b) ((${acc_t})((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x))
+% else:
+#define CMUL(a, b) ((a) * (b))
+% endif
 
 #define TS ${ts}
 
@@ -45,26 +52,28 @@ void ${name}(
         Bs[ly][lx] = (kb < K && n < N) ? ${load(b, 'B', 'b0 + kb * b_sk + n * b_sn')} : (${acc_t})0;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TS; ++kk)
-            acc += As[ly][kk] * Bs[kk][lx];
+            acc += CMUL(As[ly][kk], Bs[kk][lx]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (m < M && n < N) {
         const long ci = c_off + bi * c_sb + m * c_sm + n * c_sn;
         ${cc_t} r = (${cc_t})acc;
 % if alpha == 'ptr':
-        r = ${load(al, 'alpha_p', 'alpha_off', cc_t)} * r;
+        r = CMUL(${load(al, 'alpha_p', 'alpha_off', cc_t)}, r);
 % endif
 % if beta == 'one':
         r = r + ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)};
 % elif beta == 'ptr':
         const ${cc_t} beta = ${load(be, 'beta_p', 'beta_off', cc_t)};
-        if (beta != 0)
-            r = r + beta * ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)};
+        if (${'any(beta != (%s)0)' % cc_t if cplx else 'beta != 0'})
+            r = r + CMUL(beta, ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)});
 % endif
 % if c['half']:
         vstore_half_rte(r, ci, C);
 % elif c['signed_int']:
         C[ci] = as_${c['t']}((${c['ut']})r);
+% elif cplx:
+        C[ci] = r;
 % else:
         C[ci] = (${c['t']})r;
 % endif
@@ -73,6 +82,12 @@ void ${name}(
 <%def name="load(o, ptr, idx, to=None)">\
 % if o['half']:
 (${to or acc_t})vload_half(${idx}, ${ptr})\
+% elif cplx and o['cplx'] and o['t'] != (to or acc_t):
+convert_${to or acc_t}(${ptr}[${idx}])\
+% elif cplx and o['cplx']:
+${ptr}[${idx}]\
+% elif cplx:
+(${to or acc_t})((${(to or acc_t)[:-1]})${ptr}[${idx}], 0)\
 % else:
 (${to or acc_t})${ptr}[${idx}]\
 % endif

@@ -12,6 +12,9 @@ class DeviceImpl(object):
     value-dependent must come through ``host_inputs`` (guarded) or be on the device.
     """
     host_inputs = ()
+    #: whether the implementation takes complex64/complex128 values (views, copies and the
+    #: kernels that know complex arithmetic); the linker keeps other nodes on the host
+    complex_ok = False
 
     def __init__(self, node, dev):
         self.node = node

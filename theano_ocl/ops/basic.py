@@ -11,6 +11,8 @@ from .registry import ocl_impl
 
 
 class PassThrough(DeviceImpl):
+    complex_ok = True
+
     def plan(self, ctx, ins):
         return [ins[0]]
 

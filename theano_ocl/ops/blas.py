@@ -9,21 +9,31 @@ with vectors seen as one-column (or one-row) matrices and 2-d operands as a batc
 so transposed, reversed or stepped operands built in the graph reach the backend as views,
 never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
 
-- ``'clblast'``: GPUs with ``pyclblast`` installed, float32/float64: CLBlast's GEMM on the
-  buffers, with its leading dimensions and transpose flags absorbing the views it can;
-- ``'host'``: CPU devices sharing memory with the host, float32/float64: the host BLAS
+- ``'clblast'``: GPUs with ``pyclblast`` installed, float32/float64/complex64/complex128:
+  CLBlast's GEMM on the buffers, with its leading dimensions and transpose flags absorbing
+  the views it can;
+- ``'host'``: CPU devices sharing memory with the host, the same dtypes: the host BLAS
   (numpy/scipy, OpenBLAS) on mapped buffers, without copies (a host step of the frame);
-- ``'kernel'``: everything else (integer dot, float16, a GPU without CLBlast): the tiled
-  kernel of ``kernels/gemm.cl.mako``, any strides and dtypes, float16 accumulated in float.
+- ``'kernel'``: everything else (integer dot, float16, mixed dtypes, a GPU without
+  CLBlast, complex products with alpha/beta read on the device): the tiled kernel of
+  ``kernels/gemm.cl.mako``, any strides and dtypes, float16 accumulated in float, complex
+  values as (re, im) vectors.
 
 Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
-with constant alpha/beta takes ``ops/gemm_small.py``: one work-item per element of C, one
+with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per element of C, one
 launch whose sizes are arguments, which the planner batches with other small products.
+
+CLBlast takes its kernel parameters from a database keyed by device; where
+``bench/clblast_tune.py`` measured a faster set on a device (``clblast_tuned.json``: the
+H100, which CLBlast 1.5 has no entry for, 29.8 -> 37.7 TFLOP/s for SGEMM 4096), it is
+applied once per device before the first CLBlast call (``pyclblast.override_parameters``,
+for this process; ``THEANO_OCL_CLBLAST_TUNED=0`` keeps CLBlast's own choice).
 
 ``FORCE_BACKEND`` (or ``$THEANO_OCL_BLAS``) overrides the choice where the backend can take
 the dtypes ('small' forces the small kernel for every size); tests use it to run every
 backend on one device. A forced backend turns the automatic small path off.
 """
+import json
 import os
 
 import numpy as np
@@ -41,7 +51,7 @@ from .base import DeviceImpl
 from .registry import ocl_impl
 
 FORCE_BACKEND = None
-_BLAS_DTYPES = ('float32', 'float64')
+_BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'gemm.cl.mako'))
 _sources = {}
@@ -54,6 +64,31 @@ def _pyclblast():
     except ImportError:
         return None
     return pyclblast
+
+
+_TUNED_FILE = os.path.join(os.path.dirname(__file__), '..', 'clblast_tuned.json')
+_tuned = {}     # device pointer -> the entries applied (for report and tests)
+
+
+def clblast_tuning(dev):
+    """Apply, once per device, the CLBlast parameters ``clblast_tuned.json`` lists for a
+    device of this exact name; returns the entries applied (empty where none)."""
+    key = dev.device.int_ptr
+    if key in _tuned:
+        return _tuned[key]
+    applied = _tuned[key] = []
+    pyclblast = _pyclblast()
+    if pyclblast is None or os.environ.get('THEANO_OCL_CLBLAST_TUNED', '1') == '0':
+        return applied
+    with open(_TUNED_FILE) as fh:
+        table = json.load(fh)
+    for name, entries in sorted(table.items()):
+        kernel, precision = name[:-2], int(name[-2:])      # 'Xgemm32' -> Xgemm, 32-bit
+        for e in entries:
+            if e['device'] == dev.name:
+                pyclblast.override_parameters(dev.device, kernel, precision, e['params'])
+                applied.append(dict(e, kernel=kernel, precision=precision))
+    return applied
 
 
 def _forced():
@@ -135,7 +170,8 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
         return
     if beta.kind == 'const' and beta.value == 0:
         beta, Z = NONE, None
-    small_ok = gemm_small.takes(alpha, beta)
+    cplx = C.dtype.kind == 'c'
+    small_ok = gemm_small.takes(alpha, beta) and not cplx
     if backend == 'small' and not small_ok:
         backend = 'kernel'
     small = backend == 'small' or (small_ok and _forced() is None
@@ -148,6 +184,8 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
         return gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z)
     if A.shape[2] == 0 and backend != 'kernel':
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
+    if cplx and backend == 'clblast' and 'dev' in (alpha.kind, beta.kind):
+        backend = 'kernel'      # the combining launch after CLBlast knows real arithmetic only
     if backend == 'host':
         _plan_host(ctx, A, B, C, alpha, beta, Z)
     elif backend == 'clblast':
@@ -157,13 +195,20 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
 
 
 # --------------------------------------------------------------------------- kernel backend
-_operand = gemm_small.operand_traits
+def _operand(dtype):
+    """Template facts of an operand dtype: ``gemm_small.operand_traits``'s, plus complex
+    values (``cplx``), stored and computed as (re, im) vectors."""
+    dtype = np.dtype(dtype)
+    if dtype.kind != 'c':
+        return dict(gemm_small.operand_traits(dtype), cplx=False)
+    t = oscalar.ctype(dtype.name, complex_ok=True)
+    return dict(t=t, ct=t, half=False, signed_int=False, ut=t, cplx=True)
 
 
 def _acc_type(out_dtype):
     dtype = np.dtype(out_dtype)
-    if dtype.kind == 'f':
-        return oscalar.compute_ctype(dtype.name)
+    if dtype.kind in 'fc':
+        return oscalar.compute_ctype(dtype.name, complex_ok=True)
     if dtype.kind in 'iu':
         return 'ulong' if dtype.itemsize == 8 else 'uint'
     raise NoDeviceImplementation('no device dot for dtype %s' % dtype)
@@ -177,12 +222,12 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts):
         return hit
     dts = [a_dt, b_dt, c_dt] + ([al_dt] if alpha == 'ptr' else []) + ([be_dt] if beta == 'ptr' else [])
     support = ''
-    if 'float64' in dts:
+    if 'float64' in dts or 'complex128' in dts:
         support += '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n'
     acc = _acc_type(c_dt)
     name = 'gemm_%d' % (len(_sources) + 1)
     src = _TEMPLATE.render(
-        name=name, support=support, ts=ts, acc_t=acc, cc_t=acc,
+        name=name, support=support, ts=ts, acc_t=acc, cc_t=acc, cplx=acc[-1] == '2',
         a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
         alpha=alpha, beta=beta)
@@ -332,6 +377,7 @@ def _scalar_value(m, s):
 
 
 _GEMM = {}
+_GEMM_NAMES = {'float32': 'sgemm', 'float64': 'dgemm', 'complex64': 'cgemm', 'complex128': 'zgemm'}
 
 
 def _blas_gemm(dtype):
@@ -344,7 +390,7 @@ def _blas_gemm(dtype):
     try:
         import ctypes
         from scipy.linalg import cython_blas
-        cap = cython_blas.__pyx_capi__['sgemm' if name == 'float32' else 'dgemm']
+        cap = cython_blas.__pyx_capi__[_GEMM_NAMES[name]]
         api = ctypes.PyDLL(None)        # own function objects: argtypes set here stay here
         api.PyCapsule_GetName.restype = ctypes.c_char_p
         api.PyCapsule_GetName.argtypes = [ctypes.py_object]
@@ -360,8 +406,9 @@ def _blas_gemm(dtype):
             for lc in ((False, 2), (True, 2)):
                 c = np.ones((2, 2), name, order='F' if lc[0] else 'C')
                 g = _HostGemm(fn, name, (2, 2, 3), lx, (False, 3), lc)
-                g.call(x.ctypes.data, b.ctypes.data, c.ctypes.data, 2.0, 0.5)
-                if not np.allclose(c, 2.0 * x.dot(b) + 0.5):
+                al = 2.0 + (0.5j if c.dtype.kind == 'c' else 0)
+                g.call(x.ctypes.data, b.ctypes.data, c.ctypes.data, al, 0.5)
+                if not np.allclose(c, al * x.dot(b) + 0.5):
                     raise ValueError('?gemm through ctypes disagrees with numpy')
     except Exception:
         fn = None
@@ -377,9 +424,13 @@ class _HostGemm(object):
     def __init__(self, fn, dtype, mnk, la, lb, lc):
         import ctypes
         M, N, K = mnk
-        real = ctypes.c_float if np.dtype(dtype) == np.float32 else ctypes.c_double
+        dtype = np.dtype(dtype)
+        real = ctypes.c_float if dtype in (np.float32, np.complex64) else ctypes.c_double
+        if dtype.kind == 'c':
+            real = real * 2         # ?gemm takes complex alpha/beta by address: (re, im)
+        self.cplx = dtype.kind == 'c'
         self.fn = fn
-        self.alpha, self.beta = real(1), real(0)
+        self.alpha, self.beta = real(), real()
         ref = ctypes.byref
         flag = {False: ctypes.c_char(b'N'), True: ctypes.c_char(b'T')}
         if not lc[0]:
@@ -399,8 +450,12 @@ class _HostGemm(object):
 
     def call(self, pa, pb, pc, alpha, beta):
         args = self.args
-        self.alpha.value = alpha
-        self.beta.value = beta
+        if self.cplx:
+            self.alpha[0], self.alpha[1] = alpha.real, alpha.imag
+            self.beta[0], self.beta[1] = beta.real, beta.imag
+        else:
+            self.alpha.value = alpha
+            self.beta.value = beta
         if self.first_is_a:
             args[6], args[8] = pa, pb
         else:
@@ -535,6 +590,7 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
     """
     import pyopencl.array as cla
     pyclblast = _pyclblast()
+    clblast_tuning(ctx.dev)
     nb = C.shape[0]
     if beta.kind == 'none':
         Z = None
@@ -558,8 +614,9 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
         lay_c = blas_layout(_mat(out))
     elif Z is not None and Z is not C:
         ctx.copy(C, Z)          # C = Z, then C = alpha * A @ B + beta * C
-    al = float(alpha.value) if static_alpha else 1.0
-    be = float(beta.value) if out is C and Z is not None else 0.0
+    num = complex if dtype_is_complex(C) else float
+    al = num(alpha.value) if static_alpha else 1.0
+    be = num(beta.value) if out is C and Z is not None else 0.0
     nb, M, N = C.shape
     K = A.shape[2]
     A_, B_ = (A, B)
@@ -626,9 +683,14 @@ def _plan_combine(ctx, C, T, alpha, beta, Z):
     plan_elementwise(ctx, support, 'o0 = %s;' % expr, [C], ins, C.shape)
 
 
+def dtype_is_complex(d):
+    return d.dtype.kind == 'c'
+
+
 # --------------------------------------------------------------------------- the ops
 class BlasImpl(DeviceImpl):
     """Shared by the BLAS ops: the backend is chosen once, at link time."""
+    complex_ok = True
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -749,7 +811,7 @@ class BatchedDotImpl(BlasImpl):
 def _impl(cls):
     def factory(op, node, dev):
         for v in node.inputs + node.outputs:
-            if v.type.dtype == 'bool' or v.type.dtype.startswith('complex'):
+            if v.type.dtype == 'bool':
                 raise NoDeviceImplementation('no device %s for dtype %s' % (type(op).__name__, v.type.dtype))
         return cls(node, dev)
     return factory

@@ -52,7 +52,7 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
     name = ('ewcheck_%d' if check else 'elemwise_%d') % (len(sources) + 1)
     if not check:
         batch_keys[name] = key
-    needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
+    needs_fp64 = any(d in ('float64', 'complex128') for d in list(out_dtypes) + list(in_dtypes))
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
     src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
                            operands=operands, check=check, nd=nd)
@@ -61,7 +61,7 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
 
 
 def _operand(name, dtype, is_out, contig):
-    return dict(name=name, ctype=oscalar.ctype(dtype), cctype=oscalar.compute_ctype(dtype),
+    return dict(name=name, ctype=oscalar.ctype(dtype, True), cctype=oscalar.compute_ctype(dtype, True),
                 half=np.dtype(dtype) == np.float16, is_out=is_out, contig=contig)
 
 
@@ -178,6 +178,8 @@ def _zero_division(code):
 def _copy_code(out_dtype, in_dtype):
     if np.dtype(out_dtype) == np.bool_:
         return '', 'o0 = (i0 != 0);'
+    if np.dtype(out_dtype).kind == 'c' or np.dtype(in_dtype).kind == 'c':
+        return '', 'o0 = %s;' % oscalar.complex_convert('i0', in_dtype, out_dtype)
     return '', 'o0 = (%s)i0;' % oscalar.compute_ctype(out_dtype)
 
 
@@ -259,12 +261,17 @@ def fmap(fn, x):
 
 def fusable(impl):
     """Whether an elementwise implementation may be folded into its consumer: one output,
-    no error flag (integer division checks), not float16 (its stored value is rounded)."""
+    no error flag (integer division checks), not float16 (its stored value is rounded), no
+    complex operand (the consumers' templates load real values only)."""
     return (isinstance(impl, ElemwiseImpl) and not impl.checked and len(impl.out_dtypes) == 1
-            and impl.out_dtypes[0] != 'float16')
+            and impl.out_dtypes[0] != 'float16'
+            and not any(v.type.dtype.startswith('complex')
+                        for v in impl.node.inputs + impl.node.outputs))
 
 
 class ElemwiseImpl(DeviceImpl):
+    complex_ok = True
+
     def __init__(self, node, dev, support, body, checked=False):
         DeviceImpl.__init__(self, node, dev)
         self.support = support
@@ -321,8 +328,6 @@ class ElemwiseImpl(DeviceImpl):
 def _elemwise(op, node, dev):
     in_dtypes = [i.type.dtype for i in node.inputs]
     out_dtypes = [o.type.dtype for o in node.outputs]
-    if any(dt.startswith('complex') for dt in in_dtypes + out_dtypes):
-        raise NoDeviceImplementation('complex dtypes have no device kernels')
     # divisors known to hold no zero (constants) need no check
     nonzero = [j for j, v in enumerate(node.inputs)
                if isinstance(v, Constant) and np.all(np.asarray(v.data) != 0)]

@@ -60,6 +60,8 @@ def resolve_shape(shape, size, what):
 
 
 class DimShuffleView(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.new_order = node.op.new_order
@@ -92,6 +94,8 @@ def _dimshuffle(op, node, dev):
 
 
 class ReshapeView(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     host_inputs = (1,)
 
     def plan(self, ctx, ins):
@@ -109,6 +113,8 @@ def _reshape(op, node, dev):
 
 
 class FlattenView(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     def plan(self, ctx, ins):
         x, = ins
         outdim = self.node.op.outdim
@@ -125,6 +131,8 @@ def _flatten(op, node, dev):
 
 
 class SpecifyShapeView(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     host_inputs = (1,)
 
     def plan(self, ctx, ins):
@@ -142,6 +150,8 @@ def _specify_shape(op, node, dev):
 
 
 class RebroadcastView(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     def plan(self, ctx, ins):
         x, = ins
         for axis, value in self.node.op.axis.items():
@@ -157,6 +167,8 @@ def _rebroadcast(op, node, dev):
 
 
 class AllocFill(DeviceImpl):
+    complex_ok = True       # a broadcasting copy
+
     """Alloc(value, *shape): the value broadcast (numpy rules) into a fresh array."""
 
     def __init__(self, node, dev):
@@ -182,6 +194,8 @@ def _alloc(op, node, dev):
 
 
 class AllocEmptyImpl(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(len(node.inputs)))
@@ -198,6 +212,7 @@ def _alloc_empty(op, node, dev):
 class HostComputed(DeviceImpl):
     """An output that only depends on host inputs: computed by the op's own ``perform``
     once per frame, uploaded as a frame constant."""
+    complex_ok = True       # bytes uploaded as they are
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -235,6 +250,8 @@ def copy_into_slices(ctx, out, axis, parts):
 
 
 class JoinImpl(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     host_inputs = (0,)
 
     def plan(self, ctx, ins):
@@ -272,6 +289,8 @@ def _make_vector(op, node, dev):
 
 
 class SplitViews(DeviceImpl):
+    complex_ok = True       # views and copies only
+
     host_inputs = (1, 2)
 
     def plan(self, ctx, ins):

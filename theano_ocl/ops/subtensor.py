@@ -68,6 +68,8 @@ def basic_view(x, entries):
 
 
 class SubtensorView(DeviceImpl):
+    complex_ok = True
+
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(1, len(node.inputs)))
@@ -97,6 +99,8 @@ def writable_x(ctx, x):
 
 
 class IncSubtensorImpl(DeviceImpl):
+    complex_ok = True       # an elementwise launch of second/add
+
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(2, len(node.inputs)))
