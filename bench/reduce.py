@@ -3,6 +3,7 @@ time against Theano's C backend, measured in the same process.
 
     THEANO_FLAGS=blas.ldflags= python bench/reduce.py [--device SPEC] [--n 4096] [--reps 20]
                                                       [--generic] [--set KNOB=INT ...]
+                                                      [--no-c]
 
 Inputs stay on the device (a pyopencl array) and outputs too (output_mode='device'), so the
 OCL time is the kernels' plus the Python call (~40-50 us on a GPU); the copy bandwidth counts
@@ -73,6 +74,8 @@ def main():
     ap.add_argument('--generic', action='store_true', help='generic reduction kernel only')
     ap.add_argument('--set', action='append', default=[], metavar='KNOB=INT',
                     help='a fast-path geometry knob of theano_ocl/ops/reduce.py')
+    ap.add_argument('--no-c', action='store_true',
+                    help='check against numpy, skip timing Theano C (for knob sweeps)')
     args = ap.parse_args()
     from theano_ocl.ops import reduce as ocl_reduce
     if args.generic:
@@ -111,7 +114,11 @@ def main():
           % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms', 'C / ocl', 'kernel ms', 'kern GB/s',
              'vs copy', 'launches'))
     for name, out in cases:
-        f_c = theano.function([x], out, mode='FAST_RUN')
+        if args.no_c:
+            f_c = theano.function([x], out, mode=theano.Mode(linker='py',
+                                                             optimizer='fast_run'))
+        else:
+            f_c = theano.function([x], out, mode='FAST_RUN')
         f_o = theano.function([x], out, mode=theano_ocl.OCLMode(device=args.device,
                                                                 outputs='device'))
         want = f_c(host)
@@ -119,7 +126,7 @@ def main():
         got = got.get() if hasattr(got, 'get') else got
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
         t_o = median_time(lambda: f_o(dx), args.reps, queue.finish)
-        t_c = median_time(lambda: f_c(host), args.reps)
+        t_c = float('nan') if args.no_c else median_time(lambda: f_c(host), args.reps)
         t_k, n_launch = kernel_time(f_o, queue, max(args.reps, 50))
         gbs = nbytes / t_o / 1e9
         kgbs = nbytes / t_k / 1e9

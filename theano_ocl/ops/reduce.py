@@ -12,8 +12,9 @@ the sizes below are the defaults of the ``CPU_*`` / ``GPU_*`` knobs):
 - rows -- the reduced elements of each output are contiguous (one collapsed reduced dim of
   stride 1: ``sum(x, -1)``, a full reduction of a contiguous array, any kept layout). Loads
   are V-element vectors at V-aligned addresses (a scalar head and tail per row). GPUs: T lanes
-  of a 256-wide work-group per row (256/T rows per group when rows are short), U = 4 vectors
-  in flight per lane, a local-memory tree over the lanes. CPUs (PoCL): one work-item walks a
+  of a 256-wide work-group per row (256/T rows per group when rows are short), U = 8 vectors
+  in flight per lane (4 -> 8 on the H100: sum(x, 0) 1857 -> 1973 GB/s, argmax rows 2077 ->
+  2305, the others unchanged), a local-memory tree over the lanes. CPUs (PoCL): one work-item walks a
   row (or a chunk) with 64-byte vectors in one accumulator vector; work-groups of up to 64
   such items.
 - cols -- the outputs are contiguous (one collapsed kept dim of stride 1: ``sum(x, 0)``,
@@ -289,7 +290,7 @@ CPU_BAND_BYTES = 32768
 # a lane makes at the least (> 1: fewer lanes per row, more rows per group); column tile
 # width in vectors (largest, smallest).
 GPU_LOCAL = 256
-GPU_UNROLL = 4
+GPU_UNROLL = 8
 GPU_THREADS_PER_CU = 2048
 GPU_MIN_SWEEPS = 2
 GPU_COLS_CX = 32
