@@ -71,6 +71,9 @@ def main(argv=None):
     p.add_argument('--steps', type=int, default=200)
     p.add_argument('--device', default=None)
     p.add_argument('--detail', action='store_true', help='time each launch of the batched plan')
+    p.add_argument('--ab-epilogue', action='store_true',
+                   help='also time the batched plan without epilogues (products computed in '
+                        'their elementwise consumer\'s kernel), in the same process')
     p.add_argument('--cache', default=None,
                    help='pickle file of the compiled Theano function: loaded if it exists, else '
                         'written (Theano takes minutes to optimize E=500 graphs)')
@@ -98,13 +101,8 @@ def main(argv=None):
     for s, v in zip(shared, init):
         s.set_value(v)
 
-    sim = theano_ocl.SimulatorOCL(f, device=a.device)
-    fb = theano_ocl.fallback_nodes(sim.function)
-    sim.run_steps(2, inputs={'u': us[:2]})                       # warm: plan, kernels, batch plan
-    for s, v in zip(shared, init):
-        s.set_value(v)
-    rows = []
-    for batch in (False, True):
+    def timed(sim, batch):
+        sim.run_steps(2, inputs={'u': us[:2]})                   # warm: plan, kernels
         for rep in range(2):         # the first run of each plans (batching, kernels)
             for s, v in zip(shared, init):
                 s.set_value(v)
@@ -114,7 +112,19 @@ def main(argv=None):
             st = dict(sim.stats)
         err = max(float(np.max(np.abs(got - np.array(c_out)))),
                   max(float(np.max(np.abs(s.get_value() - w))) for s, w in zip(shared, c_state)))
-        rows.append((batch, t, st, err))
+        return batch, t, st, err
+
+    sim = theano_ocl.SimulatorOCL(f, device=a.device)
+    fb = theano_ocl.fallback_nodes(sim.function)
+    rows = [timed(sim, batch) for batch in (False, True)]
+    if a.ab_epilogue:
+        from theano_ocl import linker
+        saved, linker.EPILOGUES = linker.EPILOGUES, '0'
+        try:
+            sim_ne = theano_ocl.SimulatorOCL(f, device=a.device)
+        finally:
+            linker.EPILOGUES = saved
+        rows.append(('True, no epilogues',) + timed(sim_ne, True)[1:])
     print('nengo_like: E=%d ensembles x %d LIF neurons, %d steps, device %s (graph built in %.1f s)'
           % (a.ensembles, a.neurons, a.steps, sim.device, t_build))
     fb_ops = sorted({type(n.op).__name__ for n in fb})

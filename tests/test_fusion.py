@@ -219,3 +219,104 @@ def test_fused_kernels_follow_rebound_device_inputs():
         got = f(cla.to_device(queue, hx), cla.to_device(queue, hm))
         assert_close(got[0], (np.exp(hx) * hm).sum(axis=1))
         assert_close(got[1], hx.dot(hm * 2))
+
+
+# ------------------------------------------------------------------ epilogues (consumer side)
+@pytest.fixture(autouse=False)
+def epilogues_always(monkeypatch):
+    """Epilogues on every device (by default GPUs only), so PoCL runs their kernels too."""
+    monkeypatch.setattr(linker, 'EPILOGUES', 'always')
+
+
+def _epilogue_pairs(f):
+    return [(p, c) for p, c in _fused_pairs(f)
+            if isinstance(p.op, (T.basic.Dot, T.blas.Gemv, T.blas.Dot22, T.blas.Dot22Scalar))]
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32'])
+def test_epilogues_of_small_products(dtype, epilogues_always):
+    """An elementwise consumer of a product is computed in the small product kernel (the
+    product's value never stored); large products compute it first and the consumer runs."""
+    A, B = T.matrix('A', dtype=dtype), T.matrix('B', dtype=dtype)
+    v, b = T.vector('v', dtype=dtype), T.vector('b', dtype=dtype)
+    two = np.asarray(2, dtype)
+    outs = [T.maximum(T.dot(A, v) * two + b, b),          # Gemv / Dot, vector bias
+            T.dot(A, B) - b[0],                           # Dot22, a broadcast scalar
+            T.minimum(T.dot(v, B), two) * T.dot(A[0], v)]   # two products, one consumer
+    if dtype != 'int32':
+        outs.append(T.tanh(T.dot(A.T[::-1], A[:, 0])))    # reversed, strided operands
+    rng = np.random.RandomState(2)
+    values = [[rand((3, 4), dtype, rng), rand((4, 5), dtype, rng), rand((4,), dtype, rng),
+               rand((3,), dtype, rng)],
+              # 300 x 400 products: not small, the consumer runs after them
+              [rand((300, 400), dtype, rng), rand((400, 300), dtype, rng),
+               rand((400,), dtype, rng), rand((300,), dtype, rng)]]
+    tol = dict(rtol=1e-4, atol=1e-3) if dtype == 'float32' else {}
+    pairs = _check([A, B, v, b], outs, values, on_unused_input='ignore', **tol)
+    epis = _epilogue_pairs(theano.function([A, B, v, b], outs, mode=theano_ocl.OCLMode(),
+                                           on_unused_input='ignore'))
+    assert len(epis) >= 2, pairs
+    assert all(isinstance(c.op, T.elemwise.Elemwise) for _, c in epis)
+
+
+def test_epilogue_products_batch_in_run_steps(epilogues_always):
+    """Nengo's encoders: J = gain * dot(E, x) + bias, then the voltage update, per ensemble;
+    the batched small-product kernel with epilogues (and fused producers) against Theano C
+    over several steps, batched and not."""
+    rng = np.random.RandomState(7)
+    updates = []
+    for e in range(5):
+        n = 6 + e
+        E = theano.shared(rng.randn(n, 2).astype('float32'), name='E%d' % e)
+        x = theano.shared(rng.randn(2).astype('float32'), name='x%d' % e)
+        v = theano.shared(np.zeros(n, 'float32'), name='v%d' % e)
+        D = theano.shared(rng.randn(2, n).astype('float32') * 0.1, name='D%d' % e)
+        gain, bias = np.float32(1.5 + e), rng.rand(n).astype('float32')
+        J = gain * T.dot(E, x) + bias
+        vn = v + (J - v) * np.float32(0.2)
+        spikes = T.cast(vn > 1, 'float32')
+        updates += [(v, T.switch(vn > 1, np.float32(0), vn)),
+                    (x, x * np.float32(0.9) + T.dot(D, spikes))]
+    f = theano.function([], [], updates=updates)
+    state0 = [s.get_value() for s, _ in updates]
+    steps = 8
+    for batch in (False, True):
+        for (s, _), val in zip(updates, state0):
+            s.set_value(val)
+        sim = theano_ocl.SimulatorOCL(f)
+        assert len(_epilogue_pairs(sim)) >= 5, _fused_pairs(sim)
+        sim.run_steps(steps, batch=batch)
+        sim.sync_to_theano()
+        got = [s.get_value() for s, _ in updates]
+        for (s, _), val in zip(updates, state0):
+            s.set_value(val)
+        for _ in range(steps):
+            f()
+        want = [s.get_value() for s, _ in updates]
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_epilogue_not_taken_for_outputs_and_shared_values(epilogues_always):
+    A, v = T.matrix('A', 'float32'), T.vector('v', 'float32')
+    p = T.dot(A, v)
+    f_c, f_o = compile_both([A, v], [T.tanh(p), p])            # the product is an output
+    assert not _epilogue_pairs(f_o)
+    q = T.dot(A, v * 2)
+    f2_c, f2_o = compile_both([A, v], [T.tanh(q), T.exp(q)])   # two consumers
+    assert not _epilogue_pairs(f2_o)
+    vals = [rand((3, 4), 'float32'), rand((4,), 'float32')]
+    for fo, fc in ((f_o, f_c), (f2_o, f2_c)):
+        for g, w in zip(fo(*vals), fc(*vals)):
+            assert_close(g, w)
+
+
+def test_epilogues_follow_the_device_rule(monkeypatch):
+    """'1' (the default): GPUs only; '0': never."""
+    A, v, b = T.matrix('A', 'float32'), T.vector('v', 'float32'), T.vector('b', 'float32')
+    out = T.tanh(T.dot(A, v) + b)
+    dev = theano_ocl.get_device()
+    for setting, expect in (('1', not dev.is_cpu), ('0', False), ('always', True)):
+        monkeypatch.setattr(linker, 'EPILOGUES', setting)
+        f = theano.function([A, v, b], out, mode=theano_ocl.OCLMode())
+        assert bool(_epilogue_pairs(f)) is expect, setting

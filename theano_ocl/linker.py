@@ -271,6 +271,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
                               if v.owner is not None and producer[v].kind != 'dev']
     fuse_producers(prog, tasks, need_host, update_sources)
+    fuse_epilogues(prog, tasks, need_host, update_sources, dev)
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)
@@ -281,8 +282,14 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
 
 
 #: fold elementwise producers into their one consumer (reductions, small products);
-#: THEANO_OCL_FUSE=0 turns it off (tests compare both)
+#: THEANO_OCL_FUSE=0 turns it off (tests compare both), with the epilogues
 FUSE = os.environ.get('THEANO_OCL_FUSE', '1') != '0'
+#: fold small products into their one elementwise consumer: '1' on GPUs (a launch less;
+#: on PoCL the product kernel does not vectorize the consumer's work across work-items as
+#: the batched elementwise kernel does: the Nengo-like E=50 step went 6147 -> 5021 steps/s
+#: with one launch less), 'always' on every device (tests), '0' never
+#: (THEANO_OCL_EPILOGUE; benchmarks compare them)
+EPILOGUES = os.environ.get('THEANO_OCL_EPILOGUE', '1')
 
 
 def _alias_root(var):
@@ -340,6 +347,66 @@ def fuse_producers(prog, tasks, need_host, update_sources):
             for u in e.node.inputs:
                 if prog.last_use.get(u) is e:
                     prog.last_use[u] = task
+
+
+def _reads(task):
+    """Variables a task's kernel reads, its folded producers' inputs included."""
+    out = set()
+    for j, v in enumerate(task.node.inputs):
+        if j in task.fused:
+            out |= _reads(task.fused[j])
+        else:
+            out.add(v)
+    return out
+
+
+def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
+    """Fold small products into their one elementwise consumer (after ``fuse_producers``).
+
+    A device Dot/Gemv (``takes_epilogue``) whose output's only client is a fusable
+    elementwise node, of the same broadcast pattern as that node's output, is not launched
+    at its place: the consumer plans it with itself as the epilogue
+    (``ops.elemwise.Deferred``), so the product's kernel writes the consumer's output and
+    the product's value is never stored (a launch less: the LIF update reading its
+    encoder's product). The same exclusions as ``fuse_producers`` apply, the product's
+    reads (its folded producer's too) moving to the consumer's place. GPUs only unless
+    ``EPILOGUES == 'always'`` (see there).
+    """
+    from .ops.elemwise import ElemwiseImpl, fusable
+    if not FUSE or str(EPILOGUES) == '0' or (dev.is_cpu and str(EPILOGUES) != 'always'):
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = []
+    for t in tasks:
+        js = {j for js in (getattr(t.node.op, 'destroy_map', None) or {}).values() for j in js}
+        destroyed.append({_alias_root(t.node.inputs[j]) for j in js})
+    for c, task in enumerate(tasks):
+        if task.kind != 'dev' or not isinstance(task.impl, ElemwiseImpl) or \
+                task.fused_into is not None or task.fused or not fusable(task.impl):
+            continue
+        out_bcast = task.node.outputs[0].type.broadcastable
+        for j, v in enumerate(task.node.inputs):
+            if v.owner is None or v.type.broadcastable != out_bcast:
+                continue
+            p = tasks[pos[v.owner]]
+            if p.kind != 'dev' or p.fused_into is not None or \
+                    not getattr(p.impl, 'takes_epilogue', False):
+                continue
+            if v in prog.keep_vars or v in need_host or v in update_sources or \
+                    list(v.clients) != [(task.node, j)] or len(p.node.outputs) != 1:
+                continue
+            reads = _reads(p)
+            # tasks between the two only: the consumer itself writes a fresh output when
+            # it takes the epilogue, and runs after the product when it does not
+            if any({_alias_root(u) for u in reads} & roots
+                   for roots in destroyed[pos[p.node] + 1:c]):
+                continue
+            p.fused_into = task
+            task.fused[j] = p
+            for u in reads:
+                if prog.last_use.get(u) is p:
+                    prog.last_use[u] = task
+            break             # one product per consumer
 
 
 def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):

@@ -23,7 +23,11 @@ def placements(f):
         if task.kind == 'dev':
             desc = task.impl.describe()
             if task.fused_into is not None:
-                desc = 'fused into %s: computed in its kernel' % task.fused_into.node.op
+                if getattr(task.impl, 'takes_epilogue', False):
+                    desc = ('%s, planned at %s, whose output its kernel computes (epilogue; '
+                            'small products only)' % (desc, task.fused_into.node.op))
+                else:
+                    desc = 'fused into %s: computed in its kernel' % task.fused_into.node.op
             elif task.fused:
                 desc += ' (with %s fused)' % ', '.join(str(e.node.op) for e in task.fused.values())
             rows.append((task.node, 'device', desc))

@@ -653,9 +653,8 @@ class OCLFunction(object):
         ins = []
         for j, var in enumerate(node.inputs):
             if j in task.fused:
-                from .ops.elemwise import Fused      # (ops import this module)
-                producer = task.fused[j]
-                ins.append(Fused.of(producer.impl, [dvals[v] for v in producer.node.inputs]))
+                from .ops.elemwise import fused_value      # (ops import this module)
+                ins.append(fused_value(task.fused[j], dvals))
             elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)

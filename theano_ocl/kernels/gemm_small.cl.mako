@@ -18,6 +18,11 @@
 ##   folded into the product (ops/elemwise.py Fused) computes it: th_pre of P inputs, each
 ##   an operand of B's shape with its own pointer and "off sb sk sn" -- B's place in the
 ##   arguments, the records and the pointer sets holds those P operands, in order.
+## epi: an elementwise consumer of C folded in (ops/elemwise.py Epilogue): C is not stored;
+##   th_epi computes the consumer's output from the product's value (its input epi_j, as
+##   C's type would hold it) and its other inputs (eops: operands of C's geometry, each
+##   "off sb sm sn", after Z in the arguments, the records and the pointer sets), and the
+##   result goes to C's place, which holds the consumer's output (traits cs).
 ## acc_t: float for half/float storage, double for double, the unsigned type for signed
 ## integers (wrapping sums, as numpy's integer dot).
 <%namespace file="batch_locate.mako" import="locate"/>
@@ -26,6 +31,16 @@ ${support}
 ## bops: the operands that stand for B, (pointer name, stride-name stem, traits) each
 % if fused:
 ${th_pre(fused, b['t'], b['ct'], pre_body)}
+% endif
+% if epi:
+inline ${cs['ct']} th_epi(${', '.join('%s i%d' % (t, q) for q, t in enumerate(epi_cts))})
+{
+    ${cs['ct']} o0;
+    {
+${epi_body}
+    }
+    return o0;
+}
 % endif
 <%def name="raw(o, ptr, idx)">\
 % if o['half']:
@@ -44,7 +59,7 @@ ${ptr}[${idx}] = as_${o['t']}((${o['ut']})(${val}));
 ${ptr}[${idx}] = (${o['t']})(${val});
 % endif
 </%def>
-<%def name="product(Ap, Bp, Cp, Zp)">\
+<%def name="product(Ap, Bp, Cp, Zp, Ep)">\
         /* int index arithmetic: a small product has at most 65536 outputs (64-bit
            division costs several times more on CPUs) */
         const int mn = (int)li % (int)(M * N);
@@ -67,7 +82,20 @@ ${ptr}[${idx}] = (${o['t']})(${val});
         if (beta != 0)
             res += beta * ${load(c, Zp, 'z_off + bi * z_sb + m * z_sm + n * z_sn')};
 % endif
+% if epi:
+<%
+    vals = []
+    for q in range(len(epi_cts)):
+        if q == epi_j:
+            vals.append(('as_%s((%s)(res))' % (c['t'], c['ut'])) if c['signed_int'] else '(%s)(res)' % c['t'])
+        else:
+            P, st, o, _ = [e for e in eops if e[3] == q][0]
+            vals.append(capture(raw, o, Ep % P, '%s_off + bi * %s_sb + m * %s_sm + n * %s_sn' % (st, st, st, st)))
+%>\
+        ${store(cs, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', 'th_epi(%s)' % ', '.join(vals))}
+% else:
         ${store(c, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', 'res')}
+% endif
 </%def>
 
 % if not batched:
@@ -78,14 +106,17 @@ __kernel void ${name}(
 % for P, s, o in bops:
     , __global const ${o['t']} *${P}, const long ${s}_off, const long ${s}_sb, const long ${s}_sk, const long ${s}_sn
 % endfor
-    , __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+    , __global ${cs['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
 % if has_z:
     , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
 % endif
+% for P, s, o, q in eops:
+    , __global const ${o['t']} *${P}, const long ${s}_off, const long ${s}_sb, const long ${s}_sm, const long ${s}_sn
+% endfor
 )
 {
     for (long li = get_global_id(0); li < total; li += get_global_size(0)) {
-${product('A', '%s', 'C', 'Z')}
+${product('A', '%s', 'C', 'Z', '%s')}
     }
 }
 % else:
@@ -96,20 +127,26 @@ __kernel void ${name}(
 %   for P, s, o in bops:
     , __global const ${o['t']} *${P}s
 %   endfor
-    , __global ${c['t']} *Cs
+    , __global ${cs['t']} *Cs
 %   if has_z:
     , __global const ${c['t']} *Zs
 %   endif
+%   for P, s, o, q in eops:
+    , __global const ${o['t']} *${P}s
+%   endfor
 % else:
 % for k in range(K):
     , __global const ${a['t']} *A${k}
 %   for P, s, o in bops:
     , __global const ${o['t']} *${P}_${k}
 %   endfor
-    , __global ${c['t']} *C${k}
+    , __global ${cs['t']} *C${k}
 %   if has_z:
     , __global const ${c['t']} *Z${k}
 %   endif
+%   for P, s, o, q in eops:
+    , __global const ${o['t']} *${P}_${k}
+%   endfor
 % endfor
 % endif
 )
@@ -125,33 +162,43 @@ ${locate(K, rec, group, chunk, 'r[1] * r[2] * r[3]')}
 % if has_z:
         const long z_off = r[${cz + 4}], z_sb = r[${cz + 5}], z_sm = r[${cz + 6}], z_sn = r[${cz + 7}];
 % endif
+<% ez = cz + (8 if has_z else 4) %>\
+% for w, (P, s, o, q) in enumerate(eops):
+        const long ${s}_off = r[${ez + 4 * w}], ${s}_sb = r[${ez + 4 * w + 1}], ${s}_sm = r[${ez + 4 * w + 2}], ${s}_sn = r[${ez + 4 * w + 3}];
+% endfor
         const ${acc_t} alpha = coef[2 * op], beta = coef[2 * op + 1];
 % if slab:
         __global const ${a['t']} *Ap = As;
 %   for P, s, o in bops:
         __global const ${o['t']} *${P}p = ${P}s;
 %   endfor
-        __global ${c['t']} *Cp = Cs;
+        __global ${cs['t']} *Cp = Cs;
 %   if has_z:
         __global const ${c['t']} *Zp = Zs;
 %   endif
+%   for P, s, o, q in eops:
+        __global const ${o['t']} *${P}p = ${P}s;
+%   endfor
 % else:
         __global const ${a['t']} *Ap;
 %   for P, s, o in bops:
         __global const ${o['t']} *${P}p;
 %   endfor
-        __global ${c['t']} *Cp;
+        __global ${cs['t']} *Cp;
 %   if has_z:
         __global const ${c['t']} *Zp;
 %   endif
+%   for P, s, o, q in eops:
+        __global const ${o['t']} *${P}p;
+%   endfor
         switch (op) {
 %   for k in range(1, K):
-        case ${k}: Ap = A${k};${''.join(' %sp = %s_%d;' % (P, P, k) for P, s, o in bops)} Cp = C${k};${' Zp = Z%d;' % k if has_z else ''} break;
+        case ${k}: Ap = A${k};${''.join(' %sp = %s_%d;' % (P, P, k) for P, s, o in bops)} Cp = C${k};${' Zp = Z%d;' % k if has_z else ''}${''.join(' %sp = %s_%d;' % (P, P, k) for P, s, o, q in eops)} break;
 %   endfor
-        default: Ap = A0;${''.join(' %sp = %s_0;' % (P, P) for P, s, o in bops)} Cp = C0;${' Zp = Z0;' if has_z else ''}
+        default: Ap = A0;${''.join(' %sp = %s_0;' % (P, P) for P, s, o in bops)} Cp = C0;${' Zp = Z0;' if has_z else ''}${''.join(' %sp = %s_0;' % (P, P) for P, s, o, q in eops)}
         }
 % endif
-${product('Ap', '%sp', 'Cp', 'Zp')}
+${product('Ap', '%sp', 'Cp', 'Zp', '%sp')}
     }
 }
 % endif

@@ -160,14 +160,16 @@ def as_scalar_matrix(d):
 
 
 # --------------------------------------------------------------------------- the one interface
-def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
+def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None):
     """Record ``C[b] = alpha * A[b] @ B[b] (+ beta * Z[b])`` for 3-d DArray views.
 
     ``Z`` may be ``C`` itself (in place) or another array of C's shape; ``beta.kind ==
     'none'`` ignores it. A beta of 0 at run time ignores Z too (it may be uninitialised).
+    ``epilogue``: an ``ops.elemwise.Epilogue`` consuming C and the DArray C views; returns
+    whether the small kernel took it (C is then never stored), else C is computed as usual.
     """
     if C.size == 0:
-        return
+        return False
     if beta.kind == 'const' and beta.value == 0:
         beta, Z = NONE, None
     cplx = C.dtype.kind == 'c'
@@ -181,7 +183,10 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
         # producer's own launch
         B = B.materialize(ctx)
     if small:
-        return gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z)
+        epi = epilogue[0].views_for(C, epilogue[1]) \
+            if epilogue is not None and gemm_small.takes_epilogue(C) else None
+        gemm_small.plan_small(ctx, A, B, C, alpha, beta, Z, epi)
+        return epi is not None
     if A.shape[2] == 0 and backend != 'kernel':
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
     if cplx and backend == 'clblast' and 'dev' in (alpha.kind, beta.kind):
@@ -192,6 +197,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None):
         _plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
         _plan_kernel(ctx, A, B, C, alpha, beta, Z)
+    return False
 
 
 # --------------------------------------------------------------------------- kernel backend
@@ -718,8 +724,9 @@ class DotImpl(BlasImpl):
     """Dot / Dot22 / Dot22Scalar: vectors and matrices, any dtype."""
 
     fusable_inputs = (1,)       # the right operand (small products compute a producer)
+    takes_epilogue = True       # an elementwise consumer (small products compute it)
 
-    def plan(self, ctx, ins):
+    def plan(self, ctx, ins, epilogue=None):
         x, y = ins[0], ins[1]
         alpha = self.scalar(2, ins[2]) if len(ins) > 2 else ONE
         if x.shape[-1] != y.shape[0]:
@@ -735,8 +742,9 @@ class DotImpl(BlasImpl):
             C = as_scalar_matrix(out)
         else:
             C = as_column(out) if x.ndim == 2 else as_row(out)
-        plan_gemm(ctx, self.backend, as_batch(A), fmap(as_batch, B), as_batch(C), alpha=alpha)
-        return [out]
+        done = plan_gemm(ctx, self.backend, as_batch(A), fmap(as_batch, B), as_batch(C),
+                         alpha=alpha, epilogue=(epilogue, out) if epilogue else None)
+        return [epilogue.out if done else out]
 
 
 class GemmImpl(BlasImpl):
@@ -759,8 +767,9 @@ class GemvImpl(BlasImpl):
     """Gemv(y, alpha, A, x, beta) = beta * y + alpha * dot(A, x)."""
 
     fusable_inputs = (3,)       # x
+    takes_epilogue = True
 
-    def plan(self, ctx, ins):
+    def plan(self, ctx, ins, epilogue=None):
         y, alpha, A, x, beta = ins
         if A.shape[0] != y.shape[0] or A.shape[1] != x.shape[0]:
             raise ValueError('Incompatible shapes for gemv (beta * y + alpha * dot(A, x)). '
@@ -768,9 +777,10 @@ class GemvImpl(BlasImpl):
         out = self.output_for(ctx, 0, y, y.shape, y.dtype)
         C = as_batch(as_column(out))
         Z = C if out is y else as_batch(as_column(y))
-        plan_gemm(ctx, self.backend, as_batch(A), fmap(lambda v: as_batch(as_column(v)), x), C,
-                  self.scalar(1, alpha), self.scalar(4, beta), Z)
-        return [out]
+        done = plan_gemm(ctx, self.backend, as_batch(A), fmap(lambda v: as_batch(as_column(v)), x),
+                         C, self.scalar(1, alpha), self.scalar(4, beta), Z,
+                         epilogue=(epilogue, out) if epilogue else None)
+        return [epilogue.out if done else out]
 
 
 class GerImpl(BlasImpl):

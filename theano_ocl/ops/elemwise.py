@@ -254,6 +254,93 @@ class Fused(Shaped):
         return out
 
 
+class Deferred(Shaped):
+    """A product folded into its one elementwise consumer (``linker.fuse_epilogues``): not
+    computed at its own place; the consumer plans it with itself as the epilogue
+    (:meth:`plan_with`), or, where the product's kernel cannot take one for this call
+    (not a small product), has it computed first (:meth:`materialize`)."""
+
+    def __init__(self, task, ins):
+        self.task = task
+        self.ins = ins
+        var = task.node.outputs[0]
+        self.dtype = np.dtype(var.type.dtype)
+        self.shape = None          # known once planned; consumers take it from plan_with
+
+    def _plan(self, ctx, epilogue):
+        saved = getattr(ctx, 'destroyable', None)
+        # the product never overwrites its inputs here: its reads moved to the consumer's
+        # place, where the VM's last-use analysis no longer applies to them
+        ctx.destroyable = [False] * len(self.task.node.inputs)
+        try:
+            return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
+        finally:
+            ctx.destroyable = saved
+
+    def materialize(self, ctx):
+        return self._plan(ctx, None)
+
+    def plan_with(self, ctx, epilogue):
+        """Plan the product with ``epilogue``; returns the consumer's output when the
+        product's kernel computed it, else the product's value (the consumer then runs)."""
+        return self._plan(ctx, epilogue)
+
+
+class Epilogue(object):
+    """An elementwise consumer evaluated in a product's kernel, per element of C.
+
+    ``impl``: the consumer (:class:`ElemwiseImpl`); ``j``: the input that is the product's
+    value; ``ins``: its inputs (``ins[j]`` unused); ``out``: its output, allocated once the
+    product's shape is known (``alloc(shape)``)."""
+
+    def __init__(self, impl, j, ins, alloc):
+        self.impl, self.j, self.ins = impl, j, ins
+        self.alloc = alloc
+        self.out = None
+
+    def views_for(self, C, prod_out):
+        """The consumer's inputs and output as 3-d views of C's geometry, where C is a
+        3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
+        C's dimensions do not map one to one onto ``prod_out``'s."""
+        if C.offset != prod_out.offset:
+            return None
+        dims = []
+        for n, st in zip(C.shape, C.strides):
+            if n == 1:
+                dims.append(None)
+                continue
+            match = [d for d in range(prod_out.ndim)
+                     if prod_out.shape[d] == n and prod_out.strides[d] == st]
+            if len(match) != 1:
+                return None
+            dims.append(match[0])
+        shape = prod_out.shape
+        try:
+            full = [None if k == self.j else
+                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                    for k, d in enumerate(self.ins)]
+            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
+        except ValueError:
+            return None      # the consumer's own launch raises its shape error
+        self.out = self.alloc(shape)
+
+        def three_d(d):
+            return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
+                          d.offset)
+        return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
+                three_d(self.out))
+
+
+def fused_value(task, dvals):
+    """The value a task folded into its consumer stands for, from the VM's device values:
+    a :class:`Fused` elementwise producer, or a :class:`Deferred` product."""
+    ins = [fused_value(task.fused[j], dvals) if j in task.fused else dvals[v]
+           for j, v in enumerate(task.node.inputs)]
+    if isinstance(task.impl, ElemwiseImpl):
+        return Fused.of(task.impl, ins)
+    return Deferred(task, ins)
+
+
 def fmap(fn, x):
     """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
     return x.map(fn) if isinstance(x, Fused) else fn(x)
@@ -279,6 +366,7 @@ class ElemwiseImpl(DeviceImpl):
         self.checked = checked          # the body reports integer division by zero
         self.inplace = dict(node.op.inplace_pattern)
         self.bcast = [i.type.broadcastable for i in node.inputs]
+        self.in_dtypes = [i.type.dtype for i in node.inputs]
         self.out_dtypes = [o.type.dtype for o in node.outputs]
 
     def describe(self):
@@ -309,6 +397,16 @@ class ElemwiseImpl(DeviceImpl):
         return tuple(shape)
 
     def plan(self, ctx, ins):
+        for j, x in enumerate(ins):
+            if isinstance(x, Deferred):
+                # a product folded in (linker.fuse_epilogues): its kernel computes this
+                # node's output when it can, else its value comes first
+                epi = Epilogue(self, j, ins, lambda shape: ctx.alloc(shape, self.out_dtypes[0]))
+                res = x.plan_with(ctx, epi)
+                if epi.out is not None and res is epi.out:
+                    return [res]
+                ins = list(ins)
+                ins[j] = res
         shape = self.out_shape(ins)
         outs = []
         for k, dt in enumerate(self.out_dtypes):

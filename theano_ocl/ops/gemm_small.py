@@ -11,6 +11,12 @@ so :mod:`theano_ocl.planner` can merge independent ones into one launch over a t
 ``plan_gemm`` (ops/blas.py) sends a product here when :func:`is_small` says so, whatever
 the backend chosen for the op; alpha and beta must be link-time constants (a 0-d device
 alpha/beta takes the general path).
+
+Fusion on both sides (``linker.fuse_producers``, ``linker.fuse_epilogues``): an elementwise
+producer of B is evaluated per element read (``Fused``); an elementwise consumer of C (an
+*epilogue*, ``ops/elemwise.py Epilogue``: the LIF update reading an encoder's product) is
+evaluated per element of C, which is then never stored: the kernel writes the consumer's
+output in C's place, reading the consumer's other inputs at C's indices.
 """
 import os
 
@@ -74,31 +80,47 @@ def acc_dtype(c_dtype):
 def _source(key, K=None, slab=False, chunk=1, group=0):
     hit = _sources.get((key, K, slab, chunk, group))
     if hit is None:
-        a_dt, b_dt, c_dt, has_z, pre = key
+        a_dt, b_dt, c_dt, has_z, pre, epi = key
         acc = acc_dtype(c_dt)
         pre_ins = list(pre[2]) if pre else []
+        epi_dts = list(epi[3]) + [epi[4]] if epi else []
         support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
-            if 'float64' in [a_dt, b_dt, c_dt] + pre_ins else ''
+            if 'float64' in [a_dt, b_dt, c_dt] + pre_ins + epi_dts else ''
         if pre:
             support += pre[0]
+        if epi and epi[0] not in support:
+            support += '\n' + epi[0]
         fused = [operand_traits(d) for d in pre_ins]
         bops = [('B%d' % q, 'b%d' % q, f) for q, f in enumerate(fused)] or \
             [('B', 'b', operand_traits(b_dt))]
+        # the epilogue's inputs but the product's value, (pointer name, stem, traits, index)
+        eops = [('E%d' % q, 'e%d' % q, operand_traits(d), q)
+                for q, d in enumerate(epi[3]) if q != epi[2]] if epi else []
         name = 'gemm_small_%d' % (len(_sources) + 1)
+        c = operand_traits(c_dt)
         src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
-                               a=operand_traits(a_dt), b=operand_traits(b_dt), c=operand_traits(c_dt),
+                               a=operand_traits(a_dt), b=operand_traits(b_dt), c=c,
+                               cs=operand_traits(epi[4]) if epi else c,
                                has_z=has_z, batched=K is not None, K=K or 1,
                                rec=record_len(key), slab=slab, chunk=chunk, group=group,
-                               fused=fused, bops=bops, pre_body=pre[1] if pre else '')
+                               fused=fused, bops=bops, pre_body=pre[1] if pre else '',
+                               epi=epi is not None, eops=eops,
+                               epi_j=epi[2] if epi else 0, epi_body=epi[1] if epi else '',
+                               epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [])
         hit = _sources[(key, K, slab, chunk, group)] = (src, name)
         if K is None:
             _name_to_key[name] = key
     return hit
 
 
+def _n_b(key):
+    return len(key[4][2]) if key[4] else 1
+
+
 def n_operands(key):
-    """Operand pointers of one product: A, B (or the fused producer's inputs), C[, Z]."""
-    return 2 + (len(key[4][2]) if key[4] else 1) + (1 if key[3] else 0)
+    """Operand pointers of one product: A, B (or the fused producer's inputs), C[, Z], then
+    the epilogue's other inputs."""
+    return 2 + _n_b(key) + (1 if key[3] else 0) + (len(key[5][3]) - 1 if key[5] else 0)
 
 
 def record_len(key):
@@ -117,11 +139,22 @@ def _elem(d):
     return [s // d.itemsize for s in d.strides]
 
 
-def plan_small(ctx, A, B, C, alpha, beta, Z):
-    """Record the product as one small-kernel launch (see module doc)."""
+def takes_epilogue(C):
+    """Whether the product's value can feed an epilogue (stored types only: no half)."""
+    return C.dtype != np.float16
+
+
+def plan_small(ctx, A, B, C, alpha, beta, Z, epilogue=None):
+    """Record the product as one small-kernel launch (see module doc). ``epilogue``:
+    (the consumer's impl, its input index j, its other inputs and its output as 3-d views
+    of C's geometry): the launch writes the consumer's output, C is never stored."""
     has_z = beta.kind != 'none' and Z is not None
+    epi = None
+    if epilogue is not None:
+        impl, j, e_views, e_out = epilogue
+        epi = (impl.support, impl.body, j, tuple(impl.in_dtypes), e_out.dtype.name)
     key = (A.dtype.name, B.dtype.name, C.dtype.name, has_z,
-           B.spec() if isinstance(B, Fused) else None)
+           B.spec() if isinstance(B, Fused) else None, epi)
     src, name = _source(key)
     prg = ctx.dev.build(src)
     acc = acc_dtype(C.dtype)
@@ -135,10 +168,18 @@ def plan_small(ctx, A, B, C, alpha, beta, Z):
     for d in (B.views if isinstance(B, Fused) else [B]):
         b = _elem(d)
         args += [d, np.int64(b[0]), np.int64(b[1]), np.int64(b[2])]
+    if epi is not None:
+        C = e_out          # C's place holds the consumer's output (same geometry)
+        c = _elem(C)
     args += [C, np.int64(c[0]), np.int64(c[1]), np.int64(c[2])]
     if has_z:
         z = _elem(Z)
         args += [Z, np.int64(z[0]), np.int64(z[1]), np.int64(z[2])]
+    if epi is not None:
+        for q, d in enumerate(e_views):
+            if q != j:
+                e = _elem(d)
+                args += [d, np.int64(e[0]), np.int64(e[1]), np.int64(e[2])]
     gsize, lsize = launch_geometry(ctx.dev, total)
     ctx.launch(prg, name, gsize, lsize, args)
 
@@ -151,7 +192,8 @@ def batch_key(kernel_name):
 
 def analyse(args):
     """(record without start, coef pair, operand DArrays, n) of a launch's args; the
-    operands in order A, B (or the fused producer's inputs), C[, Z] (:func:`c_position`)."""
+    operands in order A, B (or the fused producer's inputs), C[, Z], epilogue inputs
+    (:func:`c_position`)."""
     total, M, N, K = (int(x) for x in args[:4])
     coef = (args[4], args[5])
     ptrs, record = [], [int(total // max(M * N, 1)) if M * N else 0, M, N, K]
@@ -167,7 +209,7 @@ def analyse(args):
 
 def c_position(key):
     """Index of C among a launch's operands (:func:`analyse`)."""
-    return n_operands(key) - (2 if key[3] else 1)
+    return 1 + _n_b(key)
 
 
 def max_batch(dev, key, cap=256):
