@@ -57,6 +57,7 @@ def test_unary(dtype):
 BINARY = {
     'add': lambda a, b: a + b, 'sub': lambda a, b: a - b, 'mul': lambda a, b: a * b,
     'div': lambda a, b: a / b, 'pow': lambda a, b: a ** b,
+    'switch': lambda a, b: T.switch(T.real(a) > 0, a, b),
     'eq': T.eq, 'neq': T.neq, 'lt': T.lt, 'le': T.le, 'gt': T.gt, 'ge': T.ge,
     'second': lambda a, b: T.second(a, b),
 }
@@ -82,7 +83,7 @@ def test_mixed_real_and_complex(dtype, real):
     c, r = T.matrix('c', dtype), T.matrix('r', real)
     cv, = _vals([(3, 5)], dtype, seed=2)
     rv, = _vals([(3, 5)], real, seed=3)
-    outs = [c + r, c * r, r - c, c / (r + 3), T.eq(c, r)]
+    outs = [c + r, c * r, r - c, c / (r + 3), T.eq(c, r), T.switch(r, c, c * 2)]
     assert_matches_c([c, r], outs, [cv, rv], **TOL['complex64'])
 
 
@@ -193,3 +194,16 @@ def test_complex128_needs_fp64():
     dev = theano_ocl.get_device()
     assert dev.supports_dtype('complex128') == dev.has_fp64
     assert dev.supports_dtype('complex64')
+
+
+def test_casts_to_and_from_complex():
+    """numpy's rules: the real part for real targets, either part nonzero for bool."""
+    c = T.vector('c', 'complex64')
+    cv = np.array([0, 1j, 2.5 - 1j, -3.75, 0.5j + 0.25], 'complex64')
+    outs = [T.cast(T.cast(c, 'complex128') * 2, 'complex64'),
+            T.neq(c, 0), T.cast(T.real(c), 'complex128') + c]
+    assert_matches_c([c], outs, [cv], **TOL['complex64'])
+    from theano_ocl import scalar as oscalar
+    import theano.scalar as S
+    support, body = oscalar.elemwise_code(S.identity, ['complex64'], ['bool'])
+    assert '.y != 0' in body                  # the imaginary part counts

@@ -15,8 +15,8 @@ What is computed, for the dtypes Theano gives these ops:
   NaN; integral real exponents of magnitude below 100 by repeated squaring, as numpy does;
   else ``exp(b log a)``), ``sin``/``cos``/``tan``/``sinh``/``cosh``/``tanh``;
 * casts between complex dtypes, from real and integer dtypes (imaginary part 0) and from
-  complex to real dtypes (the real part, as ``numpy.astype`` keeps it); ``identity``,
-  ``second``.
+  complex to real dtypes (the real part, as ``numpy.astype`` keeps it; to bool: either part
+  nonzero); ``identity``, ``second``, ``switch``.
 
 Results agree with numpy's (which Theano's Python implementations call for complex inputs)
 to rounding, except on the special values numpy's C99 functions treat one by one (infinite
@@ -56,6 +56,8 @@ def convert(gen, expr, src, dst, real_convert):
     if is_complex(dst):
         R = real_dtype(dst)
         return '((%s)(%s, 0))' % (vector_type(dst), real_convert(gen, expr, src, R))
+    if dst == 'bool':          # numpy: true where either part is nonzero
+        return '((%s).x != 0 || (%s).y != 0)' % (expr, expr)
     # complex -> real: the real part (numpy's astype), then the real conversion
     return real_convert(gen, '(%s).x' % expr, real_dtype(src), dst)
 
@@ -270,6 +272,13 @@ def _part(expr_fn):
     return gen
 
 
+def _switch(op, c):
+    D = c.in_dtypes[0]
+    cond = ('((%s).x != 0 || (%s).y != 0)' % (c.ins[0], c.ins[0])) if is_complex(D) \
+        else '(%s != 0)' % c.ins[0]
+    return c.set('%s ? %s : %s' % (cond, _cx(c, 1), _cx(c, 2)))
+
+
 def _complex(op, c):
     R = real_dtype(c.od)
     return c.set('(%s)(%s, %s)' % (vector_type(c.od), c.x(0, R), c.x(1, R)))
@@ -321,7 +330,7 @@ _CODE = {
     scal.Real: _part(lambda x: '(%s).x' % x), scal.Imag: _part(lambda x: '(%s).y' % x),
     scal.Abs: _part(lambda x: 'hypot((%s).x, (%s).y)' % (x, x)),
     scal.Angle: _part(lambda x: 'atan2((%s).y, (%s).x)' % (x, x)),
-    scal.Complex: _complex, scal.ComplexFromPolar: _polar,
+    scal.Complex: _complex, scal.ComplexFromPolar: _polar, scal.Switch: _switch,
     scal.EQ: _compare('=='), scal.NEQ: _compare('!='), scal.LT: _compare('<'),
     scal.LE: _compare('<='), scal.GT: _compare('>'), scal.GE: _compare('>='),
     scal.Exp: _unary('cexp', 'cexp'), scal.Log: _unary('cexp', 'clog'),
