@@ -77,7 +77,6 @@ _FLOATS = ('float16', 'float32', 'float64')
 # complex values as (real, imaginary) vectors, numpy's layout; only the kernels that know
 # complex arithmetic (elementwise, products, copies) ask for them with complex_ok
 _COMPLEX_CTYPES = {'complex64': 'float2', 'complex128': 'double2'}
-COMPLEX_REAL = {'complex64': 'float32', 'complex128': 'float64'}
 
 
 def ctype(dtype, complex_ok=False):

@@ -20,8 +20,9 @@ never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
   values as (re, im) vectors.
 
 Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
-with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per element of C, one
-launch whose sizes are arguments, which the planner batches with other small products.
+with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per
+element of C, one launch whose sizes are arguments, which the planner batches with other
+small products.
 
 CLBlast takes its kernel parameters from a database keyed by device; where
 ``bench/clblast_tune.py`` measured a faster set on a device (``clblast_tuned.json``: the
@@ -67,7 +68,7 @@ def _pyclblast():
 
 
 _TUNED_FILE = os.path.join(os.path.dirname(__file__), '..', 'clblast_tuned.json')
-_tuned = {}     # device pointer -> the entries applied (for report and tests)
+_tuned = {}     # device pointer -> the entries applied (for tests and bench/gemm.py)
 
 
 def clblast_tuning(dev):
@@ -620,7 +621,7 @@ def _plan_clblast(ctx, A, B, C, alpha, beta, Z):
         lay_c = blas_layout(_mat(out))
     elif Z is not None and Z is not C:
         ctx.copy(C, Z)          # C = Z, then C = alpha * A @ B + beta * C
-    num = complex if dtype_is_complex(C) else float
+    num = complex if C.dtype.kind == 'c' else float
     al = num(alpha.value) if static_alpha else 1.0
     be = num(beta.value) if out is C and Z is not None else 0.0
     nb, M, N = C.shape
@@ -687,10 +688,6 @@ def _plan_combine(ctx, C, T, alpha, beta, Z):
         expr = '(%s == 0) ? (%s) : (%s + %s * i%d)' % (bexpr, expr, expr, bexpr, len(ins) - 1)
     support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if C.dtype == np.float64 else ''
     plan_elementwise(ctx, support, 'o0 = %s;' % expr, [C], ins, C.shape)
-
-
-def dtype_is_complex(d):
-    return d.dtype.kind == 'c'
 
 
 # --------------------------------------------------------------------------- the ops

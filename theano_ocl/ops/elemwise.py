@@ -254,20 +254,20 @@ class Fused(Shaped):
         return out
 
 
-class Deferred(Shaped):
+class Deferred(object):
     """A product folded into its one elementwise consumer (``linker.fuse_epilogues``): not
     computed at its own place; the consumer plans it with itself as the epilogue
-    (:meth:`plan_with`), or, where the product's kernel cannot take one for this call
-    (not a small product), has it computed first (:meth:`materialize`)."""
+    (:meth:`plan_with`)."""
 
     def __init__(self, task, ins):
         self.task = task
         self.ins = ins
-        var = task.node.outputs[0]
-        self.dtype = np.dtype(var.type.dtype)
-        self.shape = None          # known once planned; consumers take it from plan_with
 
-    def _plan(self, ctx, epilogue):
+    def plan_with(self, ctx, epilogue):
+        """Plan the product with ``epilogue`` (an :class:`Epilogue`); returns the consumer's
+        output when the product's kernel computed it, else the product's value (where its
+        kernel takes no epilogue for this call: not a small product; the consumer then
+        runs on it)."""
         saved = getattr(ctx, 'destroyable', None)
         # the product never overwrites its inputs here: its reads moved to the consumer's
         # place, where the VM's last-use analysis no longer applies to them
@@ -276,14 +276,6 @@ class Deferred(Shaped):
             return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
         finally:
             ctx.destroyable = saved
-
-    def materialize(self, ctx):
-        return self._plan(ctx, None)
-
-    def plan_with(self, ctx, epilogue):
-        """Plan the product with ``epilogue``; returns the consumer's output when the
-        product's kernel computed it, else the product's value (the consumer then runs)."""
-        return self._plan(ctx, epilogue)
 
 
 class Epilogue(object):
