@@ -178,11 +178,32 @@ def test_batched_dot_and_mixed_product(backend, dtype):
         np.testing.assert_allclose(got, want, **tol)
 
 
+@pytest.mark.parametrize('fast', [True, False])
+@pytest.mark.parametrize('dtype', CDTYPES)
+def test_sums_and_products(dtype, fast, monkeypatch):
+    """Complex sums and products (accumulated in complex128, as Theano does) over any axes
+    and strides, empty and long ranges; the fast paths' geometries and the generic kernel."""
+    from theano_ocl.ops import reduce as ocl_reduce
+    monkeypatch.setattr(ocl_reduce, 'FAST_PATHS', fast)
+    x = T.tensor3('x', dtype)
+    outs = [T.sum(x), T.sum(x, 0), T.sum(x, 1), T.sum(x, 2), T.prod(x, axis=(0, 2)),
+            T.sum(x[::-1, :, ::2], 1), T.mean(x, 1)]
+    rng = np.random.RandomState(12)
+    f_c = theano.function([x], outs, mode='FAST_RUN')
+    f_o = theano.function([x], outs, mode=theano_ocl.OCLMode())
+    assert not theano_ocl.fallback_nodes(f_o)
+    for shape in [(3, 4, 5), (40, 300, 7), (1, 1, 1), (0, 3, 2), (2, 5000, 3)]:
+        xv = (rand(shape, dtype, rng, -1, 1) * 0.5).astype(dtype)
+        for k, (g, w) in enumerate(zip(f_o(xv), f_c(xv))):
+            assert_close(g, w, what='%s output %d' % (shape, k),
+                         **(dict(rtol=1e-4, atol=1e-4) if dtype == 'complex64' else {}))
+
+
 def test_unsupported_complex_ops_fall_back_with_the_reason():
     """Ops without complex code stay on the host, named [complex] in the counts."""
     x = T.matrix('x', 'complex64')
     xv, = _vals([(4, 5)], 'complex64', seed=11)
-    f = assert_matches_c([x], [x.sum(axis=0), T.arcsin(x)], [xv], device_only=False,
+    f = assert_matches_c([x], [T.arctanh(x), T.arcsin(x)], [xv], device_only=False,
                          **TOL['complex64'])
     fb = theano_ocl.fallback_nodes(f)
     assert fb and len(fb) == 2

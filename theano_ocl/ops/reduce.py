@@ -33,6 +33,9 @@ contiguous while the kept ones are not contiguous either, negative inner strides
 partials) takes the generic kernel: one work-item (or work-group, :func:`geometry`) per
 output and part walking its reduced range with per-element index arithmetic.
 
+Complex sums and products (``acc_dtype`` complex128 by Theano's rule) take the same
+kernels with (re, im) vector values and scalar loads (no fast-path vectors).
+
 Accumulation is in the op's ``acc_dtype`` (else the output dtype), as Theano's C code does;
 the final value is converted to the output dtype with the conversion Theano's ``Cast`` has.
 Floating-point sums are combined in a different order than Theano's C loop (lanes, parts),
@@ -116,7 +119,7 @@ class Combine(object):
         per lane what ``th_absorb`` computes (integer arithmetic wraps, NaN propagates), with
         the input converted to the accumulator type as the scalar code converts it.
         """
-        if self.pairs_in or self.pre is not None:
+        if self.pairs_in or self.pre is not None or self.acc_dtype.startswith('complex'):
             return None
         ind, acc = self.in_dtype, self.acc_dtype
         same = oscalar.compute_ctype(ind) == oscalar.compute_ctype(acc)
@@ -147,18 +150,21 @@ class Combine(object):
             return hit
         name = 'reduce_%d' % (len(_sources) + 1)
         pre_ins = list(self.pre[2]) if self.pre is not None else []
-        fp64 = 'float64' in [self.in_dtype, self.acc_dtype, self.out_dtype] + pre_ins
+        fp64 = any(d in ('float64', 'complex128') for d in
+                   [self.in_dtype, self.acc_dtype, self.out_dtype] + pre_ins)
         pragma = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if fp64 else ''
-        in_t = oscalar.ctype(self.in_dtype)
-        acc_t = oscalar.compute_ctype(self.acc_dtype)
-        acc_size = 4 if acc_t == 'float' else np.dtype(self.acc_dtype).itemsize
+        # complex sums and products: (re, im) vectors, scalar code only (no vector loads)
+        in_t = oscalar.ctype(self.in_dtype, complex_ok=True)
+        acc_t = oscalar.compute_ctype(self.acc_dtype, complex_ok=True)
+        acc_size = 4 if acc_t == 'float' else min(np.dtype(self.acc_dtype).itemsize, 8)
         uacc_t = acc_t if acc_t.startswith('u') or acc_t in ('float', 'double') else 'u' + acc_t
         load_t = 'float' if self.in_dtype == 'float16' else in_t
         src = _TEMPLATE.render(
             name=name, support=pragma + self.support, absorb_body=self.absorb_body,
             combine_body=self.combine_body, finish_body=self.finish_body,
-            in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype), acc_t=acc_t,
-            out_t=oscalar.ctype(self.out_dtype), out_ct=oscalar.compute_ctype(self.out_dtype),
+            in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype, True), acc_t=acc_t,
+            out_t=oscalar.ctype(self.out_dtype, True),
+            out_ct=oscalar.compute_ctype(self.out_dtype, True),
             half_in=self.in_dtype == 'float16', half_out=self.out_dtype == 'float16',
             is_float=self.acc_dtype.startswith('float'), identity=self.identity,
             argmax=self.argmax, pairs_in=self.pairs_in, mode=mode, kd=kd, rd=rd,
@@ -642,6 +648,7 @@ class ReduceImpl(DeviceImpl):
     """CAReduce (and subclasses) on the device."""
 
     fusable_inputs = (0,)       # an elementwise producer is computed in the kernel
+    complex_ok = True           # sums and products (the factory refuses the others)
 
     def __init__(self, node, dev, comb, axes, needs_nonempty):
         DeviceImpl.__init__(self, node, dev)
@@ -698,9 +705,12 @@ def _careduce(op, node, dev):
     in_dtype = node.inputs[0].type.dtype
     out_dtype = node.outputs[0].type.dtype
     acc_dtype = getattr(op, 'acc_dtype', None) or out_dtype
-    if any(d.startswith('complex') for d in (in_dtype, acc_dtype, out_dtype)):
-        raise NoDeviceImplementation('complex dtypes have no device kernels')
     scalar_op = op.scalar_op
+    if any(d.startswith('complex') for d in (in_dtype, acc_dtype, out_dtype)) and not (
+            isinstance(scalar_op, (ts.Add, ts.Mul))
+            and all(d.startswith('complex') for d in (in_dtype, acc_dtype, out_dtype))):
+        raise NoDeviceImplementation('complex reductions other than sums and products have '
+                                     'no device kernels')
     needs_nonempty = False
     if isinstance(scalar_op, (ts.Maximum, ts.Minimum)):
         identity = max_identity(acc_dtype, isinstance(scalar_op, ts.Maximum))
