@@ -142,15 +142,24 @@ def test_fused_products_batch_in_run_steps():
         updates += [(v, v * np.float32(0.9) + np.float32(0.25)), (acc, acc + out)]
         outs.append(out)
     f = theano.function([], outs, updates=updates)
+
+    def check(sim, batch):
+        assert len(_fused_pairs(sim)) == 6
+        assert sim.stats['batched'] is batch
+    _steps_match_f(f, updates, 9, check)
+
+
+def _steps_match_f(f, updates, steps, check):
+    """``SimulatorOCL(f).run_steps(steps)``, batched and not, ends in the state ``steps``
+    calls of ``f`` (Theano's C backend) reach from the same start; ``check(sim, batch)``
+    looks at each simulator after its run."""
     state0 = [s.get_value() for s, _ in updates]
-    steps = 9
     for batch in (False, True):
         for (s, _), val in zip(updates, state0):
             s.set_value(val)
         sim = theano_ocl.SimulatorOCL(f)
-        assert len(_fused_pairs(sim)) == 6
         sim.run_steps(steps, batch=batch)
-        assert sim.stats['batched'] is batch
+        check(sim, batch)
         sim.sync_to_theano()
         got = [s.get_value() for s, _ in updates]
         for (s, _), val in zip(updates, state0):
@@ -278,23 +287,11 @@ def test_epilogue_products_batch_in_run_steps(epilogues_always):
         updates += [(v, T.switch(vn > 1, np.float32(0), vn)),
                     (x, x * np.float32(0.9) + T.dot(D, spikes))]
     f = theano.function([], [], updates=updates)
-    state0 = [s.get_value() for s, _ in updates]
-    steps = 8
-    for batch in (False, True):
-        for (s, _), val in zip(updates, state0):
-            s.set_value(val)
-        sim = theano_ocl.SimulatorOCL(f)
+
+    def check(sim, batch):
         assert len(_epilogue_pairs(sim)) >= 5, _fused_pairs(sim)
-        sim.run_steps(steps, batch=batch)
-        sim.sync_to_theano()
-        got = [s.get_value() for s, _ in updates]
-        for (s, _), val in zip(updates, state0):
-            s.set_value(val)
-        for _ in range(steps):
-            f()
-        want = [s.get_value() for s, _ in updates]
-        for g, w in zip(got, want):
-            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        assert sim.stats['batched'] is batch
+    _steps_match_f(f, updates, 8, check)
 
 
 def test_epilogue_not_taken_for_outputs_and_shared_values(epilogues_always):
