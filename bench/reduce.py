@@ -10,6 +10,11 @@ OCL time is the kernels' plus the Python call (~40-50 us on a GPU); the copy ban
 read + write of a same-size buffer. The kernel-only columns replay the function's planned
 launches (its frame's steps) ``--reps`` times back to back and finish once: no Python call,
 no output hand-over, just the reduction kernels (a second pass included) and their enqueues.
+The event columns time the same launches by OpenCL profiling events (a ``profile=True``
+compile of the function, its frame replayed): the device's execution time of the kernels,
+without the gaps between launches (~2-3 us each on the H100's OpenCL driver); the copy is
+timed the same way for them. pyopencl's own ``pyopencl.array.sum`` (a generic
+ReductionKernel, two launches) is timed back to back as a reference.
 ``--generic`` turns the fast paths off (every reduction takes the generic kernel): the
 numbers before them, on the same machine. ``--set GPU_UNROLL=8`` (repeatable) sets one of
 the geometry knobs of ``theano_ocl/ops/reduce.py`` (``CPU_*``, ``GPU_*``) for a sweep.
@@ -66,6 +71,21 @@ def kernel_time(f, queue, reps, host_steps_ok=False):
     return statistics.median(times), len(steps)
 
 
+def event_time(f, reps):
+    """Median over ``reps`` replays of ``f``'s last frame (``f`` compiled with
+    ``profile=True``: its launches return profiling events) of the summed kernel execution
+    times (event end - start), in seconds."""
+    frame = f.fn.last_frame
+    steps = [st.fn for st in frame.steps if st.kind in ('launch', 'copy')]
+    runs = [[fn() for fn in steps] for _ in range(reps)]
+    for evs in runs:
+        for e in evs:
+            if e is not None:
+                e.wait()
+    return statistics.median(sum(e.profile.end - e.profile.start for e in evs if e is not None)
+                             for evs in runs) * 1e-9
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--device', default=None, help="device spec ('P:D', 'gpu', 'cpu', name)")
@@ -102,17 +122,27 @@ def main():
     t_copy = median_time(lambda: cl.enqueue_copy(queue, dst, dx.base_data, byte_count=nbytes),
                          args.reps, queue.finish)
     copy_gbs = 2 * nbytes / t_copy / 1e9
+    pq = dev.profiling_queue
+    dsrc = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes)
+    cl.enqueue_copy(pq, dsrc, dx.base_data, byte_count=nbytes).wait()
+    evs = [cl.enqueue_copy(pq, dst, dsrc, byte_count=nbytes) for _ in range(max(args.reps, 50))]
+    pq.finish()
+    t_copy_ev = statistics.median((e.profile.end - e.profile.start) * 1e-9 for e in evs)
+    copy_ev_gbs = 2 * nbytes / t_copy_ev / 1e9
+    t_pyopencl = median_time(lambda: cla.sum(dx, queue=queue), args.reps, queue.finish)
 
     x = T.matrix('x', dtype='float32')
     cases = [('sum all', T.sum(x)), ('sum axis 0', T.sum(x, 0)), ('sum axis 1', T.sum(x, 1)),
              ('argmax axis 1', T.argmax(x, 1))]
-    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write); %s%s%s'
-          % (dev.name, dev.platform_name, n, n, copy_gbs, time.strftime('%Y-%m-%d'),
+    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write; by events %.1f); %s%s%s'
+          % (dev.name, dev.platform_name, n, n, copy_gbs, copy_ev_gbs, time.strftime('%Y-%m-%d'),
              '; generic kernel only' if args.generic else '',
              '; ' + ' '.join(knobs) if knobs else ''))
-    print('%-14s %10s %10s %9s %10s %9s %10s %10s %9s %8s'
-          % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms', 'C / ocl', 'kernel ms', 'kern GB/s',
-             'vs copy', 'launches'))
+    print('pyopencl.array.sum (reference): %.3f ms, %.1f GB/s'
+          % (t_pyopencl * 1e3, nbytes / t_pyopencl / 1e9))
+    print('%-14s %9s %9s %8s %9s %8s %9s %9s %8s %8s %9s %8s %8s'
+          % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms', 'C / ocl', 'kernel ms',
+             'kern GB/s', 'vs copy', 'event ms', 'ev GB/s', 'vs copy', 'launches'))
     for name, out in cases:
         if args.no_c:
             f_c = theano.function([x], out, mode=theano.Mode(linker='py',
@@ -128,11 +158,17 @@ def main():
         t_o = median_time(lambda: f_o(dx), args.reps, queue.finish)
         t_c = float('nan') if args.no_c else median_time(lambda: f_c(host), args.reps)
         t_k, n_launch = kernel_time(f_o, queue, max(args.reps, 50))
+        f_p = theano.function([x], out, mode=theano_ocl.OCLMode(device=args.device,
+                                                                outputs='device'), profile=True)
+        f_p(dx)
+        t_e = event_time(f_p, max(args.reps, 50))
         gbs = nbytes / t_o / 1e9
         kgbs = nbytes / t_k / 1e9
-        print('%-14s %10.3f %10.1f %8.0f%% %10.3f %8.2fx %10.3f %10.1f %8.0f%% %8d'
+        egbs = nbytes / t_e / 1e9
+        print('%-14s %9.3f %9.1f %7.0f%% %9.3f %7.2fx %9.3f %9.1f %7.0f%% %8.3f %9.1f %7.0f%% %8d'
               % (name, t_o * 1e3, gbs, 100 * gbs / copy_gbs, t_c * 1e3, t_c / t_o,
-                 t_k * 1e3, kgbs, 100 * kgbs / copy_gbs, n_launch))
+                 t_k * 1e3, kgbs, 100 * kgbs / copy_gbs, t_e * 1e3, egbs,
+                 100 * egbs / copy_ev_gbs, n_launch))
 
 
 if __name__ == '__main__':

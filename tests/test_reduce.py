@@ -327,6 +327,50 @@ def test_fast_two_stage(traits, shape, axis):
         assert any(g.parts > 1 for g in planned), planned
 
 
+@pytest.mark.parametrize('single', [True, False], ids=['single-pass', 'second-launch'])
+@pytest.mark.parametrize('gpu', ['gpu-132cu', 'gpu-2cu'])
+def test_fast_parts_single_pass(gpu, single, monkeypatch):
+    """Parts on a GPU: the last work-group of the launch reduces the partials (one launch per
+    reduction) or a second launch does. Called with new values each time: the counters the
+    last group resets must be back at 0 for the replayed launch."""
+    monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: TRAITS[gpu])
+    monkeypatch.setattr(ocl_reduce, 'GPU_SINGLE_PASS', single)
+    planned = []
+    real = ocl_reduce.fast_geometry
+    monkeypatch.setattr(ocl_reduce, 'fast_geometry',
+                        lambda *a, **k: planned.append(real(*a, **k)) or planned[-1])
+    x = T.matrix('x')
+    y = T.matrix('y', dtype='int32')
+    h = T.matrix('h', dtype='float16')
+    b = T.matrix('b', dtype='bool')
+    c = T.matrix('c', dtype='complex64')
+    outs = [T.sum(x), T.argmax(x), T.max(x, 0), T.argmax(x, 0), T.sum(x[:3], 1),
+            T.argmax(x[:2], 1), T.prod(y, 0), T.sum(y, dtype='int64'), T.max(y),
+            T.sum(h), T.argmax(h, 0), T.any(b), T.all(b, 0), T.sum(c), T.sum(c, 0)]
+    f_c = theano.function([x, y, h, b, c], outs, mode='FAST_RUN')
+    f_o = theano.function([x, y, h, b, c], outs, mode=ocl_mode())
+    assert not theano_ocl.fallback_nodes(f_o)
+    rng = np.random.RandomState(11)
+    for call in range(4):
+        v = rng.uniform(-3, 3, (1500, 700))
+        v[rng.randint(1500), rng.randint(700)] = 9.0         # one clear maximum
+        if call == 2:
+            v[700, 3] = v[11, 650] = 9.5                     # a tie: the first one wins
+        w = rng.randint(-1, 2, (1400, 520)).astype('int32')
+        w[w == 0] = 1
+        ins = [v, w, rng.uniform(-3, 3, (1100, 600)).astype('float16'),
+               rng.rand(1200, 530) > 1e-5 * call, rand((1000, 640), 'complex64', rng)]
+        for k, (g, e) in enumerate(zip(f_o(*ins), f_c(*ins))):
+            tol = {'float16': 3e-3, 'complex64': 1e-4}.get(str(e.dtype), 1e-9)
+            assert_close(g, e, rtol=tol, atol=tol, what='call %d output %d' % (call, k))
+    n_red = sum(isinstance(n.op, (T.elemwise.CAReduce, T.basic.Argmax, T.basic.MaxAndArgmax))
+                for n in f_o.maker.fgraph.apply_nodes)
+    split = sum(g is not None and g.parts > 1 for g in planned)
+    assert split >= 4, planned
+    # one launch per reduction, or one more for each reduction split in parts
+    assert f_o.fn.last_frame.n_launches == n_red + (0 if single else split), planned
+
+
 def test_fast_long_index_path(monkeypatch):
     """argmax lanes with 64-bit offsets (chunks of 2**31 elements and more)."""
     monkeypatch.setattr(ocl_reduce, 'IDX32_LIMIT', 0)

@@ -17,7 +17,11 @@
 ##   adjacent vectors of a row (coalesced), RY row-lanes split the rows and combine in local
 ##   memory. CPUs: CX = RY = 1 and a wide band (NB*V columns) per work-item.
 ##
-## Parts > 1 write partials [p][o] (acc dtype) that a second launch reduces over p.
+## Parts > 1 write partials [p][o] (acc dtype) that a second launch reduces over p; or, with
+## ``single`` (GPUs), the same launch does: each group counts itself done on a device counter
+## (rows: one for the launch; cols: one per column tile) after a global fence, and the last
+## group to finish reduces the partials, writes the outputs and resets its counter to 0 for
+## the next launch (a frame replays the same counters).
 ## Argmax carries (value, index) pairs: a NaN beats any number, then the larger value, ties
 ## going to the smaller index (numpy's first occurrence). Vector lanes see increasing
 ## indices, kept as int (long past 2**31) offsets from the lane's start: a lane starts at its
@@ -203,6 +207,63 @@ ${vb}\
 % if argmax:
     , __global long *oi_p, const long oi_off
 % endif
+% if single:
+    , __global ${acc_t} *pp_p, const long pp_off
+%   if argmax:
+    , __global long *ppi_p, const long ppi_off
+%   endif
+    , __global volatile int *ctr_p, const long ctr_off, const long parts
+% endif
+</%def>
+## a first-stage result: the output, or with ``single`` the partial in the accumulator type
+<%def name="store1(idx, val, vali)">\
+% if single:
+        pp_p[pp_off + ${idx}] = ${val};
+%   if argmax:
+        ppi_p[ppi_off + ${idx}] = ${vali};
+%   endif
+% else:
+${store(idx, val, vali)}\
+% endif
+</%def>
+## absorb partial ${idx} (written by other groups of this launch: volatile loads, no stale L1)
+<%def name="absorb_partial(acc, acci, idx)">\
+% if argmax:
+            {
+                const ${acc_t} v_ = ((volatile __global ${acc_t} *)pp_p)[pp_off + ${idx}];
+                const long vi_ = ((volatile __global long *)ppi_p)[ppi_off + ${idx}];
+                if (th_better(v_, vi_, ${acc}, ${acci})) {
+                    ${acc} = v_;
+                    ${acci} = vi_;
+                }
+            }
+% else:
+            ${acc} = th_combine(${acc}, ((volatile __global ${acc_t} *)pp_p)[pp_off + ${idx}]);
+% endif
+</%def>
+## a fence ordering this work-item's global accesses for the whole device: NVIDIA's compiler
+## makes mem_fence(CLK_GLOBAL_MEM_FENCE) a work-group-scope membar.cta, so there (``fence``
+## 'membar.gl', from the platform) it is PTX's device-scope fence
+<%def name="device_fence()">\
+% if fence == 'membar.gl':
+    asm volatile("membar.gl;" ::: "memory");
+% else:
+    mem_fence(CLK_GLOBAL_MEM_FENCE);
+% endif
+</%def>
+## single pass: every lane reaches this (no early return) after its partial stores; the group
+## counts itself done on counter ${ci} of ${expected}; all but the last group leave
+<%def name="last_group(ci, expected)">\
+${device_fence()}
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0)
+        s_last = atomic_inc(ctr_p + ctr_off + ${ci}) == (int)(${expected}) - 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (!s_last)
+        return;
+${device_fence()}
+    if (get_local_id(0) == 0)
+        ctr_p[ctr_off + ${ci}] = 0;
 </%def>
 ## base += offset of kept index o
 <%def name="kept_offset(o, bases=('base',), ks=('ks',))">\
@@ -395,6 +456,9 @@ __kernel void ${name}(
     , const long ks${d}
 % endfor
 ${out_args()}
+% if single:
+    , const int fin_t
+% endif
 )
 {
 % if T > 1:
@@ -402,6 +466,9 @@ ${out_args()}
     const int t = l & ${T - 1};
     const long item = (long)get_group_id(0) * ${L // T} + (l >> ${T.bit_length() - 1});
 % else:
+%   if single:
+    const int l = get_local_id(0);
+%   endif
     const int t = 0;
     const long item = get_global_id(0);
 % endif
@@ -492,11 +559,16 @@ ${absorb1('acc', 'acc_i', 'a', 'a - base')}
         }
 % endif
     }
-% if T > 1:
+% if T > 1 or single:
     __local ${acc_t} s_acc[${L}];
 %   if argmax:
     __local long s_idx[${L}];
 %   endif
+% endif
+% if single:
+    __local int s_last;
+% endif
+% if T > 1:
     s_acc[l] = acc;
 %   if argmax:
     s_idx[l] = acc_i;
@@ -515,16 +587,63 @@ ${absorb1('acc', 'acc_i', 'a', 'a - base')}
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+%   if not single:
     if (t != 0)
         return;
+%   endif
     acc = s_acc[l];
 %   if argmax:
     acc_i = s_idx[l];
 %   endif
 % endif
+% if single:
+    if (t == 0 && item < n_items) {
+${store1('item', 'acc', 'acc_i')}
+    }
+${last_group('0', 'get_num_groups(0)')}
+    /* the last group: fin_t lanes per output walk its partials [q][o], then a tree */
+    {
+        const int tt = l & (fin_t - 1);
+        for (long o0 = 0; o0 < n_out; o0 += ${L} / fin_t) {
+            const long o = o0 + l / fin_t;
+            ${acc_t} f = ${identity};
+%   if argmax:
+            long fi = LONG_MAX;
+%   endif
+            if (o < n_out) {
+                for (long q = tt; q < parts; q += fin_t) {
+${absorb_partial('f', 'fi', 'q * n_out + o')}
+                }
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            s_acc[l] = f;
+%   if argmax:
+            s_idx[l] = fi;
+%   endif
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int s = fin_t / 2; s > 0; s >>= 1) {
+                if (tt < s) {
+%   if argmax:
+                    if (th_better(s_acc[l + s], s_idx[l + s], s_acc[l], s_idx[l])) {
+                        s_acc[l] = s_acc[l + s];
+                        s_idx[l] = s_idx[l + s];
+                    }
+%   else:
+                    s_acc[l] = th_combine(s_acc[l], s_acc[l + s]);
+%   endif
+                }
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            if (tt == 0 && o < n_out) {
+${store('o', 's_acc[l]', 's_idx[l]')}
+            }
+        }
+    }
+% else:
     if (item < n_items) {
 ${store('item', 'acc', 'acc_i')}
     }
+% endif
 }
 
 % elif mode == 'cols':
@@ -541,6 +660,9 @@ ${out_args()}
 )
 {
 <% W = NB * V %>
+% if single:
+    __local int s_last;
+% endif
 % if L > 1:
     const int l = get_local_id(0);
     const int cx = l % ${CX};
@@ -690,13 +812,17 @@ ${absorb1('va[j]', 'vb[j]', 'off + j', 'r')}
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+%   if single:
+    if (ry == 0) {
+%   else:
     if (ry != 0)
         return;
     {
+%   endif
         const int s0 = cx * ${W};
         const long w = nfull * ${V} + rem;
         for (int q = 0; q < w; q++) {
-${store('p * n_out + c0 + q', 's_acc[s0 + q]', 's_idx[s0 + q]')}
+${store1('p * n_out + c0 + q', 's_acc[s0 + q]', 's_idx[s0 + q]')}
         }
     }
 % else:
@@ -712,7 +838,7 @@ ${store('p * n_out + c0 + q', 's_acc[s0 + q]', 's_idx[s0 + q]')}
 %   endif
         const long c = p * n_out + c0 + j * ${V};
 %   for q, c in enumerate(comps):
-${store('c + %d' % q, 'va[%s]' % jv + ('.' + c if vec else ''), capture(cols_idx, 'vb[%s]' % jv, c))}
+${store1('c + %d' % q, 'va[%s]' % jv + ('.' + c if vec else ''), capture(cols_idx, 'vb[%s]' % jv, c))}
 %   endfor
     }
 %   if vec:
@@ -720,11 +846,29 @@ ${store('c + %d' % q, 'va[%s]' % jv + ('.' + c if vec else ''), capture(cols_idx
         const long c = p * n_out + c0 + nfull * ${V};
 %     for q, c in enumerate(comps):
         if (${q} < rem) {
-${store('c + %d' % q, 'va[%s].' % jr + c, capture(cols_idx, 'vb[%s]' % jr, c))}
+${store1('c + %d' % q, 'va[%s].' % jr + c, capture(cols_idx, 'vb[%s]' % jr, c))}
         }
 %     endfor
     }
 %   endif
+% endif
+% if single:
+${last_group('cg', 'parts')}
+    /* the last group of this column tile: each lane walks a column's partials [q][c] */
+    {
+        const long c_lo = cg * ${CX * W};
+        const long c_hi = c_lo + ${CX * W} < n_out ? c_lo + ${CX * W} : n_out;
+        for (long c = c_lo + get_local_id(0); c < c_hi; c += ${L}) {
+            ${acc_t} f = ${identity};
+%   if argmax:
+            long fi = LONG_MAX;
+%   endif
+            for (long q = 0; q < parts; q++) {
+${absorb_partial('f', 'fi', 'q * n_out + c')}
+            }
+${store('c', 'f', 'fi')}
+        }
+    }
 % endif
 }
 % endif
