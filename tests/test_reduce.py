@@ -400,7 +400,7 @@ def test_fast_empty_and_0d(traits):
 @pytest.mark.parametrize('knobs', [dict(GPU_UNROLL=8, GPU_MIN_SWEEPS=2, GPU_LOCAL=512,
                                         GPU_COLS_CX=16, GPU_COLS_MIN_CX=4),
                                    dict(GPU_UNROLL=2, GPU_LOCAL=64, GPU_THREADS_PER_CU=256,
-                                        GPU_COLS_CX=8)],
+                                        GPU_COLS_THREADS_PER_CU=256, GPU_COLS_CX=8)],
                          ids=['wide', 'narrow'])
 def test_fast_gpu_knobs(knobs, monkeypatch):
     """Other GPU geometries (what a benchmark sweep may set) on the emulated H100."""

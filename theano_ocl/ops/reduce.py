@@ -298,12 +298,15 @@ FAST_PATHS = True
 CPU_ITEMS_PER_CORE = 8
 CPU_BAND_BYTES = 32768
 # GPU: work-group size; vectors in flight per lane (unroll); threads per compute unit the
-# grid aims at before it splits outputs in parts (partials + a second pass); unrolled sweeps
-# a lane makes at the least (> 1: fewer lanes per row, more rows per group); column tile
-# width in vectors (largest, smallest).
+# grid aims at before it splits outputs in parts (rows, cols); unrolled sweeps a lane makes
+# at the least (> 1: fewer lanes per row, more rows per group); column tile width in vectors
+# (largest, smallest). Threads per CU, H100 4096x4096 float32, kernel GB/s by events, two
+# runs each (2048 / 1024 / 512): sum all 2206-2212 / 2285-2300 / 2268-2273, sum(x, 0)
+# 2151-2162 / 2191-2197 / 2251-2267; rows without parts (sum(x, 1), argmax) unchanged.
 GPU_LOCAL = 256
 GPU_UNROLL = 8
-GPU_THREADS_PER_CU = 2048
+GPU_THREADS_PER_CU = 1024
+GPU_COLS_THREADS_PER_CU = 512
 GPU_MIN_SWEEPS = 2
 GPU_COLS_CX = 32
 GPU_COLS_MIN_CX = 8
@@ -450,7 +453,7 @@ def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=Non
             L //= 2
             RY //= 2
         n_cg = _cdiv(ncv, CX)
-        target = tr.compute_units * GPU_THREADS_PER_CU
+        target = tr.compute_units * GPU_COLS_THREADS_PER_CU
         # more column tiles (down to 8 vectors = 128 bytes of a row per tile: still whole
         # cache lines) and more row-lanes before splitting rows across groups
         while CX > GPU_COLS_MIN_CX and n_cg * L < target and RY * 2 * U <= n_red:
