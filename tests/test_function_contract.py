@@ -295,6 +295,77 @@ def test_hot_commits_run_as_one_batched_copy():
         assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name + ' new shape')
 
 
+def test_steady_state_calls_follow_every_change_of_their_inputs():
+    """Calls that come back to the last call's frame skip its key and lookup (vm.py
+    OCLFunction._make_guard): set_value, a write into the cell, another shape, another
+    function's update and re-placement of a shared variable, a device output handed back
+    earlier, and a value-dependent shape met inside such a call all behave as before."""
+    def want(v):
+        return np.exp(np.asarray(v, 'f4') * np.float32(1e-4))
+    x = theano.shared(np.arange(5000, dtype='f4'), 'x')
+    f = theano.function([], T.exp(x * np.float32(1e-4)), updates={x: x + 1},
+                        mode=ocl(outputs='device'))
+    rs = [f() for _ in range(8)]
+    assert f.fn._hot is not None
+    for k, r in enumerate(rs):                      # donated outputs are never overwritten
+        assert_close(r.get(), want(np.arange(5000) + k), what='call %d' % k)
+    for new, what in ((np.full(5000, 2, 'f4'), 'set_value'), (np.ones(70, 'f4'), 'new shape')):
+        x.set_value(new)
+        for k in range(3):
+            assert_close(f().get(), want(new + k), what='%s, call %d' % (what, k))
+    x.container.storage[0] = np.full(70, 5, 'f4')     # bypasses the container
+    assert_close(f().get(), want(np.full(70, 5)))
+    g = theano.function([], [], updates={x: T.concatenate([x, x])}, mode=ocl())
+    h = theano.function([], [], updates={x: x * 2}, mode=ocl())
+    for k in range(3):
+        h()                                         # the device copy changes under f
+        assert_close(f().get(), want(x.get_value() - 1), what='after h %d' % k)
+    g()                                             # re-placed: another shape and buffer
+    assert_close(f().get(), want(x.get_value() - 1), what='after g')
+    assert_close(x.get_value()[:70], x.get_value()[70:])
+    # an input of the same shape whose selection changes size: replanned inside such calls
+    w = T.fvector('w')
+    nz = theano.function([w], T.exp(w[(w > 0).nonzero()]), mode=ocl())
+    nz_c = theano.function([w], T.exp(w[(w > 0).nonzero()]), mode='FAST_RUN')
+    base = np.tile(np.array([1, -1, 2, -2], 'f4'), 2000)
+    for k in range(10):
+        a = base * (1 if k % 4 else -1)
+        a[:k] = 3
+        assert_close(nz(a), nz_c(a), what='nonzero, call %d' % k)
+    assert nz.fn.replans >= 2
+
+
+def test_input_arrays_may_change_once_the_call_returns():
+    """A call returning device arrays (or nothing) has waited for its input uploads: the
+    caller may write into the arrays it passed right after, and host nodes' outputs are
+    uploaded from a snapshot (their thunks may reuse the same array next time)."""
+    x = T.fvector('x')
+    i = T.lscalar('i')
+    f = theano.function([x], T.exp(x * np.float32(1e-3)) + 1, mode=ocl(outputs='device'))
+    s = theano.shared(np.zeros(3, 'f4'), 's')
+    g = theano.function([x], [], updates={s: s + x[:3]}, mode=ocl())
+    # a host fallback node (Unique: no device kernel) whose output feeds a device kernel
+    h = theano.function([x, i], T.exp(T.extra_ops.Unique()(x)[:i] * np.float32(1e-3)),
+                        mode=ocl(outputs='device'))
+    assert theano_ocl.fallback_nodes(h)
+    rng = np.random.RandomState(3)
+    for k in range(6):
+        v = rng.uniform(-3, 3, 1 << 20).astype('f4')
+        want = np.exp(v * np.float32(1e-3)) + 1
+        r = f(v)
+        v[:] = np.nan                                 # the caller reuses its array at once
+        assert_close(r.get(), want, what='call %d' % k)
+        v = rng.uniform(-3, 3, 1 << 16).astype('f4')
+        before = s.get_value()
+        g(v)
+        third = v[:3].copy()
+        v[:] = np.nan
+        assert_close(s.get_value(), before + third, what='update, call %d' % k)
+        u = np.round(rng.uniform(0, 1000, 1 << 16)).astype('f4')
+        r = h(u, 500)
+        assert_close(r.get(), np.exp(np.unique(u)[:500] * np.float32(1e-3)), what='host node, call %d' % k)
+
+
 def test_inputs_read_only_for_their_shape_are_read_every_call():
     # an input only shape nodes read stays on the host and is not part of the frame key:
     # its shape must be read on every call (Theano's test_opt test_equality_shapes and

@@ -3,7 +3,9 @@
 Data flow of one call (``OCLFunction.__call__``), top to bottom:
 
 1. key: the shapes of the inputs consumed on the device and the values of the
-   small host inputs that decide shapes (indices, sizes);
+   small host inputs that decide shapes (indices, sizes); a call that comes back to the
+   last call's frame with its inputs as planned (the steady state) skips this and the
+   lookup: the frame's guard tells it (``OCLFunction._make_guard``);
 2. if a *frame* exists for that key, replay it: a flat list of steps (kernel
    launches with arguments bound once, uploads into fixed buffers, host nodes),
    each guarded where its assumptions could break (then the frame is re-planned);
@@ -71,6 +73,7 @@ class Frame(object):
         self.checks = []           # (task index, fn): device error flags read after a call
         self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
         self.commit_plan = None    # CommitPlan once hot and worth it; False: never
+        self.guard = None          # OCLFunction._make_guard's closure; False: none for it
 
     def release(self):
         for root in self.arena + self.owned:
@@ -246,12 +249,15 @@ def download(dev, queue, darr, host=None):
 
 
 def upload(dev, queue, darr, host, blocking=False):
-    """Copy a host array into a C-contiguous DArray (same shape and dtype)."""
+    """Copy a host array into a C-contiguous DArray (same shape and dtype); returns the
+    copy's event (None when there is nothing to copy). A non-blocking copy may read
+    ``host`` until that event completes."""
     if darr.size:
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
-        dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                            is_blocking=blocking)
+        return dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
+                                   is_blocking=blocking)
+    return None
 
 
 class Task(object):
@@ -325,6 +331,15 @@ class OCLFunction(object):
         self.batch_after = 3
         self.batch_min_launches = 16
         self._host_thunks = None
+        # what every call reads, looked up once (a call costs a few microseconds of host
+        # time: each attribute chain and method call in it shows)
+        prog = program
+        self._inputs = [(cell, prog.residents.get(i)) for i, cell in enumerate(prog.input_cells)]
+        self._key_plan = [(kind,) + self._inputs[i] + (i,) for i, kind in prog.input_plan]
+        self._hot = None           # the guard of the last call's frame (see _make_guard)
+        self._host_output_cells = list(prog.host_output_cells)
+        self._output_cells = [(j, cell) for j, cell in enumerate(prog.computed_output_cells)
+                              if cell is not None]
 
     def upload_constants(self):
         for var in self.program.consts:
@@ -336,27 +351,62 @@ class OCLFunction(object):
 
     # ---------------------------------------------------------------- the call
     def __call__(self, output_subset=None):
-        prog = self.program
-        key = self._key()
-        for cell in prog.host_output_cells:
+        for cell in self._host_output_cells:
             cell[0] = None    # a host thunk must not write into an array returned before
-        frame = self.frames.get(key) if key is not None else None
+        guard = self._hot
+        frame = guard() if guard is not None else None
         if frame is not None:
-            self.frames.move_to_end(key)
+            # steady state: the last call's frame, whose key, input buffers and place in
+            # self.frames (the most recent) still hold; what _key, the frame lookup and
+            # _replay's re-binding would find, in a fraction of their time
             frame.replays += 1
-            if frame.tiny and frame.replays > self.host_tier_after:
-                return self._run_in_thread()
             try:
-                self._replay(frame)
+                self._run_steps(frame)
             except Replan:
+                key = frame.key
                 self._drop(key)
                 self.replans += 1
-                frame = None
-        if frame is None:
-            frame = self._plan(key)
-        outputs = [fetch() for fetch in frame.outputs]
+                frame = self._plan(key)
+        else:
+            self._hot = None      # set again once this call's frame has run
+            key = self._key()
+            frame = self.frames.get(key) if key is not None else None
+            if frame is not None:
+                self.frames.move_to_end(key)
+                frame.replays += 1
+                if frame.tiny and frame.replays > self.host_tier_after:
+                    return self._run_in_thread()
+                try:
+                    self._replay(frame)
+                except Replan:
+                    self._drop(key)
+                    self.replans += 1
+                    frame = None
+            if frame is None:
+                frame = self._plan(key)
+            guard = frame.guard
+            if guard is None:
+                guard = frame.guard = self._make_guard(frame)
+            self._hot = guard or None
+        outputs = []
+        for fetch in frame.outputs:     # (a loop: cheaper than a comprehension for a few)
+            outputs.append(fetch())
         if frame.checks:
             self.run_checks(frame)
+        if frame.commits:
+            self._commit(frame)
+        dev = self.dev
+        if dev.pending_uploads:
+            dev.settle_uploads()
+        self.last_frame = frame
+        for j, cell in self._output_cells:
+            cell[0] = outputs[j]
+        if self.profile:
+            self._collect_profile()
+        return outputs
+
+    def _commit(self, frame):
+        """Apply the frame's updates (after its outputs were fetched and checks passed)."""
         plan = frame.commit_plan
         if plan is None and self.batch_after is not None and not self.profile \
                 and frame.replays >= self.batch_after:
@@ -366,15 +416,6 @@ class OCLFunction(object):
         else:
             for apply in [prepare() for prepare in frame.commits]:
                 apply()
-        if self.dev.pending_uploads:
-            self.dev.settle_uploads()
-        self.last_frame = frame
-        for cell, value in zip(prog.computed_output_cells, outputs):
-            if cell is not None:
-                cell[0] = value
-        if self.profile:
-            self._collect_profile()
-        return outputs
 
     # ---------------------------------------------------------------- in-thread tier
     def _run_in_thread(self):
@@ -417,13 +458,13 @@ class OCLFunction(object):
     # ---------------------------------------------------------------- keys
     def _key(self):
         parts = [self.output_mode]
-        for i, kind in self.program.input_plan:
-            cell = self.program.input_cells[i]
-            v = cell[0]
+        dev = self.dev
+        for kind, cell, res, _ in self._key_plan:
             if kind == 'resident':
-                res = self.program.residents[i]
-                parts.append(res.device_shape(self.dev))
-            elif kind == 'dev':
+                parts.append(res.device_shape(dev))
+                continue
+            v = cell[0]
+            if kind == 'dev':
                 if isinstance(v, np.ndarray):
                     parts.append(v.shape)
                 elif v is None:
@@ -440,28 +481,84 @@ class OCLFunction(object):
         return tuple(parts)
 
     def _drop(self, key):
+        self._hot = None
         frame = self.frames.pop(key, None)
         if frame is not None:
             frame.release()
 
+    def _make_guard(self, frame):
+        """A closure for calls that come back to ``frame`` (the steady state): it returns the
+        frame when this call's inputs give ``frame.key`` and sit in the buffers its kernels
+        are bound to (so that _key, the lookup and _replay's re-binding would find just
+        that), else None: the call then takes the general path. False where it cannot
+        tell cheaply (inputs that are device arrays or keyed host values; profiling;
+        frames of the in-thread tier).
+
+        It tests what _key and _replay read, for each keyed input: a shared variable's
+        device copy current (Resident.ensure_device's tests), of the planned shape, in the
+        planned buffer; an input array of the planned shape. Whoever drops a frame or
+        plans one clears ``self._hot`` (_drop, _plan); every general call sets it."""
+        if frame.key is None or self.profile or frame.tiny:
+            return False
+        residents, arrays = [], []
+        for (kind, cell, res, i), part in zip(self._key_plan, frame.key[1:]):
+            if kind == 'resident':
+                residents.append((res, part, i))
+            elif kind == 'dev' and type(part) is tuple and \
+                    all(type(n) is int for n in part):
+                arrays.append((cell, part))
+            else:
+                return False
+        dev = self.dev
+        ndarray = np.ndarray
+        residents = tuple(residents)
+        arrays = tuple(arrays)
+
+        def guard():
+            bufs = frame.input_bufs
+            for res, shape, i in residents:
+                # res.current(dev) is not None, inlined (a call per shared variable shows)
+                d = res.darr
+                if d is None or res.dev is not dev or res.host_dirty or \
+                        res.cell[0] is not res.host_obj or d.shape != shape or \
+                        d.root.buf is not bufs[i]:
+                    return None
+            for cell, shape in arrays:
+                v = cell[0]
+                if type(v) is not ndarray or v.shape != shape:
+                    return None
+            return frame
+        return guard
+
     # ---------------------------------------------------------------- replay
     def _replay(self, frame):
-        prog = self.program
         bufs = frame.input_bufs
+        inputs = self._inputs
+        dev = self.dev
         for i, root in frame.input_roots.items():
-            cur = self._input_buffer(i)
+            cell, res = inputs[i]
+            # the buffer this input is in now (a device array's: rebound to, no copy)
+            if res is not None:
+                cur = res.ensure_device(dev, self.queue).root.buf
+            else:
+                v = cell[0]
+                cur = v.base_data if da.is_device_array(v) else None
             if cur is not None and cur is not bufs[i]:
                 # same shapes, another buffer (a new device array, a re-placed shared
                 # variable): point the bound kernels at it instead of re-planning
                 bufs[i] = cur
-                if prog.input_kinds[i] != 'resident':
+                if res is None:
                     root.move(cur)          # origin 0, as planned: only buffers change
                     for site in frame.rebind_sites.get(i, ()):
                         site[0].set_arg(site[1], cur)
                 else:
                     for site in frame.rebind_sites.get(i, ()):
                         bind_site(site, root)
-        if self.batch_after is not None and not self.profile and frame.batched is not False:
+        self._run_steps(frame)
+
+    def _run_steps(self, frame):
+        """Run a frame's recorded steps (or its batched plan) with its buffers bound."""
+        if frame.batched is not False and self.batch_after is not None and not self.profile:
             plan = frame.batched
             if plan is None and frame.replays >= self.batch_after:
                 plan = frame.batched = self._batched_plan(frame)
@@ -538,15 +635,6 @@ class OCLFunction(object):
         plan = planner.plan_steps(frame.steps, self.dev, self.queue)
         return plan if plan.pays() else False
 
-    def _input_buffer(self, i):
-        kind = self.program.input_kinds[i]
-        if kind == 'resident':
-            return self.program.residents[i].ensure_device(self.dev, self.queue).root.buf
-        v = self.program.input_cells[i][0]
-        if da.is_device_array(v):
-            return v.base_data
-        return None
-
     # ---------------------------------------------------------------- planning
     def _plan(self, key):
         prog = self.program
@@ -595,6 +683,7 @@ class OCLFunction(object):
             while len(self.frames) > self.max_frames:
                 _, old = self.frames.popitem(last=False)
                 old.release()
+                self._hot = None
         return frame
 
     def _run_new(self, frame, ctx, record=True):
@@ -876,8 +965,15 @@ def _guard_host_value(cell, planned, var):
 
 
 def _upload_input_step(dev, queue, d, cell):
+    # the caller's array: the call waits for the copy before it returns (dev.pending_uploads,
+    # settled at the end of every call), so the caller may change the array right after --
+    # a call returning device arrays does not otherwise wait for anything
     def run():
-        upload(dev, queue, d, cell[0])
+        ev = upload(dev, queue, d, cell[0])
+        if ev is not None:
+            if len(dev.pending_uploads) >= 256:      # (run_steps: many steps, one end)
+                dev.settle_uploads()
+            dev.pending_uploads.append(ev)
     return run
 
 
@@ -888,7 +984,10 @@ def _upload_guarded_step(dev, queue, d, cell, var):
         v = cell[0]
         if np.shape(v) != shape:
             raise Replan(var)
-        upload(dev, queue, d, np.asarray(v))
+        # a host node's output: its thunk may write the next value into the same array
+        # (Theano's C code reuses output storage) while this copy is still queued, so the
+        # copy reads a snapshot
+        upload(dev, queue, d, np.array(v, order='C'))
     return run
 
 
@@ -951,11 +1050,18 @@ def _donate_output(vm, frame, d):
     root = d.root
     make = da.array_factory(queue, d.shape, d.dtype)
     sites = frame.root_sites[id(root)]
+    allocate = dev.pool.allocate
 
     def run():
         out = make(root.buf, root.origin)
         moved = root.origin
-        root.move(dev.alloc(root.nbytes))
+        nbytes = root.nbytes
+        try:
+            # the pool directly: this size was allocated (and checked) when planning
+            buf = allocate(nbytes)
+        except Exception:
+            buf = dev.alloc(nbytes)     # frees held blocks and retries; else MemoryError
+        root.move(buf)
         if moved:
             for site in sites:
                 bind_site(site, root)
