@@ -241,29 +241,36 @@ ${store(idx, val, vali)}\
             ${acc} = th_combine(${acc}, ((volatile __global ${acc_t} *)pp_p)[pp_off + ${idx}]);
 % endif
 </%def>
-## a fence ordering this work-item's global accesses for the whole device: NVIDIA's compiler
-## makes mem_fence(CLK_GLOBAL_MEM_FENCE) a work-group-scope membar.cta, so there (``fence``
-## 'membar.gl', from the platform) it is PTX's device-scope fence
+## a fence ordering this work-item's global accesses (and, being cumulative, those of its
+## work-group that a barrier ordered before it) for the whole device. NVIDIA's compiler makes
+## mem_fence(CLK_GLOBAL_MEM_FENCE) a work-group-scope membar.cta, so there ``fence`` names
+## the PTX instruction (ops/reduce.py device_fence: fence.acq_rel.gpu from Volta on, else
+## membar.gl); elsewhere mem_fence.
 <%def name="device_fence()">\
-% if fence == 'membar.gl':
-    asm volatile("membar.gl;" ::: "memory");
+% if fence:
+        asm volatile("${fence};" ::: "memory");
 % else:
-    mem_fence(CLK_GLOBAL_MEM_FENCE);
+        mem_fence(CLK_GLOBAL_MEM_FENCE);
 % endif
 </%def>
-## single pass: every lane reaches this (no early return) after its partial stores; the group
-## counts itself done on counter ${ci} of ${expected}; all but the last group leave
+## single pass: every lane reaches this (no early return) after its partial stores; the
+## barrier orders them before lane 0's release fence and its count on counter ${ci} of
+## ${expected}; lane 0 of the last group fences again (acquire) before the group reads the
+## partials; all but the last group leave
 <%def name="last_group(ci, expected)">\
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) {
 ${device_fence()}
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0)
-        s_last = atomic_inc(ctr_p + ctr_off + ${ci}) == (int)(${expected}) - 1;
+        const int last = atomic_inc(ctr_p + ctr_off + ${ci}) == (int)(${expected}) - 1;
+        if (last) {
+${device_fence()}
+            ctr_p[ctr_off + ${ci}] = 0;
+        }
+        s_last = last;
+    }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!s_last)
         return;
-${device_fence()}
-    if (get_local_id(0) == 0)
-        ctr_p[ctr_off + ${ci}] = 0;
 </%def>
 ## base += offset of kept index o
 <%def name="kept_offset(o, bases=('base',), ks=('ks',))">\

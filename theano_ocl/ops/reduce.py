@@ -143,7 +143,7 @@ class Combine(object):
                CX=1, RY=1, aligned=False, idx32=True, single=False, fence=None):
         """Render (memoized) the kernel; returns (source, kernel name). ``single``: a rows
         or cols kernel with parts that reduces its own partials (the last group); ``fence``:
-        'membar.gl' where the device fence is NVIDIA's PTX instruction (see the template)."""
+        the PTX instruction of the device fence on NVIDIA (:func:`device_fence`)."""
         vkind = self.vector_kind() if V > 1 else None
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
@@ -565,11 +565,24 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
             n_red, L, 1, False)
 
 
+def device_fence(dev):
+    """The PTX instruction of a device-scope fence on NVIDIA's platform (whose
+    mem_fence(CLK_GLOBAL_MEM_FENCE) is work-group scope), else None (mem_fence): Volta
+    (compute capability 7) and later have fence.acq_rel.gpu, older GPUs membar.gl."""
+    if 'NVIDIA' not in dev.platform_name:
+        return None
+    try:
+        major = dev.device.compute_capability_major_nv
+    except Exception:
+        major = 0
+    return 'fence.acq_rel.gpu' if major >= 7 else 'membar.gl'
+
+
 def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
                  n_red, single=False):
     """One fast-path launch; ``single``: ``g.parts`` > 1 and the kernel's last group
     reduces the partials into ``out`` (GPUs: local sizes > 1)."""
-    fence = 'membar.gl' if single and 'NVIDIA' in ctx.dev.platform_name else None
+    fence = device_fence(ctx.dev) if single else None
     if g.mode == 'rows':
         # with one lane per item the code does not depend on L (one build for every L)
         src, name = comb.source('rows', kd=len(kshape), L=g.L if g.T > 1 or single else 1,
