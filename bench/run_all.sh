@@ -14,9 +14,11 @@ run() {  # name, timeout, args...
   timeout "$t" python "$@" ${dev:+--device $dev} 2>&1 | grep -v -e compilelock -e 'WARNING (theano' | tee "$out/$name-$tag.txt"
 }
 run check1 120 check1.py
+run check1_host 120 check1_host.py
 run elemwise 120 elemwise.py
 run overhead 120 overhead.py --calls 5000
 run reduce 200 reduce.py
+run reduce_ceiling 200 reduce_ceiling.py
 run gemm 200 gemm.py
 run demo 300 demo.py --hidden 1000,1000 --steps 50
 run mlp 300 mlp.py
