@@ -371,6 +371,27 @@ def test_fast_parts_single_pass(gpu, single, monkeypatch):
     assert f_o.fn.last_frame.n_launches == n_red + (0 if single else split), planned
 
 
+def test_single_pass_only_where_the_fence_is_known():
+    """NVIDIA GPUs get a PTX device-scope fence (by compute capability), CPU devices a
+    mem_fence; other GPUs keep the second launch."""
+    class Dev(object):
+        def __init__(self, platform, is_cpu=False, cc=None):
+            self.platform_name = platform
+            self.is_cpu = is_cpu
+            self.device = type('D', (), {})()
+            if cc is not None:
+                self.device.compute_capability_major_nv = cc
+    cases = [(Dev('NVIDIA CUDA', cc=9), 'fence.acq_rel.gpu', True),
+             (Dev('NVIDIA CUDA', cc=6), 'membar.gl', True),
+             (Dev('NVIDIA CUDA'), 'membar.gl', True),
+             (Dev('AMD Accelerated Parallel Processing'), None, False),
+             (Dev('Intel(R) OpenCL Graphics'), None, False),
+             (Dev('Portable Computing Language', is_cpu=True), None, True)]
+    for dev, fence, safe in cases:
+        assert ocl_reduce.device_fence(dev) == fence, dev.platform_name
+        assert ocl_reduce.single_pass_safe(dev) == safe, dev.platform_name
+
+
 def test_fast_long_index_path(monkeypatch):
     """argmax lanes with 64-bit offsets (chunks of 2**31 elements and more)."""
     monkeypatch.setattr(ocl_reduce, 'IDX32_LIMIT', 0)

@@ -23,8 +23,8 @@ the sizes below are the defaults of the ``CPU_*`` / ``GPU_*`` knobs):
   in local memory. CPUs: a work-item owns a band of whole rows' columns (accumulators in
   32 KiB, L1) and walks its rows: long contiguous reads.
 - few outputs over a long range (a full reduction, few long rows or few row blocks): the
-  range is split in parts that write partials in the accumulator dtype. On GPUs the same
-  launch reduces them (``GPU_SINGLE_PASS``): every work-group counts itself done on a
+  range is split in parts that write partials in the accumulator dtype. On NVIDIA GPUs the
+  same launch reduces them (``GPU_SINGLE_PASS``, :func:`single_pass_safe`): every work-group counts itself done on a
   device counter after a global fence, and the last one reduces the partials and resets the
   counter (rows: one counter, the last group of the launch; cols: one per column tile). A
   second launch costs ~5 us on the H100, 15% of a 64 MB full sum. Elsewhere (and with the
@@ -502,7 +502,7 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
         fast = fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides,
                              x.boff // x.itemsize, parts)
         if fast is not None and fast.parts > 1 and GPU_SINGLE_PASS and not tr.is_cpu \
-                and fast.lsize > 1:
+                and fast.lsize > 1 and single_pass_safe(ctx.dev):
             _launch_fast(ctx, comb, fast, x, out, out_idx, kshape, kstrides, rshape, rstrides,
                          n_out, n_red, single=True)
             return
@@ -563,6 +563,14 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
         return
     _launch(ctx, comb, ins, None, out, out_idx, kshape, None, rshape, None, r_contig, n_out,
             n_red, L, 1, False)
+
+
+def single_pass_safe(dev):
+    """Whether the single pass's cross-group handshake is known to hold on ``dev``: NVIDIA
+    GPUs (a PTX device-scope fence, checked in the generated PTX) and CPU devices (coherent
+    caches: where the tests run the GPU geometries). Other GPUs' OpenCL 1.2 ``mem_fence`` is
+    not specified beyond the work-group, so they keep the second launch."""
+    return dev.is_cpu or device_fence(dev) is not None
 
 
 def device_fence(dev):
