@@ -84,8 +84,8 @@ x_p[${a}]\
 <%def name="absorb1(acc, acci, a, ri)">\
 ${absorbv(acc, acci, capture(load1, a), ri)}\
 </%def>
-## scalar absorb of the value ${val}
-<%def name="absorbv(acc, acci, val, ri)">\
+## scalar absorb of the value ${val} (``combine``: a value of the accumulator's type)
+<%def name="absorbv(acc, acci, val, ri, combine=False)">\
 % if argmax:
         {
             const ${acc_t} v_ = ${val};
@@ -96,7 +96,7 @@ ${absorbv(acc, acci, capture(load1, a), ri)}\
             }
         }
 % else:
-        ${acc} = th_absorb(${acc}, ${val});
+        ${acc} = ${'th_combine' if combine else 'th_absorb'}(${acc}, ${val});
 % endif
 </%def>
 ## fold vector accumulator lanes into a scalar accumulator
@@ -228,18 +228,29 @@ ${store(idx, val, vali)}\
 </%def>
 ## absorb partial ${idx} (written by other groups of this launch: volatile loads, no stale L1)
 <%def name="absorb_partial(acc, acci, idx)">\
+${absorbv(acc, acci, '((volatile __global %s *)pp_p)[pp_off + %s]' % (acc_t, idx),
+          '((volatile __global long *)ppi_p)[ppi_off + %s]' % idx, combine=True)}\
+</%def>
+## slot ${b} of s_acc (s_idx) combined into slot ${a}
+<%def name="combine_slots(a, b)">\
 % if argmax:
-            {
-                const ${acc_t} v_ = ((volatile __global ${acc_t} *)pp_p)[pp_off + ${idx}];
-                const long vi_ = ((volatile __global long *)ppi_p)[ppi_off + ${idx}];
-                if (th_better(v_, vi_, ${acc}, ${acci})) {
-                    ${acc} = v_;
-                    ${acci} = vi_;
-                }
+            if (th_better(s_acc[${b}], s_idx[${b}], s_acc[${a}], s_idx[${a}])) {
+                s_acc[${a}] = s_acc[${b}];
+                s_idx[${a}] = s_idx[${b}];
             }
 % else:
-            ${acc} = th_combine(${acc}, ((volatile __global ${acc_t} *)pp_p)[pp_off + ${idx}]);
+            s_acc[${a}] = th_combine(s_acc[${a}], s_acc[${b}]);
 % endif
+</%def>
+## a local-memory tree: for s = ${half}, ${half}/2, ... 1 the lanes with ${lane} < s combine
+## slot l + s into slot l (every lane of the group reaches each barrier)
+<%def name="tree(half, lane)">\
+    for (int s = ${half}; s > 0; s >>= 1) {
+        if (${lane} < s) {
+${combine_slots('l', 'l + s')}
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
 </%def>
 ## a fence ordering this work-item's global accesses (and, being cumulative, those of its
 ## work-group that a barrier ordered before it) for the whole device. NVIDIA's compiler makes
@@ -429,19 +440,7 @@ ${red_offset('r')}
     s_idx[l] = acc_i;
 %   endif
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = ${L // 2}; s > 0; s >>= 1) {
-        if (l < s) {
-%   if argmax:
-            if (th_better(s_acc[l + s], s_idx[l + s], s_acc[l], s_idx[l])) {
-                s_acc[l] = s_acc[l + s];
-                s_idx[l] = s_idx[l + s];
-            }
-%   else:
-            s_acc[l] = th_combine(s_acc[l], s_acc[l + s]);
-%   endif
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+${tree(L // 2, 'l')}
     if (l != 0)
         return;
     acc = s_acc[0];
@@ -581,19 +580,7 @@ ${absorb1('acc', 'acc_i', 'a', 'a - base')}
     s_idx[l] = acc_i;
 %   endif
     barrier(CLK_LOCAL_MEM_FENCE);
-    for (int s = ${T // 2}; s > 0; s >>= 1) {
-        if (t < s) {
-%   if argmax:
-            if (th_better(s_acc[l + s], s_idx[l + s], s_acc[l], s_idx[l])) {
-                s_acc[l] = s_acc[l + s];
-                s_idx[l] = s_idx[l + s];
-            }
-%   else:
-            s_acc[l] = th_combine(s_acc[l], s_acc[l + s]);
-%   endif
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
+${tree(T // 2, 't')}
 %   if not single:
     if (t != 0)
         return;
@@ -628,19 +615,7 @@ ${absorb_partial('f', 'fi', 'q * n_out + o')}
             s_idx[l] = fi;
 %   endif
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int s = fin_t / 2; s > 0; s >>= 1) {
-                if (tt < s) {
-%   if argmax:
-                    if (th_better(s_acc[l + s], s_idx[l + s], s_acc[l], s_idx[l])) {
-                        s_acc[l] = s_acc[l + s];
-                        s_idx[l] = s_idx[l + s];
-                    }
-%   else:
-                    s_acc[l] = th_combine(s_acc[l], s_acc[l + s]);
-%   endif
-                }
-                barrier(CLK_LOCAL_MEM_FENCE);
-            }
+${tree('fin_t / 2', 'tt')}
             if (tt == 0 && o < n_out) {
 ${store('o', 's_acc[l]', 's_idx[l]')}
             }
@@ -807,14 +782,7 @@ ${absorb1('va[j]', 'vb[j]', 'off + j', 'r')}
             const int s0 = (ry * ${CX} + cx) * ${W};
             const int s1 = ((ry + s) * ${CX} + cx) * ${W};
             for (int q = 0; q < ${W}; q++) {
-%   if argmax:
-                if (th_better(s_acc[s1 + q], s_idx[s1 + q], s_acc[s0 + q], s_idx[s0 + q])) {
-                    s_acc[s0 + q] = s_acc[s1 + q];
-                    s_idx[s0 + q] = s_idx[s1 + q];
-                }
-%   else:
-                s_acc[s0 + q] = th_combine(s_acc[s0 + q], s_acc[s1 + q]);
-%   endif
+${combine_slots('s0 + q', 's1 + q')}
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
