@@ -1,5 +1,4 @@
 """The Theano Function contract under the OCL linker, and the VM's storage behaviour."""
-import copy
 import pickle
 import resource
 import gc

@@ -21,7 +21,6 @@ The same frames serve ``SimulatorOCL.run_steps``: replay N times with no host
 round trip when the frame has no host steps.
 """
 import collections
-import sys
 import time
 
 import numpy as np
@@ -816,11 +815,7 @@ class OCLFunction(object):
         self._run_new(ctx.frame, ctx)
 
     def _plan_host(self, task, ctx, dvals, live):
-        prog = self.program
         thunk = task.thunk
-        storage_map = prog.storage_map
-        compute_map = prog.compute_map
-        outs = task.node.outputs
 
         def run():
             thunk()
