@@ -195,3 +195,53 @@ def test_repeat_matches_c(dtype):
             assert_close(g, w)
     with pytest.raises(ValueError):
         f(xv, np.array([1, 2], 'int64'), 1)          # repeats of the wrong length
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int8', 'uint16', 'bool', 'float16'])
+def test_permute_row_elements(dtype):
+    """PermuteRowElements (forward: a gather on the device) against Theano C: a permutation
+    per row, one for every row, x broadcast over y's rows, 3-d, negative entries, strided
+    and reversed operands, empty rows; the inverse (a host fallback) still matches."""
+    rng = np.random.RandomState(7)
+
+    def perms(rows, n, neg=False):
+        p = np.array([rng.permutation(n) for _ in range(rows)], 'int64')
+        return p - n if neg else p
+    x2 = T.matrix('x2', dtype=dtype)
+    x1 = T.vector('x1', dtype=dtype)
+    x3 = T.tensor3('x3', dtype=dtype)
+    xr = T.row('xr', dtype=dtype)
+    y2 = T.lmatrix('y2')
+    y1 = T.lvector('y1')
+    y2i = T.imatrix('y2i')
+    outs = [T.permute_row_elements(x2, y2), T.permute_row_elements(x2, y1),
+            T.permute_row_elements(x1, y2), T.permute_row_elements(x3, y2),
+            T.permute_row_elements(x2[::-1, ::2], y2i[:, 3:]),
+            T.permute_row_elements(xr, y2)]
+    vals = [rand((4, 7), dtype, rng), rand((7,), dtype, rng), rand((3, 4, 7), dtype, rng),
+            perms(4, 7), perms(1, 7, neg=True)[0], perms(4, 7, neg=True)[:, ::-1].astype('int32')]
+    vals[5] = np.concatenate([np.zeros((4, 3), 'int32'), perms(4, 4).astype('int32')], 1)
+    vals.append(rand((1, 7), dtype, rng))
+    f = assert_matches_c([x2, x1, x3, y2, y1, y2i, xr], outs, vals)
+    assert any(isinstance(n.op, T.basic.PermuteRowElements) for n, where, _ in
+               theano_ocl.placements(f) if where == 'device')
+    # empty rows, and the inverse: on the host, same values
+    assert_matches_c([x2, y2], [T.permute_row_elements(x2, y2)],
+                     [np.zeros((0, 7), dtype), np.zeros((0, 7), 'int64')])
+    g = assert_matches_c([x2, y2], [T.permute_row_elements(x2, y2, inverse=True) * 1],
+                         [vals[0], vals[3]], device_only=False)
+    assert [n.op for n in theano_ocl.fallback_nodes(g)] == [T.basic.PermuteRowElements()]
+
+
+def test_permute_row_elements_errors():
+    x = T.matrix('x')
+    y = T.lmatrix('y')
+    f = theano.function([x, y], T.permute_row_elements(x, y), mode=ocl_mode())
+    v = rand((3, 5), 'float64')
+    with pytest.raises(IndexError):
+        f(v, np.full((3, 5), 5, 'int64'))
+    for bad in [np.zeros((2, 5), 'int64'), np.zeros((1, 5), 'int64')]:   # y not broadcastable
+        with pytest.raises(ValueError):
+            f(v, bad)
+    p = np.array([np.random.RandomState(k).permutation(5) for k in range(3)])
+    assert_close(f(v, p), np.take_along_axis(v, p, 1))      # still usable after the errors

@@ -10,6 +10,8 @@
   Both come from ``kernels/subtensor.cl.mako``. Out-of-range indices are reported by the
   kernel in a small device buffer that a host step checks after the launch, raising
   IndexError as Theano does (so these frames have a host step).
+* ``PermuteRowElements`` (forward): the same gather, with the output's index along each
+  leading dim as an index array; the inverse (a scatter) stays on the host.
 
 Boolean masks (``AdvancedBooleanSubtensor``, ``AdvancedBooleanIncSubtensor``, ``Nonzero``)
 decide the result's shape by their values: the plan downloads the mask, uploads its
@@ -262,6 +264,43 @@ def plan_gather(ctx, node, x, entries):
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
     check_errors(ctx, err, node, ai)
     return out
+
+
+class PermuteRowsImpl(DeviceImpl):
+    """``PermuteRowElements`` (forward): row r of x permuted by row r of y, both broadcast
+    to the output's leading dims, as the gather ``x[I_0, ..., I_{n-2}, y]`` where I_d is
+    the output's index along d (0 where x has length 1 there). Negative entries of y count
+    from the end of the row and out-of-range ones raise IndexError, as numpy's ``x[y]`` in
+    Theano's perform."""
+
+    def describe(self):
+        return 'gather kernel (%s)' % self.node.op
+
+    def plan(self, ctx, ins):
+        x, y = ins[0], ins[1]
+        nd = x.ndim
+        xb = self.node.inputs[0].type.broadcastable
+        yb = self.node.inputs[1].type.broadcastable
+        # as Theano's perform: a length differs only along a dim broadcastable by its type
+        for d, (nx, ny) in enumerate(zip(x.shape, y.shape)):
+            if nx != ny and not (nx == 1 and xb[d]) and not (ny == 1 and yb[d]):
+                raise ValueError('Dimension mismatch: %s, %s' % (nx, ny))
+        entries = []
+        for d in range(nd - 1):
+            n = y.shape[d] if x.shape[d] == 1 else x.shape[d]
+            index = np.zeros(1, np.int64) if x.shape[d] == 1 else np.arange(n, dtype=np.int64)
+            entries.append(frame_constant(ctx, index.reshape([-1 if k == d else 1
+                                                              for k in range(nd)])))
+        return [plan_gather(ctx, self.node, x, entries + [y])]
+
+
+@ocl_impl.register(tbasic.PermuteRowElements)
+def _permute_rows(op, node, dev):
+    inverse = node.inputs[2]
+    if not (isinstance(inverse, Constant) and int(inverse.data) == 0):
+        raise NoDeviceImplementation('the inverse permutation (a scatter whose order decides '
+                                     'duplicates) has no device kernel')
+    return PermuteRowsImpl(node, dev)
 
 
 class ScatterImpl(DeviceImpl):
