@@ -245,3 +245,42 @@ def test_permute_row_elements_errors():
             f(v, bad)
     p = np.array([np.random.RandomState(k).permutation(5) for k in range(3)])
     assert_close(f(v, p), np.take_along_axis(v, p, 1))      # still usable after the errors
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int16', 'bool', 'float16'])
+def test_choose(dtype):
+    """Choose over a tensor of choices (a gather after the mode's index fix-up) against
+    Theano C: modes raise / wrap / clip, broadcast index and choices, reversed choices, index
+    dtypes int8 / uint8 / int64, an empty index."""
+    rng = np.random.RandomState(5)
+    c3 = T.tensor3('c3', dtype=dtype)
+    cb = T.TensorType(dtype, (False, True, False))('cb')
+    a = T.lmatrix('a')
+    ar = T.TensorType('uint8', (True, False))('ar')
+    a8 = T.bmatrix('a8')
+    outs = [T.choose(a, c3), T.choose(a8, c3, mode='wrap'), T.choose(a8, c3, mode='clip'),
+            T.choose(ar, c3), T.choose(a, cb), T.choose(a, c3[:, ::-1, ::-1])]
+    vals = [rng.randint(0, 3, (4, 5)).astype('int64'), rand((3, 4, 5), dtype, rng),
+            rng.randint(-7, 8, (4, 5)).astype('int8'), rng.randint(0, 3, (1, 5)).astype('uint8'),
+            rand((3, 1, 5), dtype, rng)]
+    f = assert_matches_c([a, c3, a8, ar, cb], outs, vals)
+    assert any(isinstance(n.op, T.basic.Choose) for n, where, _ in theano_ocl.placements(f)
+               if where == 'device')
+    assert_matches_c([a, c3], [T.choose(a, c3)], [np.zeros((0, 5), 'int64'),
+                                                  rand((3, 1, 5), dtype, rng)])
+
+
+def test_choose_errors():
+    a = T.lmatrix('a')
+    c = T.tensor3('c')
+    f = theano.function([a, c], T.choose(a, c), mode=ocl_mode())
+    v = rand((3, 2, 4), 'float64')
+    for bad in (3, -1):
+        idx = np.zeros((2, 4), 'int64')
+        idx[1, 2] = bad
+        with pytest.raises(ValueError):
+            f(idx, v)
+    with pytest.raises(ValueError):
+        f(np.zeros((3, 4), 'int64'), v)                     # shapes do not broadcast
+    idx = np.random.RandomState(0).randint(0, 3, (2, 4))
+    assert_close(f(idx, v), np.choose(idx, v))              # still usable after the errors

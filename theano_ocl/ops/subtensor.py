@@ -11,7 +11,8 @@
   kernel in a small device buffer that a host step checks after the launch, raising
   IndexError as Theano does (so these frames have a host step).
 * ``PermuteRowElements`` (forward): the same gather, with the output's index along each
-  leading dim as an index array; the inverse (a scatter) stays on the host.
+  leading dim as an index array; the inverse (a scatter) stays on the host. ``Choose``
+  (tensor choices): the mode's index fix-up in an elementwise launch, then that gather.
 
 Boolean masks (``AdvancedBooleanSubtensor``, ``AdvancedBooleanIncSubtensor``, ``Nonzero``)
 decide the result's shape by their values: the plan downloads the mask, uploads its
@@ -33,7 +34,7 @@ from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
 from ..vm import Replan, download, upload
 from .base import DeviceImpl, launch_geometry
-from .elemwise import plan_elementwise
+from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import ocl_impl
 from .shape import frame_constant
 
@@ -301,6 +302,56 @@ def _permute_rows(op, node, dev):
         raise NoDeviceImplementation('the inverse permutation (a scatter whose order decides '
                                      'duplicates) has no device kernel')
     return PermuteRowsImpl(node, dev)
+
+
+class ChooseImpl(DeviceImpl):
+    """``Choose`` over a tensor of choices (``np.choose(a, choices, mode)``): the index
+    ``a`` is made valid by the mode (raise: ValueError for an entry outside
+    [0, len(choices)), as numpy; wrap: modulo; clip: clamped) in an elementwise launch,
+    then the gather ``choices[a', I_0, ..., I_{n-1}]`` (I_d the output's index along d, 0
+    where choices has length 1 there)."""
+
+    def describe(self):
+        return 'gather kernel (%s)' % self.node.op
+
+    def plan(self, ctx, ins):
+        a, choices = ins
+        n = choices.shape[0]
+        nd = a.ndim
+        cshape = choices.shape[1:]
+        try:
+            shape = tuple(np.broadcast_shapes(a.shape, cshape))
+        except ValueError:
+            raise ValueError('shape mismatch: objects cannot be broadcast to a single shape '
+                             '(index %s, choices %s)' % (a.shape, choices.shape))
+        idx = ctx.alloc(a.shape, 'int64')
+        mode = self.node.op.mode
+        if mode == 'raise' or n == 0:
+            body = 'long r = (long)i0; if (r < 0 || r >= %dL) { th_err = 1; r = 0; } o0 = r;' % n
+        elif mode == 'wrap':
+            body = 'long r = (long)i0 %% %dL; o0 = r < 0 ? r + %dL : r;' % (n, n)
+        else:
+            body = 'long r = (long)i0; o0 = r < 0 ? 0 : (r >= %dL ? %dL : r);' % (n, n - 1)
+        err = error_flag(ctx)
+        plan_elementwise(ctx, '', body, [idx], [a], a.shape, err=err)
+        check_flag(ctx, err, lambda code: ValueError('invalid entry in choice array (in %s)'
+                                                     % self.node.op))
+        entries = [idx]
+        for d in range(nd):
+            if cshape[d] == 1:
+                index = np.zeros(1, np.int64)
+            else:
+                index = np.arange(shape[d], dtype=np.int64)
+            entries.append(frame_constant(ctx, index.reshape([-1 if k == d else 1
+                                                              for k in range(nd)])))
+        return [plan_gather(ctx, self.node, choices, entries)]
+
+
+@ocl_impl.register(tbasic.Choose)
+def _choose(op, node, dev):
+    if not isinstance(node.inputs[1].type, TensorType):
+        raise NoDeviceImplementation('choices given as a typed list have no device kernel')
+    return ChooseImpl(node, dev)
 
 
 class ScatterImpl(DeviceImpl):
