@@ -181,9 +181,17 @@ class OCLDevice(object):
             self._programs[key] = prg
         return prg
 
+    def pending_upload(self, ev):
+        """Remember the event of a non-blocking upload from a host array the caller may
+        change later (waited for by ``settle_uploads`` at the end of the call; every 256 when
+        one call makes many, as ``run_steps`` does)."""
+        if len(self.pending_uploads) >= 256:
+            self.settle_uploads()
+        self.pending_uploads.append(ev)
+
     def settle_uploads(self):
-        """Wait for the non-blocking uploads of shared variables still in flight, so that
-        the host arrays they read may change again."""
+        """Wait for the non-blocking uploads still in flight (shared variables, input
+        arrays), so that the host arrays they read may change again."""
         if self.pending_uploads:
             self.cl.wait_for_events(self.pending_uploads)
             self.pending_uploads = []

@@ -36,8 +36,8 @@ class Resident(object):
         return self.host_dirty or self.cell[0] is not self.host_obj
 
     def current(self, dev):
-        """The device copy (a DArray) when it holds the value on ``dev``, else None.
-        (OCLFunction._make_guard's guard makes these tests inline.)"""
+        """The device copy (a DArray) when it holds the value on ``dev``, else None
+        (also the steady-state test of OCLFunction._make_guard)."""
         d = self.darr
         if d is None or self.dev is not dev or self.host_dirty or \
                 self.cell[0] is not self.host_obj:
@@ -64,12 +64,10 @@ class Resident(object):
             # On the device's own queue the copy does not wait: a call that uploads many
             # shared variables (after set_value) waits once, at its end (settle_uploads)
             blocking = queue is not dev.queue
-            if len(dev.pending_uploads) >= 256:
-                dev.settle_uploads()
             ev = dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
                                      is_blocking=blocking)
             if not blocking:
-                dev.pending_uploads.append(ev)
+                dev.pending_upload(ev)
         self.host_obj = self.cell[0]
         self.host_dirty = False
         self.device_newer = False

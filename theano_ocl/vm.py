@@ -516,11 +516,8 @@ class OCLFunction(object):
         def guard():
             bufs = frame.input_bufs
             for res, shape, i in residents:
-                # res.current(dev) is not None, inlined (a call per shared variable shows)
-                d = res.darr
-                if d is None or res.dev is not dev or res.host_dirty or \
-                        res.cell[0] is not res.host_obj or d.shape != shape or \
-                        d.root.buf is not bufs[i]:
+                d = res.current(dev)
+                if d is None or d.shape != shape or d.root.buf is not bufs[i]:
                     return None
             for cell, shape in arrays:
                 v = cell[0]
@@ -966,9 +963,7 @@ def _upload_input_step(dev, queue, d, cell):
     def run():
         ev = upload(dev, queue, d, cell[0])
         if ev is not None:
-            if len(dev.pending_uploads) >= 256:      # (run_steps: many steps, one end)
-                dev.settle_uploads()
-            dev.pending_uploads.append(ev)
+            dev.pending_upload(ev)
     return run
 
 

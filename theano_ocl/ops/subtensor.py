@@ -267,6 +267,14 @@ def plan_gather(ctx, node, x, entries):
     return out
 
 
+def _axis_index(ctx, src_len, out_len, d, nd):
+    """The index array that walks output axis ``d`` (of ``nd``) over a source axis of
+    ``src_len`` in a gather: 0 where the source broadcasts (length 1), else 0..out_len-1;
+    shaped to broadcast along ``d`` only (a frame constant)."""
+    index = np.zeros(1, np.int64) if src_len == 1 else np.arange(out_len, dtype=np.int64)
+    return frame_constant(ctx, index.reshape([-1 if k == d else 1 for k in range(nd)]))
+
+
 class PermuteRowsImpl(DeviceImpl):
     """``PermuteRowElements`` (forward): row r of x permuted by row r of y, both broadcast
     to the output's leading dims, as the gather ``x[I_0, ..., I_{n-2}, y]`` where I_d is
@@ -286,12 +294,8 @@ class PermuteRowsImpl(DeviceImpl):
         for d, (nx, ny) in enumerate(zip(x.shape, y.shape)):
             if nx != ny and not (nx == 1 and xb[d]) and not (ny == 1 and yb[d]):
                 raise ValueError('Dimension mismatch: %s, %s' % (nx, ny))
-        entries = []
-        for d in range(nd - 1):
-            n = y.shape[d] if x.shape[d] == 1 else x.shape[d]
-            index = np.zeros(1, np.int64) if x.shape[d] == 1 else np.arange(n, dtype=np.int64)
-            entries.append(frame_constant(ctx, index.reshape([-1 if k == d else 1
-                                                              for k in range(nd)])))
+        entries = [_axis_index(ctx, x.shape[d], x.shape[d] if x.shape[d] != 1 else y.shape[d],
+                               d, nd) for d in range(nd - 1)]
         return [plan_gather(ctx, self.node, x, entries + [y])]
 
 
@@ -336,14 +340,7 @@ class ChooseImpl(DeviceImpl):
         plan_elementwise(ctx, '', body, [idx], [a], a.shape, err=err)
         check_flag(ctx, err, lambda code: ValueError('invalid entry in choice array (in %s)'
                                                      % self.node.op))
-        entries = [idx]
-        for d in range(nd):
-            if cshape[d] == 1:
-                index = np.zeros(1, np.int64)
-            else:
-                index = np.arange(shape[d], dtype=np.int64)
-            entries.append(frame_constant(ctx, index.reshape([-1 if k == d else 1
-                                                              for k in range(nd)])))
+        entries = [idx] + [_axis_index(ctx, cshape[d], shape[d], d, nd) for d in range(nd)]
         return [plan_gather(ctx, self.node, choices, entries)]
 
 
