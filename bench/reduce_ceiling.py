@@ -1,9 +1,12 @@
 """What a full reduction of a 4096x4096 float32 array can reach on this device, by OpenCL
 profiling events: a plain grid-stride float4 read kernel (one partial per work-group) with
 and without a single-pass combine (release fence, counter, the last group sums the
-partials), next to theano_ocl's rows kernel as a first stage alone and as a single pass.
+partials; on NVIDIA from Volta on also as one PTX atom.acq_rel.gpu increment, the handshake
+theano_ocl uses there), next to theano_ocl's rows kernel as a first stage alone and as a
+single pass.
 
     THEANO_FLAGS=blas.ldflags= python bench/reduce_ceiling.py [--device SPEC] [--reps 80]
+                                                              [--loads]
 
 Each row is the median of ``--reps`` launches' event times, as GB/s of the 64 MB read. The
 single-pass rows check their sum against numpy. See docs/benchmarks.md, session 12.
@@ -21,6 +24,18 @@ import theano.scalar as ts  # noqa: E402
 from theano_ocl.ops import reduce as R  # noqa: E402
 
 PLAIN = r"""
+#if LOADQ
+/* the load as one PTX instruction with the qualifiers @LOADQ@ (NVIDIA only) */
+inline float4 ld4(__global const float4 *p)
+{
+    float4 v;
+    asm("ld.global@LOADQ@.v4.f32 {%0,%1,%2,%3}, [%4];"
+        : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+    return v;
+}
+#else
+#define ld4(p) (*(p))
+#endif
 __kernel void plain(__global const float4 *x, const long n4, __global float *part,
                     __global volatile int *ctr, __global float *res)
 {
@@ -32,10 +47,10 @@ __kernel void plain(__global const float4 *x, const long n4, __global float *par
     long i = get_global_id(0);
     for (; i + (UNR - 1) * G < n4; i += UNR * G) {
         for (int u = 0; u < UNR; u++)
-            a[u] += x[i + u * G];
+            a[u] += ld4(x + i + u * G);
     }
     for (; i < n4; i += G)
-        a[0] += x[i];
+        a[0] += ld4(x + i);
     for (int u = 1; u < UNR; u++)
         a[0] += a[u];
     __local float s[L];
@@ -52,11 +67,20 @@ __kernel void plain(__global const float4 *x, const long n4, __global float *par
     __local int last;
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (l == 0) {
+#if ATOM
+        /* one release-acquire increment that wraps to 0 (theano_ocl's NVIDIA handshake) */
+        const unsigned int bound = get_num_groups(0) - 1;
+        unsigned int seen;
+        asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
+                     : "=r"(seen) : "l"(ctr), "r"(bound) : "memory");
+        last = seen == bound;
+#else
         DEVICE_FENCE
         last = atomic_inc(ctr) == get_num_groups(0) - 1;
         if (last) {
             DEVICE_FENCE
         }
+#endif
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (!last)
@@ -73,7 +97,9 @@ __kernel void plain(__global const float4 *x, const long n4, __global float *par
     }
     if (l == 0) {
         res[0] = s[0];
+#if !ATOM
         ctr[0] = 0;
+#endif
     }
 #endif
 }
@@ -84,6 +110,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--device', default=None)
     ap.add_argument('--reps', type=int, default=80)
+    ap.add_argument('--loads', action='store_true',
+                    help='also the plain kernel with PTX load qualifiers (NVIDIA)')
     args = ap.parse_args()
     dev = theano_ocl.get_device(args.device)
     cl = dev.cl
@@ -121,18 +149,21 @@ def main():
                          2 * nbytes / t_copy / 1e9, fence or 'mem_fence'))
     rows = []
     L = 256 if not dev.is_cpu else 64
-    for single in (0, 1):
+    # single 2: the handshake as one PTX atom.acq_rel.gpu increment (Volta on)
+    for single in (0, 1, 2) if fence == 'fence.acq_rel.gpu' else (0, 1):
         for unr, per_cu in ((8, 4), (16, 2), (4, 8), (8, 8)):
             prg = cl.Program(ctx, PLAIN.replace('DEVICE_FENCE', fence_code)).build(
-                options=['-D', 'UNR=%d' % unr, '-D', 'L=%d' % L, '-D', 'SINGLE=%d' % single])
+                options=['-D', 'UNR=%d' % unr, '-D', 'L=%d' % L, '-D', 'SINGLE=%d' % bool(single),
+                         '-D', 'ATOM=%d' % (single == 2)])
             k = cl.Kernel(prg, 'plain')
             k.set_args(x, np.int64(n // 4), part, ctr, res)
             G = dev.compute_units * per_cu * L
             t = ev(lambda: cl.enqueue_nd_range_kernel(q, k, (G,), (L,)))
             if single:
                 check()
-            rows.append(('plain, unroll %d, %d groups/CU%s' % (unr, per_cu,
-                         ', single pass' if single else ''), t))
+            how = ['', ', single pass (fences + atomic_inc)',
+                   ', single pass (atom.acq_rel.gpu)'][single]
+            rows.append(('plain, unroll %d, %d groups/CU%s' % (unr, per_cu, how), t))
     tr = R.device_traits(dev)
     comb = R.Combine(ts.add, 'float32', 'float32', 'float32', '0.0f')
     saved = R.GPU_THREADS_PER_CU
@@ -163,6 +194,18 @@ def main():
                 break
     finally:
         R.GPU_THREADS_PER_CU = saved
+    if args.loads and fence:
+        # PTX load qualifiers (cache hints, L2 prefetch sizes) on the plain kernel
+        for qual in ('.nc', '.nc.L2::128B', '.nc.L2::256B', '.nc.L1::no_allocate',
+                     '.nc.L1::no_allocate.L2::256B', '.cs', '.lu', '.L1::evict_first'):
+            prg = cl.Program(ctx, PLAIN.replace('@LOADQ@', qual)).build(
+                options=['-D', 'UNR=8', '-D', 'L=%d' % L, '-D', 'SINGLE=0', '-D', 'ATOM=0',
+                         '-D', 'LOADQ=1'])
+            k = cl.Kernel(prg, 'plain')
+            k.set_args(x, np.int64(n // 4), part, ctr, res)
+            G = dev.compute_units * 4 * L
+            rows.append(('plain, unroll 8, 4 groups/CU, ld.global%s' % qual,
+                         ev(lambda: cl.enqueue_nd_range_kernel(q, k, (G,), (L,)))))
     for name, t in rows:
         print('%9.1f GB/s  %7.1f us  %s' % (nbytes / t / 1e9, t * 1e6, name))
 

@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 import theano
+import theano.scalar as ts
 import theano.tensor as T
 
 import theano_ocl
@@ -390,6 +391,26 @@ def test_single_pass_only_where_the_fence_is_known():
     for dev, fence, safe in cases:
         assert ocl_reduce.device_fence(dev) == fence, dev.platform_name
         assert ocl_reduce.single_pass_safe(dev) == safe, dev.platform_name
+
+
+def test_single_pass_handshake_source():
+    """The last-group handshake each fence gets: one release-acquire atom.inc that wraps the
+    counter back to 0 where PTX has fence.acq_rel.gpu, else fence, atomic_inc, fence and a
+    reset store (rows: one counter, cols: one per column tile). The instructions themselves
+    run in test_fast_parts_single_pass on an NVIDIA device."""
+    comb = ocl_reduce.Combine(ts.add, 'float32', 'float32', 'float32', '0.0f')
+    geo = {'rows': dict(kd=0, L=256, V=4, U=8, T=256, aligned=True),
+           'cols': dict(rd=1, L=256, V=4, U=8, CX=8, RY=32, aligned=True)}
+    for mode, kw in sorted(geo.items()):
+        for fence in ('fence.acq_rel.gpu', 'membar.gl', None):
+            src, _ = comb.source(mode, single=True, fence=fence, **kw)
+            atom = src.count('atom.acq_rel.gpu.global.inc.u32')
+            what = '%s, fence %s' % (mode, fence)
+            if fence == 'fence.acq_rel.gpu':
+                assert atom == 1 and 'atomic_inc' not in src and fence not in src, what
+            else:
+                assert atom == 0 and src.count('atomic_inc(') == 1, what
+                assert src.count(fence or 'mem_fence(CLK_GLOBAL_MEM_FENCE)') == 2, what
 
 
 def test_fast_long_index_path(monkeypatch):
