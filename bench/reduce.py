@@ -15,6 +15,8 @@ compile of the function, its frame replayed): the device's execution time of the
 without the gaps between launches (~2-3 us each on the H100's OpenCL driver); the copy is
 timed the same way for them. pyopencl's own ``pyopencl.array.sum`` (a generic
 ReductionKernel, two launches) is timed back to back as a reference.
+On NVIDIA's driver an event reads ~3 us more than the kernel's CUPTI record (the measure of
+CUDA tools and torch's kernels): ``bench/reduce_cupti.py`` times these same kernels that way.
 ``--generic`` turns the fast paths off (every reduction takes the generic kernel): the
 numbers before them, on the same machine. ``--set GPU_UNROLL=8`` (repeatable) sets one of
 the geometry knobs of ``theano_ocl/ops/reduce.py`` (``CPU_*``, ``GPU_*``) for a sweep.

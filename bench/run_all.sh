@@ -19,6 +19,8 @@ run elemwise 120 elemwise.py
 run overhead 120 overhead.py --calls 5000
 run reduce 200 reduce.py
 run reduce_ceiling 200 reduce_ceiling.py
+# NVIDIA only, with a second Python that has cupy and torch (python3 on the H100 machine)
+run reduce_cupti 200 reduce_cupti.py
 run gemm 200 gemm.py
 run demo 300 demo.py --hidden 1000,1000 --steps 50
 run mlp 300 mlp.py
