@@ -317,3 +317,34 @@ def test_epilogues_follow_the_device_rule(monkeypatch):
         monkeypatch.setattr(linker, 'EPILOGUES', setting)
         f = theano.function([A, v, b], out, mode=theano_ocl.OCLMode())
         assert bool(_epilogue_pairs(f)) is expect, setting
+
+
+def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
+    """A folded product reads its operands at its consumer's place: a task between the two
+    that was the last to read an operand must not release it (its buffer reused or taken in
+    place before the consumer runs). Found by an MLP step with every product on the small
+    kernel: the hidden layer's delta (dot(delta1, W1.T) * (1 - h1**2)) read a recycled W1.T."""
+    from theano_ocl.ops import blas
+    from test_training import _build, _data
+    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'small')
+    sizes = [78, 500, 500, 10]            # 64x500 float32 values: buffers the frame recycles
+    x, y = _data('float32', n=64, n_in=sizes[0])
+    f_c, p_c = _build('FAST_RUN', sizes, T.tanh, 'float32')
+    f_o, p_o = _build(theano_ocl.OCLMode(), sizes, T.tanh, 'float32')
+    prog = f_o.fn.program
+    order = {t.node: k for k, t in enumerate(prog.tasks)}
+    read_between = []
+    for t in prog.tasks:
+        if t.fused_into is None:
+            continue
+        lo, hi = order[t.node], order[t.fused_into.node]
+        for u in linker._reads(t):
+            if any(u in prog.tasks[k].node.inputs for k in range(lo + 1, hi)):
+                read_between.append(u)
+                assert order[prog.last_use[u].node] >= hi, (u, t.node, t.fused_into.node)
+    assert read_between and _epilogue_pairs(f_o)
+    for step in range(3):
+        assert_close(f_o(x, y), f_c(x, y), rtol=1e-5, what='loss %d' % step)
+        for a, b in zip(p_o, p_c):
+            assert_close(a.get_value(), b.get_value(), rtol=1e-4, atol=1e-6,
+                         what='%s after step %d' % (a.name, step))

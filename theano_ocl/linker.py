@@ -344,9 +344,18 @@ def fuse_producers(prog, tasks, need_host, update_sources):
                 continue
             e.fused_into = task
             task.fused[j] = e
-            for u in e.node.inputs:
-                if prog.last_use.get(u) is e:
-                    prog.last_use[u] = task
+            _reads_move(prog, pos, e.node.inputs, task)
+
+
+def _reads_move(prog, pos, reads, task):
+    """The values a folded task reads are read at its consumer ``task``'s place: none of them
+    may be released (its buffer reused, or taken in place) before that. A task between the
+    two may have been the last to read one: the consumer becomes its last use."""
+    here = pos[task.node]
+    for u in reads:
+        last = prog.last_use.get(u)
+        if last is not None and pos[last.node] < here:
+            prog.last_use[u] = task
 
 
 def _reads(task):
@@ -403,9 +412,7 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
                 continue
             p.fused_into = task
             task.fused[j] = p
-            for u in reads:
-                if prog.last_use.get(u) is p:
-                    prog.last_use[u] = task
+            _reads_move(prog, pos, reads, task)
             break             # one product per consumer
 
 
