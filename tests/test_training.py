@@ -2,6 +2,14 @@
 
 Logistic regression and an MLP 784-500-500-10 (tanh and relu), softmax + NLL, SGD with
 momentum, parameters updated in shared variables by the compiled function, 100 steps.
+
+The comparison within 1e-4 relative only means something where the trajectory itself is
+determined to better than that at the dtype's precision. Each case therefore also trains
+Theano C on inputs changed by one unit in the last place and requires C's two trajectories
+to agree within 1e-5. A batch of 64 separable points failed that for relu in float32: the
+net memorizes them, the loss falls to 1e-3, and a one-ulp change of x moved C's own
+trajectory by 2e-4 (so did the H100's different summation order in its products); with the
+benchmarks' batch of 256, C moves by 1e-6 and the H100 stays within 4e-6 of C.
 """
 import numpy as np
 import pytest
@@ -11,7 +19,7 @@ import theano.tensor as T
 import theano_ocl
 
 
-def _data(dtype, n=64, n_in=784, n_classes=10, seed=0):
+def _data(dtype, n=256, n_in=784, n_classes=10, seed=0):
     rng = np.random.RandomState(seed)
     centroids = rng.randn(n_classes, n_in)
     y = rng.randint(0, n_classes, size=n).astype('int32')
@@ -51,14 +59,20 @@ def test_training_matches_c(sizes, act, dtype):
     if not dev.supports_dtype(dtype):
         pytest.skip('the device has no float64')
     x, y = _data(dtype)
+    ulp = np.asarray(1 + 2 * np.finfo(dtype).eps, dtype)
     runs = []
-    for mode in ('FAST_RUN', theano_ocl.OCLMode()):
+    for mode, xv in (('FAST_RUN', x), (theano_ocl.OCLMode(), x), ('FAST_RUN', x * ulp)):
         f, params = _build(mode, sizes, act, dtype)
-        losses = [float(f(x, y)) for _ in range(100)]
+        losses = [float(f(xv, y)) for _ in range(100)]
         runs.append((f, np.array(losses), [p.get_value() for p in params]))
-    (_, want, p_c), (f_o, got, p_o) = runs
+    (_, want, p_c), (f_o, got, p_o), (_, moved, _) = runs
+    np.testing.assert_allclose(moved, want, rtol=1e-5, err_msg='C trajectory moves by more '
+                               'than 1e-5 when x moves by one ulp: too ill-conditioned to '
+                               'compare within 1e-4')
     assert theano_ocl.fallback_nodes(f_o) == []
     assert got[-1] < got[0]                                  # it trains
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
     for a, b in zip(p_o, p_c):
-        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5)
+        # elementwise 1e-3, but entries near 0 against the parameter's scale (a weight of
+        # 7e-5 differed by 1.3e-5 on the H100 after 100 steps of relu)
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
