@@ -138,3 +138,61 @@ def test_extract_diag_and_alloc_diag(dtype):
     assert not theano_ocl.fallback_nodes(f)
     assert_matches_c([m, v], [T.ExtractDiag()(m), T.AllocDiag()(v)],
                      [rand((0, 3), dtype), rand((0,), dtype)])
+
+
+def _outcome(f, *vals):
+    try:
+        return 'ok', f(*vals)
+    except AssertionError as e:
+        return 'AssertionError', str(e).split('\n')[0]
+
+
+@pytest.mark.parametrize('dtype', DTYPES + ('complex64',))
+def test_assert(dtype):
+    """Assert: a view of the value; conditions on the host (shape checks, scalar inputs)
+    checked while planning, conditions computed on the device by a flag kernel read after
+    the call. Values and errors as Theano C's over calls that pass, fail and pass again."""
+    from theano.tensor.opt import assert_op
+    x = T.matrix('x', dtype=dtype)
+    n = T.iscalar('n')
+    c = T.vector('c', dtype='float32')
+    xv = rand((4, 6), dtype)
+    outs = [assert_op(x.T, T.eq(x.shape[1], 6)),                      # host condition
+            assert_op(x[::-1, ::2], T.gt(n, 0)),                      # scalar input
+            assert_op(x[:0], T.all(c > 0), T.any(c)),                 # device conditions
+            assert_op(x[1, 2], T.all(c > 0), T.eq(x.shape[0], 4), T.lt(n, 5)),
+            assert_op(x, T.cast(c[0] - 1, 'int8'), T.max(c))]          # int8, NaN is true
+    f_c, f_o = compile_both([x, n, c], outs, on_unused_input='ignore')
+    assert not theano_ocl.fallback_nodes(f_o)
+    asserts = [t for t in f_o.fn.program.tasks if type(t.node.op).__name__ == 'Assert']
+    assert len(asserts) == len(outs)
+    assert [t.impl.host_inputs for t in asserts] == [(1,), (1,), (), (2, 3), ()]
+    ones = np.ones(3, 'float32')
+    calls = [(xv, 1, ones * 2), (xv, 0, ones * 2), (xv, 1, -ones), (xv[:, :5], 1, ones * 2),
+             (xv, 1, np.array([2, np.nan, 3], 'float32')), (xv, 1, ones), (xv, 7, ones * 3),
+             (xv, 1, ones * 2)]
+    for k, vals in enumerate(calls):
+        (kind_o, got), (kind_c, want) = _outcome(f_o, *vals), _outcome(f_c, *vals)
+        assert kind_o == kind_c, 'call %d: %s, Theano C %s' % (k, got, want)
+        if kind_c == 'ok':
+            for j, (g, w) in enumerate(zip(got, want)):
+                assert_close(g, w, what='call %d output %d' % (k, j))
+        else:
+            assert got == want, 'call %d' % k
+
+
+def test_failed_device_assert_commits_no_update():
+    """A device condition that fails raises after the call and leaves shared variables at
+    their last good values; the next passing call updates them."""
+    from theano.tensor.opt import assert_op
+    x = T.vector('x')
+    s = theano.shared(np.zeros(3), 's')
+    f = theano.function([x], assert_op(x * 2, T.all(x > 0)), updates=[(s, s + x)],
+                        mode=theano_ocl.OCLMode())
+    assert not theano_ocl.fallback_nodes(f)
+    assert_close(f(np.array([1., 2, 3])), np.array([2., 4, 6]))
+    with pytest.raises(AssertionError, match='Theano Assert failed'):
+        f(np.array([1., -2, 3]))
+    assert_close(s.get_value(), np.array([1., 2, 3]))
+    assert_close(f(np.array([1., 1, 1])), np.array([2., 2, 2]))
+    assert_close(s.get_value(), np.array([2., 3, 4]))

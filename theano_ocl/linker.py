@@ -157,6 +157,11 @@ def select(node, dev, placement):
         impl = ocl_impl(op, node, dev)
     except NoDeviceImplementation as e:
         return Task(node, 'host', reason=str(e) or 'no device implementation')
+    either = getattr(impl, 'host_if_available', None)
+    if either:
+        # inputs the implementation takes on the host where they already are, else on the
+        # device (Assert's conditions: shape checks on the host, tensor tests by a kernel)
+        impl.host_inputs = tuple(j for j in either if _host_available(node.inputs[j], placement))
     reason = _device_types_ok(node, impl, dev)
     if reason is not None:
         return Task(node, 'host', reason=reason)

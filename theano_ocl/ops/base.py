@@ -12,6 +12,10 @@ class DeviceImpl(object):
     value-dependent must come through ``host_inputs`` (guarded) or be on the device.
     """
     host_inputs = ()
+    #: indices of inputs taken on the host where the linker has them there (shape
+    #: arithmetic, constants, scalar inputs) and on the device otherwise: the linker sets
+    #: ``host_inputs`` from it per node (``linker.select``)
+    host_if_available = None
     #: whether the implementation takes complex64/complex128 values (views, copies and the
     #: kernels that know complex arithmetic); the linker keeps other nodes on the host
     complex_ok = False

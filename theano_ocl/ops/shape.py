@@ -1,7 +1,8 @@
 """Shapes, views, fills and joins.
 
 Views (no kernel, no copy): DimShuffle, Reshape and Flatten of C-contiguous data,
-SpecifyShape, Rebroadcast, Split. Fills: Alloc (a broadcasting copy of the value),
+SpecifyShape, Rebroadcast, Split, Assert (its conditions checked on the host where they
+are host values, else by a one-item kernel setting an error flag read after the call). Fills: Alloc (a broadcasting copy of the value),
 AllocEmpty (no launch). Values that only depend on host inputs (Eye, Tri, ARange,
 TensorFromScalar) are computed once per frame with numpy and uploaded into a frame
 constant: frames are keyed and guarded on those host values, so replays cost nothing.
@@ -14,13 +15,13 @@ import numpy as np
 from theano.compile.ops import Rebroadcast, SpecifyShape
 from theano.tensor import basic as tbasic
 from theano.tensor.elemwise import DimShuffle
-from theano.tensor.opt import MakeVector
+from theano.tensor.opt import Assert, MakeVector
 
 from ..darray import DArray, Root, c_strides
 from ..errors import NoDeviceImplementation
 from ..vm import upload
 from .base import DeviceImpl
-from .elemwise import strided_copy
+from .elemwise import check_flag, error_flag, plan_elementwise, strided_copy
 from .registry import ocl_impl
 
 
@@ -147,6 +148,47 @@ class SpecifyShapeView(DeviceImpl):
 @ocl_impl.register(SpecifyShape)
 def _specify_shape(op, node, dev):
     return SpecifyShapeView(node, dev)
+
+
+class AssertView(DeviceImpl):
+    """The value, viewed; Theano's ``AssertionError(op.msg)`` when a condition is false.
+
+    Conditions the linker has on the host (shape arithmetic, constants, scalar inputs: the
+    asserts Theano's optimizer inserts) are checked while planning; the frame is keyed or
+    guarded on them, so a changed value plans (and checks) again. Conditions computed on the
+    device are tested by one work-item that sets an error flag, read once the call's
+    outputs are fetched (``check_flag``): no call waits for it, and a failed call commits
+    no update.
+    """
+    complex_ok = True       # the value is only viewed
+    host_if_available = None    # set per node: every condition (see linker.select)
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        if any(c.type.dtype.startswith('complex') for c in node.inputs[1:]):
+            raise NoDeviceImplementation('a complex Assert condition')
+        self.host_if_available = tuple(range(1, len(node.inputs)))
+
+    def plan(self, ctx, ins):
+        msg = self.node.op.msg
+        on_dev = []
+        for j, c in enumerate(ins[1:], 1):
+            if j in self.host_inputs:
+                if not np.all(c):
+                    raise AssertionError(msg)
+            else:
+                on_dev.append(c)
+        if on_dev:
+            err = error_flag(ctx)
+            test = ' || '.join('!(i%d)' % k for k in range(len(on_dev)))
+            plan_elementwise(ctx, '', 'if (%s) th_err = 1;' % test, [], on_dev, (), err=err)
+            check_flag(ctx, err, lambda code: AssertionError(msg))
+        return [ins[0]]
+
+
+@ocl_impl.register(Assert)
+def _assert(op, node, dev):
+    return AssertView(node, dev)
 
 
 class RebroadcastView(DeviceImpl):
