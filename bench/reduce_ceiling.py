@@ -149,21 +149,29 @@ def main():
                          2 * nbytes / t_copy / 1e9, fence or 'mem_fence'))
     rows = []
     L = 256 if not dev.is_cpu else 64
+
+    def time_plain(unr, per_cu, single=0, loadq=None):
+        """Event time of the plain kernel; ``single`` 1: fences + atomic_inc, 2: the PTX
+        atom.acq_rel.gpu handshake; ``loadq``: PTX load qualifiers (NVIDIA)."""
+        src = PLAIN.replace('DEVICE_FENCE', fence_code).replace('@LOADQ@', loadq or '')
+        prg = cl.Program(ctx, src).build(options=[
+            '-D', 'UNR=%d' % unr, '-D', 'L=%d' % L, '-D', 'SINGLE=%d' % bool(single),
+            '-D', 'ATOM=%d' % (single == 2), '-D', 'LOADQ=%d' % bool(loadq)])
+        k = cl.Kernel(prg, 'plain')
+        k.set_args(x, np.int64(n // 4), part, ctr, res)
+        G = dev.compute_units * per_cu * L
+        t = ev(lambda: cl.enqueue_nd_range_kernel(q, k, (G,), (L,)))
+        if single:
+            check()
+        return t
+
     # single 2: the handshake as one PTX atom.acq_rel.gpu increment (Volta on)
     for single in (0, 1, 2) if fence == 'fence.acq_rel.gpu' else (0, 1):
         for unr, per_cu in ((8, 4), (16, 2), (4, 8), (8, 8)):
-            prg = cl.Program(ctx, PLAIN.replace('DEVICE_FENCE', fence_code)).build(
-                options=['-D', 'UNR=%d' % unr, '-D', 'L=%d' % L, '-D', 'SINGLE=%d' % bool(single),
-                         '-D', 'ATOM=%d' % (single == 2)])
-            k = cl.Kernel(prg, 'plain')
-            k.set_args(x, np.int64(n // 4), part, ctr, res)
-            G = dev.compute_units * per_cu * L
-            t = ev(lambda: cl.enqueue_nd_range_kernel(q, k, (G,), (L,)))
-            if single:
-                check()
             how = ['', ', single pass (fences + atomic_inc)',
                    ', single pass (atom.acq_rel.gpu)'][single]
-            rows.append(('plain, unroll %d, %d groups/CU%s' % (unr, per_cu, how), t))
+            rows.append(('plain, unroll %d, %d groups/CU%s' % (unr, per_cu, how),
+                         time_plain(unr, per_cu, single)))
     tr = R.device_traits(dev)
     comb = R.Combine(ts.add, 'float32', 'float32', 'float32', '0.0f')
     saved = R.GPU_THREADS_PER_CU
@@ -198,14 +206,8 @@ def main():
         # PTX load qualifiers (cache hints, L2 prefetch sizes) on the plain kernel
         for qual in ('.nc', '.nc.L2::128B', '.nc.L2::256B', '.nc.L1::no_allocate',
                      '.nc.L1::no_allocate.L2::256B', '.cs', '.lu', '.L1::evict_first'):
-            prg = cl.Program(ctx, PLAIN.replace('@LOADQ@', qual)).build(
-                options=['-D', 'UNR=8', '-D', 'L=%d' % L, '-D', 'SINGLE=0', '-D', 'ATOM=0',
-                         '-D', 'LOADQ=1'])
-            k = cl.Kernel(prg, 'plain')
-            k.set_args(x, np.int64(n // 4), part, ctr, res)
-            G = dev.compute_units * 4 * L
             rows.append(('plain, unroll 8, 4 groups/CU, ld.global%s' % qual,
-                         ev(lambda: cl.enqueue_nd_range_kernel(q, k, (G,), (L,)))))
+                         time_plain(8, 4, loadq=qual)))
     for name, t in rows:
         print('%9.1f GB/s  %7.1f us  %s' % (nbytes / t / 1e9, t * 1e6, name))
 

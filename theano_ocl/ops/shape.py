@@ -2,10 +2,11 @@
 
 Views (no kernel, no copy): DimShuffle, Reshape and Flatten of C-contiguous data,
 SpecifyShape, Rebroadcast, Split, Assert (its conditions checked on the host where they
-are host values, else by a one-item kernel setting an error flag read after the call). Fills: Alloc (a broadcasting copy of the value),
-AllocEmpty (no launch). Values that only depend on host inputs (Eye, Tri, ARange,
-TensorFromScalar) are computed once per frame with numpy and uploaded into a frame
-constant: frames are keyed and guarded on those host values, so replays cost nothing.
+are host values, else by a one-item kernel setting an error flag read after the call).
+Fills: Alloc (a broadcasting copy of the value), AllocEmpty (no launch). Values that only
+depend on host inputs (Eye, Tri, ARange, TensorFromScalar) are computed once per frame with
+numpy and uploaded into a frame constant: frames are keyed and guarded on those host values,
+so replays cost nothing.
 Joins (Join, MakeVector): one strided copy per input into its slice of the output.
 
 ScalarFromTensor has no device implementation: its output is a Scalar, which the
@@ -161,7 +162,6 @@ class AssertView(DeviceImpl):
     no update.
     """
     complex_ok = True       # the value is only viewed
-    host_if_available = None    # set per node: every condition (see linker.select)
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
