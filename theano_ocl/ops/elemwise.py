@@ -365,10 +365,14 @@ class ElemwiseImpl(DeviceImpl):
         return 'Elemwise kernel (%s)' % self.node.op.scalar_op
 
     def out_shape(self, ins):
+        """The output shape, checked as Theano's C code checks it (``elemwise_cgen.make_checks``):
+        a dimension broadcasts only where an input's *type* says it is broadcastable; along
+        every other dimension all inputs have the same length, 1 included (a length-1
+        dimension that is not broadcastable by type is a mismatch, never a broadcast)."""
         ndim = self.node.outputs[0].ndim
         shape = []
         for d in range(ndim):
-            size = None
+            first = None
             for k, x in enumerate(ins):
                 n = x.shape[d]
                 if self.bcast[k][d]:
@@ -376,16 +380,14 @@ class ElemwiseImpl(DeviceImpl):
                         raise ValueError('Input %d of %s has shape %s but dimension %d is '
                                          'broadcastable (expected 1)' % (k, self.node.op, x.shape, d))
                     continue
-                if size is None or size == 1:
-                    if size == 1 and n != 1:
-                        size = n
-                    elif size is None:
-                        size = n
-                elif n != size and n != 1:
+                if first is None:
+                    first = (k, n)
+                elif n != first[1]:
                     raise ValueError(
-                        'Input dimension mis-match. (input[%d].shape[%d] = %d, expected %d) in %s; '
-                        'input shapes %s' % (k, d, n, size, self.node.op, [x.shape for x in ins]))
-            shape.append(1 if size is None else size)
+                        'Input dimension mis-match. (input[%d].shape[%d] = %d, input[%d].shape[%d] '
+                        '= %d) in %s; input shapes %s' % (first[0], d, first[1], k, d, n,
+                                                          self.node.op, [x.shape for x in ins]))
+            shape.append(1 if first is None else first[1])
         return tuple(shape)
 
     def plan(self, ctx, ins):
