@@ -329,8 +329,8 @@ def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
     monkeypatch.setattr(blas, 'FORCE_BACKEND', 'small')
     sizes = [78, 500, 500, 10]            # 64x500 float32 values: buffers the frame recycles
     x, y = _data('float32', n=64, n_in=sizes[0])
-    f_c, p_c = _build('FAST_RUN', sizes, T.tanh, 'float32')
-    f_o, p_o = _build(theano_ocl.OCLMode(), sizes, T.tanh, 'float32')
+    f_c, p_c, _ = _build('FAST_RUN', sizes, T.tanh, 'float32')
+    f_o, p_o, _ = _build(theano_ocl.OCLMode(), sizes, T.tanh, 'float32')
     prog = f_o.fn.program
     order = {t.node: k for k, t in enumerate(prog.tasks)}
     read_between = []

@@ -23,6 +23,7 @@ _LAZY = {
     'OCLLinker': 'linker', 'OCLMode': 'mode', 'register': 'mode',
     'report': 'report', 'fallback_nodes': 'report', 'placements': 'report',
     'SimulatorOCL': 'simulator', 'optimize': 'simulator',
+    'memory_info': 'runtime.memory',
 }
 
 __all__ = sorted(_LAZY)

@@ -243,7 +243,12 @@ def is_device_array(value):
 
 
 def from_pyopencl(arr):
-    """View a pyopencl.array.Array as a DArray (no copy)."""
-    nbytes = arr.base_data.int_size if hasattr(arr.base_data, 'int_size') else arr.base_data.size
-    root = Root(arr.base_data, nbytes)
-    return DArray(root, arr.shape, arr.dtype, arr.strides, arr.offset)
+    """View a pyopencl.array.Array as a DArray (no copy). An empty array has no buffer
+    (pyopencl leaves ``base_data`` None): it gets a one-byte placeholder, never read."""
+    buf = arr.base_data
+    if buf is None:
+        import pyopencl as cl
+        buf = cl.Buffer(arr.context, cl.mem_flags.READ_WRITE, 1)
+        return DArray(Root(buf, 1), arr.shape, arr.dtype, arr.strides, 0)
+    nbytes = buf.int_size if hasattr(buf, 'int_size') else buf.size
+    return DArray(Root(buf, nbytes), arr.shape, arr.dtype, arr.strides, arr.offset)

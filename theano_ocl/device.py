@@ -6,12 +6,18 @@ exists, else a CPU device), the capability facts the kernel generators ask for
 (fp64, fp16, unified host memory, local memory, allocation limits), the per-device
 memory pool, and the error that says how to install PoCL when no platform exists.
 """
+import collections
 import os
 import threading
 
 import numpy as np
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
+#: programs memoized per device (each holds the device's compiled binary; a long-running
+#: process compiling thousands of distinct functions must not keep them all)
+MAX_PROGRAMS = 512
+#: bytes of freed buffers the pool may keep for reuse after frames were dropped
+TRIM_KEEP = 64 << 20
 
 INSTALL_HINT = (
     "No OpenCL platform was found. theano_ocl needs an OpenCL driver (an ICD).\n"
@@ -25,6 +31,11 @@ INSTALL_HINT = (
 
 class NoOpenCLPlatform(RuntimeError):
     """Raised when no OpenCL platform/device can be found."""
+
+
+class DeviceTooSmall(MemoryError):
+    """One buffer larger than the device's largest allocation: no amount of freeing helps
+    (the VM then runs the call on the host, where Theano C would run it)."""
 
 
 def _cl():
@@ -123,9 +134,10 @@ class OCLDevice(object):
         self.platform_name = plat.name.strip()
         self.context = cl.Context([dev])
         self.queue = cl.CommandQueue(self.context)
-        # events of non-blocking uploads of shared variables on ``queue`` (Resident):
-        # waited for once at the end of the call that made them (settle_uploads)
-        self.pending_uploads = []
+        # events of non-blocking uploads on ``queue`` (shared variables, input arrays):
+        # waited for once at the end of the call that made them (settle_uploads); one list
+        # per thread, so a call never returns before its own uploads are done
+        self._tls = threading.local()
         self._profiling_queue = None
         ext = dev.extensions.split()
         self.extensions = set(ext)
@@ -145,7 +157,14 @@ class OCLDevice(object):
         self.has_command_buffer = 'cl_khr_command_buffer' in self.extensions
         from pyopencl.tools import MemoryPool, ImmediateAllocator
         self.pool = MemoryPool(ImmediateAllocator(self.queue))
-        self._programs = {}
+        # the memory theano_ocl may hold: the device's reported size (PoCL does not enforce
+        # it; a GPU driver does, and then fails later and less clearly)
+        self.memory_limit = self.global_mem_size
+        self._programs = collections.OrderedDict()   # (source, options) -> Program, LRU
+        self.max_programs = MAX_PROGRAMS
+        self.program_builds = 0
+        self.program_hits = 0
+        self._reclaimers = []      # callables freeing cached device memory (frames)
         self._lock = threading.Lock()
 
     def __repr__(self):
@@ -168,18 +187,38 @@ class OCLDevice(object):
         return np.dtype(dtype) not in (np.float64, np.complex128) or self.has_fp64
 
     def build(self, source, options=()):
-        """Build (memoized per device) an OpenCL program; errors show numbered source and log."""
+        """Build (memoized per device, least recently used dropped past ``max_programs``) an
+        OpenCL program; errors show numbered source and log. A program dropped from the
+        memo lives on as long as a kernel of it does (a frame of a live function)."""
         key = (source, tuple(options))
-        prg = self._programs.get(key)
-        if prg is None:
-            from .errors import KernelBuildError
-            cl = self.cl
-            try:
-                prg = cl.Program(self.context, source).build(options=list(options))
-            except cl.RuntimeError as e:
-                raise KernelBuildError(source, str(e), self) from None
-            self._programs[key] = prg
+        programs = self._programs
+        prg = programs.get(key)
+        if prg is not None:
+            self.program_hits += 1
+            programs.move_to_end(key)
+            return prg
+        from .errors import KernelBuildError
+        cl = self.cl
+        try:
+            prg = cl.Program(self.context, source).build(options=list(options))
+        except cl.RuntimeError as e:
+            raise KernelBuildError(source, str(e), self) from None
+        self.program_builds += 1
+        with self._lock:
+            programs[key] = prg
+            while len(programs) > self.max_programs:
+                programs.popitem(last=False)
         return prg
+
+    @property
+    def pending_uploads(self):
+        """This thread's uploads still in flight (see ``pending_upload``)."""
+        tls = self._tls
+        try:
+            return tls.uploads
+        except AttributeError:
+            tls.uploads = []
+            return tls.uploads
 
     def pending_upload(self, ev):
         """Remember the event of a non-blocking upload from a host array the caller may
@@ -192,31 +231,73 @@ class OCLDevice(object):
     def settle_uploads(self):
         """Wait for the non-blocking uploads still in flight (shared variables, input
         arrays), so that the host arrays they read may change again."""
-        if self.pending_uploads:
-            self.cl.wait_for_events(self.pending_uploads)
-            self.pending_uploads = []
+        events = self.pending_uploads
+        if events:
+            self.cl.wait_for_events(events)
+            del events[:]
+
+    def add_reclaimer(self, fn):
+        """Register ``fn()``: frees device memory held in caches (a function's cached frames)
+        when an allocation would not fit; a weak reference is fine (it returns None)."""
+        self._reclaimers.append(fn)
+
+    def held_bytes(self):
+        """Bytes the pool holds for reuse (freed by theano_ocl, not yet given back)."""
+        return self.pool.managed_bytes - self.pool.active_bytes
+
+    def trim(self, keep=TRIM_KEEP):
+        """Give the pool's held buffers back to the driver when they exceed ``keep`` bytes
+        (after frames were dropped: a function deleted, a large frame evicted)."""
+        if self.held_bytes() > keep:
+            self.pool.free_held()
+
+    def _reclaim(self):
+        self.pool.free_held()
+        alive = []
+        for fn in self._reclaimers:
+            if fn() is not False:
+                alive.append(fn)
+        self._reclaimers = alive
+        self.pool.free_held()
 
     def alloc(self, nbytes):
-        """A device buffer of at least ``nbytes`` from the pool; MemoryError with sizes on failure."""
+        """A device buffer of at least ``nbytes`` from the pool.
+
+        ``DeviceTooSmall`` (a MemoryError) when one buffer exceeds the device's largest
+        allocation; ``MemoryError`` with the sizes when the device (its reported global
+        memory, which theano_ocl holds itself to, or the driver) cannot take it after the
+        pool's held buffers and the cached frames of every function were let go."""
         cl = self.cl
         nbytes = max(int(nbytes), 1)
         if nbytes > self.max_alloc:
-            raise MemoryError(
+            raise DeviceTooSmall(
                 "OpenCL device %s cannot hold one buffer of %s: its largest allocation is %s "
                 "(global memory %s)" % (self.name, fmt_bytes(nbytes), fmt_bytes(self.max_alloc),
                                         fmt_bytes(self.global_mem_size)))
-        try:
-            return self.pool.allocate(nbytes)
-        except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as e:
-            self.pool.free_held()
-            try:
-                return self.pool.allocate(nbytes)
-            except (cl.MemoryError, cl.RuntimeError, cl.LogicError):
-                raise MemoryError(
-                    "OpenCL device %s is out of memory allocating %s (global memory %s, "
-                    "pool holds %s): %s" % (self.name, fmt_bytes(nbytes),
-                                            fmt_bytes(self.global_mem_size),
-                                            fmt_bytes(self.pool.managed_bytes), e)) from None
+        for attempt in (0, 1):
+            if self.pool.active_bytes + nbytes <= self.memory_limit:
+                if self.pool.managed_bytes + nbytes > self.memory_limit:
+                    self.pool.free_held()
+                try:
+                    return self.pool.allocate(nbytes)
+                except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as e:
+                    error = e
+            else:
+                error = None
+            if attempt == 0:
+                self._reclaim()
+        raise MemoryError(
+            "OpenCL device %s is out of memory allocating %s: theano_ocl holds %s in use of "
+            "the device's %s%s" % (
+                self.name, fmt_bytes(nbytes), fmt_bytes(self.pool.active_bytes),
+                fmt_bytes(self.memory_limit), (' (driver: %s)' % error) if error else ''))
+
+    def memory_info(self):
+        return dict(device=self.name, global_mem=self.global_mem_size,
+                    memory_limit=self.memory_limit, max_alloc=self.max_alloc,
+                    in_use=self.pool.active_bytes, held=self.held_bytes(),
+                    programs=len(self._programs), max_programs=self.max_programs,
+                    program_builds=self.program_builds, program_hits=self.program_hits)
 
 
 def fmt_bytes(n):

@@ -14,6 +14,7 @@ linker picks, in this order:
 It then decides which values cross between host and device and where shared
 variables live, and hands the resulting :class:`Program` to the VM.
 """
+import copy
 import json
 import os
 
@@ -64,6 +65,41 @@ class Program(object):
         self.last_use = {}
         self.consts = []
         self.write_back = []           # (input index, var): destroyed input's final value
+        self.no_recycling = []         # variables whose cells are cleared before each call
+
+    def host_thunk(self, node):
+        """Theano's own thunk for ``node`` on the host values of this program's storage.
+
+        A shared variable the node would destroy in place (Theano's inplace optimizations
+        do so with updated shared variables: a counter's ``c + 1``) is handed a private
+        copy instead, made right before the thunk runs: the variable's value changes only
+        when the call commits (runtime/commit.py), never because a node ran, so a call
+        that fails later leaves it as it was."""
+        op = node.op
+        destroyed = sorted({j for js in (getattr(op, 'destroy_map', None) or {}).values()
+                            for j in js if isinstance(node.inputs[j], SharedVariable)})
+        if not destroyed:
+            thunk = op.make_thunk(node, self.storage_map, self.compute_map, [])
+            thunk.inputs = [self.storage_map[v] for v in node.inputs]
+            thunk.outputs = [self.storage_map[v] for v in node.outputs]
+            return thunk
+        storage = dict(self.storage_map)
+        pairs = []
+        for j in destroyed:
+            var = node.inputs[j]
+            if var not in [p for p, _ in pairs]:
+                storage[var] = [None]
+                pairs.append((var, (self.storage_map[var], storage[var])))
+        cells = [c for _, c in pairs]
+        inner = op.make_thunk(node, storage, self.compute_map, [])
+
+        def thunk():
+            for cell, private in cells:
+                private[0] = _private_copy(cell[0])
+            return inner()
+        thunk.inputs = [storage[v] for v in node.inputs]
+        thunk.outputs = [storage[v] for v in node.outputs]
+        return thunk
 
     def counts(self):
         dev = sum(1 for t in self.tasks if t.kind == 'dev')
@@ -81,6 +117,12 @@ class Program(object):
                     break
             ops[name] = ops.get(name, 0) + 1
         return dict(device=dev, meta=meta, fallback=len(fb), fallback_ops=ops)
+
+
+def _private_copy(value):
+    if isinstance(value, np.ndarray):
+        return value.copy()
+    return copy.copy(value)
 
 
 class ShapeOfDevice(object):
@@ -184,10 +226,11 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         tasks.append(task)
 
     prog = Program(fgraph, tasks, storage_map, compute_map, input_cells, output_cells)
+    prog.no_recycling = list(no_recycling or ())
     inputs = fgraph.inputs
     index = prog.input_index
 
-    need_dev, need_host, key_inputs = set(), set(), set()
+    need_dev, need_host = set(), set()
     producer = {}
     for t, task in enumerate(tasks):
         node = task.node
@@ -196,16 +239,13 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
             if task.kind == 'dev':
                 if j in task.host_inputs:
                     need_host.add(v)
-                    if v in index:
-                        key_inputs.add(v)
                 else:
                     need_dev.add(v)
             elif task.kind == 'host':
                 need_host.add(v)
-                if task.meta and v in index:
-                    key_inputs.add(v)
         for o in node.outputs:
             producer[o] = task
+    key_inputs = _plan_deciding(tasks) & set(index)
 
     # updates: fgraph input -> output computing its next value
     out_index = {}
@@ -421,6 +461,22 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
             break             # one product per consumer
 
 
+def _plan_deciding(tasks):
+    """The variables whose *values* a device plan depends on: the host inputs of device
+    tasks (sizes, indices, shapes) and, through host shape arithmetic, what they are
+    computed from. Only these key a frame: a value that decides no plan (a shared
+    iteration counter incremented by host arithmetic, a scalar only uploaded) is read
+    every call and never makes one re-plan."""
+    deciding = set()
+    for task in tasks:
+        if task.kind == 'dev':
+            deciding.update(task.node.inputs[j] for j in task.host_inputs)
+    for task in reversed(tasks):
+        if task.kind == 'host' and task.meta and any(o in deciding for o in task.node.outputs):
+            deciding.update(task.node.inputs)
+    return deciding
+
+
 def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):
     """Find host values a frame's key already decides, and tasks a replay may skip.
 
@@ -520,9 +576,7 @@ class OCLLinker(gof_link.LocalLinker):
                              output_storage, self.updated_vars, dev, self.no_recycling)
         for task in prog.tasks:
             if task.kind == 'host':
-                task.thunk = task.node.op.make_thunk(task.node, storage_map, compute_map, [])
-                task.thunk.inputs = [storage_map[v] for v in task.node.inputs]
-                task.thunk.outputs = [storage_map[v] for v in task.node.outputs]
+                task.thunk = prog.host_thunk(task.node)
         fn = OCLFunction(prog, dev, profile=self.profile, output_mode=self.output_mode)
         fn.upload_constants()
         _stats(prog)

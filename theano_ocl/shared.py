@@ -17,6 +17,7 @@ seen too: the VM compares the cell's object with the one it last synchronised.
 import numpy as np
 
 from .darray import DArray, Root
+from .runtime import commit
 
 _residents = {}          # id(storage cell) -> Resident
 
@@ -74,33 +75,72 @@ class Resident(object):
         return self.darr
 
     def _place(self, dev, shape, dtype):
+        place = None
+        if self.darr is None or self.darr.shape != tuple(shape) or self.dev is not dev \
+                or self.root.buf is None or self.darr.dtype != dtype:
+            place = self._new_placement(dev, shape, dtype)
+        if place is not None:
+            self._install(dev, place)
+
+    def _new_placement(self, dev, shape, dtype):
+        """(buffer or None to keep the current one, nbytes, DArray): a placement for a value
+        of ``shape``, not yet installed (the allocation is the part that may fail)."""
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        buf = None
         if self.root.buf is None or self.dev is not dev or self.root.nbytes < nbytes \
                 or self.root.nbytes > 2 * nbytes + 4096:
-            self.root.move(dev.alloc(nbytes))
-            self.root.nbytes = max(nbytes, 1)
-        self.dev = dev
+            buf = dev.alloc(nbytes)
         d = self.darr
         if d is None or d.shape != tuple(shape) or d.dtype != dtype:
-            self.darr = DArray(self.root, shape, dtype)   # else the same view: plans stay valid
+            d = DArray(self.root, shape, dtype)   # else the same view: plans stay valid
+        return buf, max(nbytes, 1), d
 
-    # -- writes ---------------------------------------------------------------
-    def commit_device(self, dev, queue, d):
-        """Make the device value ``d`` (C-contiguous) the variable's new value."""
-        if self.darr is None or self.darr.shape != d.shape or self.dev is not dev:
-            self._place(dev, d.shape, d.dtype)
-        if d.size and not (d.root is self.root and d.offset == 0):
-            dev.cl.enqueue_copy(queue, self.root.buf, d.root.buf, byte_count=d.nbytes,
-                                src_offset=d.boff, dst_offset=self.root.origin)
+    def _install(self, dev, place):
+        buf, nbytes, darr = place
+        if buf is not None and self.root.buf is not buf:
+            self.root.move(buf)
+            self.root.nbytes = nbytes
+        self.dev = dev
+        self.darr = darr
+
+    # -- writes (see runtime/commit.py: prepare may fail, the action may not) ------
+    def prepare_device_commit(self, dev, queue, d):
+        """The action making the device value ``d`` (C-contiguous) the variable's new value.
+
+        Whatever may fail (a new placement's allocation, when the shape changes) happens
+        here; the action only installs, copies and sets flags, and gives the same result
+        when it runs twice (runtime/commit.py)."""
+        place = None
+        if self.darr is None or self.darr.shape != d.shape or self.dev is not dev \
+                or self.root.buf is None:
+            place = self._new_placement(dev, d.shape, d.dtype)
+        cl = dev.cl
+        nbytes = d.nbytes
+        root = self.root
+
+        def action():
+            if place is not None:
+                self._install(dev, place)
+            if nbytes and not (d.root is root and d.offset == 0):
+                cl.enqueue_copy(queue, root.buf, d.root.buf, byte_count=nbytes,
+                                src_offset=d.boff, dst_offset=root.origin)
+            self.mark_device_newer()
+        return action
+
+    def mark_device_newer(self):
+        """The device copy holds the variable's value (it was just written there)."""
         self.device_newer = True
         self.host_obj = self.cell[0]
         self.host_dirty = False
 
-    def commit_host_value(self, dev, queue, value):
-        self.cell[0] = value
-        self.host_dirty = True
-        self.device_newer = False
-        self.ensure_device(dev, queue)
+    def prepare_host_commit(self, value):
+        """The action making the host ``value`` the variable's new value (uploaded when a
+        device next needs it, as after ``set_value``)."""
+        def action():
+            self.cell[0] = value
+            self.host_dirty = True
+            self.device_newer = False
+        return action
 
     def sync_to_host(self):
         """Download the device value into the host cell if the device is newer."""
@@ -132,6 +172,7 @@ def sync_cell(cell):
 
 
 def sync_all():
+    commit.finish_pending()
     for res in list(_residents.values()):
         res.sync_to_host()
 
@@ -151,11 +192,15 @@ def install_patches():
     orig_get, orig_set = Container.__get__, Container.__set__
 
     def __get__(self):
+        if commit._pending:
+            commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
         return orig_get(self)
 
     def __set__(self, value):
+        if commit._pending:
+            commit.finish_pending()     # an interrupted call's updates land before this
         orig_set(self, value)
         if _residents:
             res = _residents.get(id(self.storage))
@@ -171,12 +216,16 @@ def install_patches():
     orig_deepcopy = Container.__deepcopy__
 
     def __deepcopy__(self, memo):
+        if commit._pending:
+            commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
         return orig_deepcopy(self, memo)
     Container.__deepcopy__ = __deepcopy__
 
     def __getstate__(self):
+        if commit._pending:
+            commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
         return self.__dict__
@@ -190,6 +239,8 @@ def install_patches():
     orig_create = FunctionMaker.create
 
     def create(self, input_storage=None, *args, **kwargs):
+        if commit._pending:
+            commit.finish_pending()
         if _residents and input_storage:
             for c in input_storage:
                 if isinstance(c, Container):
@@ -202,9 +253,13 @@ def install_patches():
 
     def __call__(self, *args, **kwargs):
         if getattr(self.fn, 'is_ocl', False):
-            # the OCL VM keeps its residents coherent itself: nothing to do around the call
-            # (the first test, so an OCL call pays one lookup here)
-            return orig_call(self, *args, **kwargs)
+            # the OCL VM keeps its residents coherent itself; one call at a time: Function
+            # writes the inputs into shared cells before the VM runs and reads the outputs
+            # after, so concurrent calls from threads are serialized here, around it all
+            with self.fn.lock:
+                return orig_call(self, *args, **kwargs)
+        if commit._pending:
+            commit.finish_pending()
         if _residents:
             for c in self.input_storage:
                 res = _residents.get(id(c.storage))

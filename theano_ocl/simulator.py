@@ -33,7 +33,8 @@ from theano.compile.sharedvalue import SharedVariable
 from . import planner
 from .darray import DArray, Root
 from .device import get_device, NoOpenCLPlatform
-from .vm import Replan, Step, bind_site, commit_copy_step
+from .runtime import commit, faults
+from .vm import CommitPlan, Replan, bind_site
 
 
 class SimulatorError(ValueError):
@@ -256,7 +257,8 @@ class Method(object):
         prog = vm.program
         dev, queue = vm.dev, vm.queue
         cells = prog.input_cells
-        saved = [c[0] for c in cells]
+        # the per-step inputs' cells get each step's value: their own values come back after
+        saved = [(cells[i], cells[i][0]) for i in per_step]
         n_slots = n // k
         host_probes = {}
         try:
@@ -316,7 +318,7 @@ class Method(object):
             if rebinds:
                 batch = False     # batched kernels bind the input buffer itself
             t_plan = time.perf_counter()
-            steps_fns, commit_fns, info = self._plans_for(frame, batch)
+            steps_fns, commit_actions, info = self._plans_for(frame, batch)
             t_plan = time.perf_counter() - t_plan
             hsteps = [s for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard')]
             host_steps = len(hsteps)
@@ -329,52 +331,70 @@ class Method(object):
                                   host_steps, ', '.join(ops) or '?', self._fallbacks()),
                               stacklevel=3)
             self.stats = dict(info, host_steps=host_steps, feed=feed_mode, steps=n,
-                              first_step_s=t_first - t_start, plan_s=t_plan)
+                              first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
             t_loop = time.perf_counter()
-            # ------------------------------------------------------ steps 1..n-1
-            enqueue_copy = dev.cl.enqueue_copy
-            set_arg = None
-            slot = 1 if k == 1 else 0
-            step = 0
+            # a device check (bad index, integer division by zero) is read once after the
+            # loop, not every step; should one fail, the state before step 1 comes back
+            # and the steps run again reading the flags after each, so the call ends as n
+            # separate calls would: at the failing step, with the steps before it committed
+            snapshot = self._snapshot() if frame.checks else None
+
+            def loop(first, check_each):
+                enqueue_copy = dev.cl.enqueue_copy
+                slot = first if k == 1 else first // k
+                hooked = faults.hook is not None
+                step = first
+                try:
+                    for step in range(first, n):
+                        if hooked:
+                            faults.at('run_steps step %d' % step)
+                        for i, stage, big, nbytes in feeds:
+                            enqueue_copy(queue, stage.base_data, big.base_data,
+                                         byte_count=nbytes, src_offset=step * nbytes)
+                        for kernel, argi, off, itemsize, nbytes, _ in rebinds:
+                            kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
+                        for cell, arr in host_feeds:
+                            cell[0] = arr[step]
+                        for fn in steps_fns:
+                            fn()
+                        if (step + 1) % k == 0:
+                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
+                            slot += 1
+                        if check_each and frame.checks:
+                            self._checked(frame, step)
+                        if hooked:
+                            faults.at('run_steps step %d commit' % step)
+                        # one commit per step, all of its updates or none (runtime/commit.py)
+                        commit.apply(commit_actions())
+                        self.stats['steps_done'] = step + 1
+                except Replan as e:
+                    raise SimulatorError(
+                        '%s: step %d: a host value or shape the device plan relied on changed '
+                        '(%s); the state holds the result of %d steps' % (
+                            self._what(), step, e, step)) from None
+
             try:
-                for step in range(1, n):
-                    for i, stage, big, nbytes in feeds:
-                        enqueue_copy(queue, stage.base_data, big.base_data, byte_count=nbytes,
-                                     src_offset=step * nbytes)
-                    for kernel, argi, off, itemsize, nbytes, _ in rebinds:
-                        kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
-                    for cell, arr in host_feeds:
-                        cell[0] = arr[step]
-                    for fn in steps_fns:
-                        fn()
-                    if (step + 1) % k == 0:
-                        self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
-                        slot += 1
-                    # a frame's commits read every new value before writing any
-                    for apply in [fn() for fn in commit_fns]:
-                        if callable(apply):
-                            apply()
-            except Replan as e:
-                raise SimulatorError(
-                    '%s: step %d: a host value or shape the device plan relied on changed (%s); '
-                    'the state holds the result of %d steps' % (self._what(), step, e, step)) from None
+                loop(1, False)
+                queue.finish()
+                self.stats['loop_s'] = time.perf_counter() - t_loop
+                if frame.checks:
+                    try:
+                        vm.run_checks(frame)
+                    except Exception:
+                        self._restore(snapshot)
+                        self.stats['steps_done'] = 1
+                        loop(1, True)
+                        raise AssertionError('run_steps: a device check failed once and not '
+                                             'when the steps ran again')  # pragma: no cover
+            except BaseException as e:
+                if not isinstance(e, Exception):
+                    vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
+                raise
             finally:
                 # the frame's kernels point at the input buffer again for later calls
                 for kernel, argi, off, itemsize, nbytes, stage_buf in rebinds:
                     kernel.set_arg(argi, stage_buf)
                     kernel.set_arg(argi + 1, np.int64(off // itemsize))
-            queue.finish()
-            self.stats['loop_s'] = time.perf_counter() - t_loop
-            if frame.checks:
-                # device error flags (bad indices, integer division by zero) are read once
-                # here, not every step: the state already holds all n steps
-                try:
-                    vm.run_checks(frame)
-                except Exception as e:
-                    e.args = ('%s [SimulatorOCL.run_steps: found after steps 1..%d ran; the '
-                              'shared variables hold the state after them]'
-                              % (e.args[0] if e.args else e, n - 1),) + tuple(e.args[1:])
-                    raise
             results = []
             for j, pb in zip(probe_idx, probe_bufs):
                 if pb is None:
@@ -384,12 +404,56 @@ class Method(object):
                 buf, d = pb
                 host = np.empty((n_slots,) + d.shape, d.dtype)
                 if host.size:
-                    enqueue_copy(queue, host, buf, is_blocking=True)
+                    dev.cl.enqueue_copy(queue, host, buf, is_blocking=True)
                 results.append(host)
             return self._probe_result(results, probe_idx, single, n_slots)
         finally:
-            for c, v in zip(cells, saved):
+            for c, v in saved:
                 c[0] = v
+
+    def _checked(self, frame, step):
+        try:
+            self.vm.run_checks(frame)
+        except Exception as e:
+            e.args = ('%s [SimulatorOCL.run_steps: at step %d; the shared variables hold the '
+                      'state after steps 0..%d]' % (e.args[0] if e.args else e, step, step - 1),
+                      ) + tuple(e.args[1:])
+            raise
+
+    def _snapshot(self):
+        """Device copies of the updated shared variables' values (and the host values of
+        the others), to go back to the state before a run of steps."""
+        vm = self.vm
+        prog = vm.program
+        dev, queue = vm.dev, vm.queue
+        saved = []
+        for i, _ in prog.updates:
+            res = prog.residents.get(i)
+            if res is None:
+                saved.append((i, None, prog.input_cells[i][0]))
+                continue
+            d = res.ensure_device(dev, queue)
+            copy = None
+            if d.nbytes:
+                copy = dev.alloc(d.nbytes)
+                dev.cl.enqueue_copy(queue, copy, d.root.buf, byte_count=d.nbytes,
+                                    src_offset=d.boff)
+            saved.append((i, (res, d, copy), None))
+        return saved
+
+    def _restore(self, saved):
+        vm = self.vm
+        prog = vm.program
+        dev, queue = vm.dev, vm.queue
+        for i, dev_value, host_value in saved:
+            if dev_value is None:
+                prog.input_cells[i][0] = host_value
+                continue
+            res, d, copy = dev_value
+            if copy is not None:
+                dev.cl.enqueue_copy(queue, d.root.buf, copy, byte_count=d.nbytes,
+                                    dst_offset=d.boff)
+            res.mark_device_newer()
 
     def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot):
         cl = self.vm.dev.cl
@@ -452,36 +516,36 @@ class Method(object):
         return 'rebind'
 
     def _plans_for(self, frame, batch):
-        """(step callables, commit callables, launch counts) for replaying ``frame``."""
+        """(step callables, per-step commit actions, launch counts) for replaying ``frame``;
+        ``commit_actions()`` prepares one step's commit (runtime/commit.py)."""
         vm = self.vm
-        commit_steps = [self._commit_step(c) for c in frame.commits]
+        commits = frame.commits
         unbatched = sum(1 for s in frame.steps if s.kind in ('launch', 'copy')) + \
-            sum(1 for s in commit_steps if s.kind == 'copy')
+            sum(1 for c in commits if getattr(c, 'resident', None) is not None)
+
+        def plain_commit():
+            return [prepare() for prepare in commits]
         info = dict(launches_per_step_unbatched=unbatched)
         if batch is False:
             info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], [s.fn for s in commit_steps], info
+            return [s.fn for s in frame.steps], plain_commit, info
         hit = self._plans.get(id(frame))
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
             gather_into_slab(vm, frame)
             p_steps = planner.plan_steps(frame.steps, vm.dev, vm.queue)
-            p_commits = planner.plan_steps(commit_steps, vm.dev, vm.queue)
+            p_commits = CommitPlan(vm, frame)
             self._plans = {id(frame): (frame, p_steps, p_commits)}
             if frame.batched is None and p_steps.pays():
                 # ordinary calls of the frame (step 0 of run_steps, sim(...)) replay it too
                 frame.batched = p_steps
             hit = self._plans[id(frame)]
         _, p_steps, p_commits = hit
-        after = p_steps.n_launches_after + p_commits.n_launches_after
+        after = p_steps.n_launches_after + p_commits.plan.n_launches_after
         if batch == 'auto' and after >= unbatched:
             info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], [s.fn for s in commit_steps], info
+            return [s.fn for s in frame.steps], plain_commit, info
         info.update(launches_per_step=after, batched=True)
-        return p_steps.fns, p_commits.fns, info
-
-    def _commit_step(self, commit):
-        """A frame commit as a planner step: resident commits become plain device copies."""
-        return commit_copy_step(self.vm, commit) or Step(commit, -1, 'host')
+        return p_steps.fns, p_commits.actions, info
 
     def _per_step_inputs(self, n, inputs):
         """{input index: host array with leading axis n}, checked against the input types."""

@@ -1,0 +1,171 @@
+"""Bounded memory (issue 15, items 4 and 6): frames, the pool, programs, the device's limits.
+
+``theano_ocl.memory_info()`` reports what is held; these tests hold it to bounds: a large
+call's buffers do not outlive it by more than the frame cache's budget, a deleted
+function's buffers go back to the driver, the program memo is bounded, a buffer larger than
+the device's largest allocation runs on the host (as Theano C would run it), and the device
+size is respected even where the driver does not enforce it.
+"""
+import gc
+import os
+import warnings
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close
+
+MiB = 1 << 20
+
+
+def _dev():
+    return theano_ocl.get_device()
+
+
+def _rss():
+    with open('/proc/self/statm') as f:
+        return int(f.read().split()[1]) * os.sysconf('SC_PAGE_SIZE')
+
+
+def _device_bytes():
+    info = theano_ocl.memory_info(collect=True)
+    return info['in_use'] + info['held']
+
+
+def _model(mode, k=0):
+    """One of a few small graph templates (k picks it) with an update."""
+    x = T.fmatrix('x')
+    s = theano.shared(np.zeros(3, 'float32'), 's')
+    exprs = [T.tanh(x * 2 + 1).sum(axis=0), T.exp(-x).mean(axis=0), (x ** 2).max(axis=0),
+             (abs(x) + 1).min(axis=0)]
+    y = exprs[k % len(exprs)]
+    return theano.function([x], y.sum(), updates=[(s, s + y[:3])], mode=mode)
+
+
+def test_a_large_call_does_not_keep_its_buffers():
+    f = _model(theano_ocl.OCLMode())
+    small = np.ones((8, 3), 'float32')
+    f(small)
+    base = theano_ocl.memory_info(collect=True)['in_use']
+    big = np.ones((16 * MiB // 12, 3), 'float32')            # 16 MiB in, more in between
+    f(big)
+    during = theano_ocl.memory_info()['in_use']
+    assert during - base >= 16 * MiB
+    fn = f.fn
+    fn.max_cached_bytes = 4 * MiB            # this test's budget (default: 256 MiB)
+    for _ in range(100):
+        f(small)
+    after = theano_ocl.memory_info(collect=True)
+    assert after['in_use'] - base < 4 * MiB, after
+    assert after['held'] <= theano_ocl.device.TRIM_KEEP
+
+
+def test_a_deleted_function_gives_its_buffers_back():
+    before = _device_bytes()
+    f = _model(theano_ocl.OCLMode(), 1)
+    f(np.ones((1 << 20, 3), 'float32'))      # 12 MiB input, frame buffers of that size
+    assert _device_bytes() - before >= 12 * MiB
+    del f
+    after = _device_bytes()
+    assert after - before <= theano_ocl.device.TRIM_KEEP, (before, after)
+    assert theano_ocl.memory_info()['in_use'] <= before
+
+
+def test_the_program_memo_is_bounded(monkeypatch):
+    dev = _dev()
+    monkeypatch.setattr(dev, 'max_programs', 4)
+    x = T.fvector('x')
+    for k in range(10):
+        f = theano.function([x], T.exp(x) * (k + 2), mode=theano_ocl.OCLMode())
+        assert_close(f(np.ones(3, 'float32')), np.exp(np.ones(3, 'float32')) * np.float32(k + 2))
+    assert theano_ocl.memory_info()['programs'] <= 4
+
+
+def test_soak_rotating_shapes_and_dropped_functions():
+    """10^4 calls over rotating shapes (one of them large) and 1,000 OCL functions linked,
+    called and dropped: device and host memory end within 10% of where they started.
+
+    The functions are re-linked from four compiled graphs (``SimulatorOCL``: a new
+    ``theano.function`` with the OCL linker on the optimized graph, ~7 ms each) rather than
+    optimized from scratch each time (~60 ms of Theano's optimizer each), so the test spends
+    its time in theano_ocl's own linking, planning and release."""
+    mode = theano_ocl.OCLMode()
+    shapes = [(7, 3), (64, 3), (5, 3), (1 << 16, 3), (33, 3)]
+    inputs = [np.full(shape, 0.5, 'float32') for shape in shapes]
+    plain = [_model('FAST_RUN', k) for k in range(4)]
+
+    def round_of_calls(f, n):
+        for k in range(n):
+            f(inputs[k % len(inputs)])
+
+    def round_of_functions(n):
+        for k in range(n):
+            f = theano_ocl.SimulatorOCL(plain[k % len(plain)])
+            f(inputs[k % 3])
+            del f
+    # warm up: Theano's compiled modules, the programs of each template, the pool's bins,
+    # and the caches that fill once and stay (pyopencl's kernel invokers, PoCL's
+    # work-group specializations: +13 MiB over the first 2,000 calls of five shapes that
+    # take turns in four frames, +1.3 over the next 2,000, then nothing)
+    f = _model(mode)
+    round_of_calls(f, 4000)
+    round_of_functions(50)
+    gc.collect()
+    dev0, rss0 = _device_bytes(), _rss()
+    round_of_calls(f, 10000)
+    round_of_functions(1000)
+    del f
+    dev1, rss1 = _device_bytes(), _rss()
+    assert dev1 <= dev0 * 1.1 + MiB, 'device memory %d -> %d bytes' % (dev0, dev1)
+    assert rss1 <= rss0 * 1.1, 'host memory (RSS) %.1f -> %.1f MiB' % (rss0 / MiB, rss1 / MiB)
+
+
+def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
+    dev = _dev()
+    monkeypatch.setattr(dev, 'max_alloc', 64 * 1024)
+    x = T.fvector('x')
+    s = theano.shared(np.zeros(100000, 'float32'), 's')     # 400 KB: over the limit
+    f_c = theano.function([x], (s * 2).sum() + x.sum(), updates=[(s, s + x[0])],
+                          mode='FAST_RUN')
+    f_o = theano.function([x], (s * 2).sum() + x.sum(), updates=[(s, s + x[0])],
+                          mode=theano_ocl.OCLMode())
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always')
+        got = [f_o(np.full(3, 1.5, 'float32')) for _ in range(3)]
+    assert any('runs on the host' in str(m.message) for m in w)
+    assert_close(s.get_value(), np.full(100000, 4.5, 'float32'))
+    # the values Theano C computes from the same states
+    s.set_value(np.zeros(100000, 'float32'))
+    want = [f_c(np.full(3, 1.5, 'float32')) for _ in range(3)]
+    assert_close(np.array(got), np.array(want))
+    # small shapes of another function stay on the device
+    g = theano.function([x], T.exp(x), mode=theano_ocl.OCLMode())
+    assert_close(g(np.ones(4, 'float32')), np.exp(np.ones(4, 'float32')))
+    assert g.fn.last_frame is not None and not g.fn.last_frame.on_host
+
+
+def test_the_device_size_is_held_to_and_the_function_survives(monkeypatch):
+    dev = _dev()
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x) + 1, mode=theano_ocl.OCLMode())
+    assert_close(f(np.ones(4, 'float32')), np.exp(np.ones(4, 'float32')) + 1)
+    limit = dev.pool.active_bytes + 1 * MiB
+    monkeypatch.setattr(dev, 'memory_limit', limit)
+    with pytest.raises(MemoryError, match='out of memory allocating 4.0 MiB'):
+        f(np.ones(MiB, 'float32'))
+    monkeypatch.undo()
+    assert_close(f(np.ones(MiB, 'float32')), np.exp(np.ones(MiB, 'float32')) + 1)
+
+
+def test_an_empty_device_array_is_an_input_like_any_other():
+    import pyopencl.array as cla
+    x = T.fvector('x')
+    f = theano.function([x], [T.exp(x) * 2, x.sum()], mode=theano_ocl.OCLMode())
+    q = _dev().queue
+    for a in (np.zeros(0, 'float32'), np.ones(3, 'float32'), np.zeros(0, 'float32')):
+        out, total = f(cla.to_device(q, a))
+        assert_close(out, np.exp(a) * 2)
+        assert_close(total, a.sum())

@@ -1,0 +1,30 @@
+"""What theano_ocl holds in memory, and the bounds it keeps.
+
+Device memory: buffers come from one pool per device (``OCLDevice.alloc``), held against
+the device's reported size (PoCL does not enforce it). A function keeps the frame of its
+last call and at most ``OCLFunction.max_frames`` others, whose buffers together stay under
+``max_cached_bytes``; evicted and deleted frames give their buffers back to the pool, and
+the pool gives them back to the driver when it holds more than ``device.TRIM_KEEP``.
+Under memory pressure every function's cached frames are dropped before an allocation
+fails. Host memory: compiled programs are memoized per device up to ``max_programs`` (least
+recently used dropped), rendered kernel sources up to ``kernels.MAX_RENDERED``.
+"""
+import gc
+
+
+def memory_info(device=None, collect=False):
+    """A dict of what theano_ocl holds on ``device`` (default: the default device): bytes in
+    use and held by the pool, the limit it keeps to, live functions and the bytes their
+    cached frames hold, programs and rendered sources memoized."""
+    from .. import kernels
+    from ..device import get_device
+    from ..vm import live_functions
+    if collect:
+        gc.collect()
+    dev = get_device(device)
+    info = dev.memory_info()
+    fns = [f for f in live_functions() if f.dev is dev]
+    info.update(functions=len(fns), frames=sum(len(f.frames) for f in fns),
+                frame_bytes=sum(f.cached_bytes() for f in fns))
+    info.update(kernels.cache_info())
+    return info
