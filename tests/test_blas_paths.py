@@ -52,7 +52,7 @@ def test_consecutive_host_steps_share_a_mapping(monkeypatch):
     f = assert_matches_c([x, g], outs, vals, calls=3, **TOL)
     sessions = {}
     for st in f.fn.last_frame.steps:
-        s = getattr(st.fn, 'host_session', None)
+        s = getattr(st, 'session', None)
         if s is not None:
             sessions[id(s)] = s
     assert sessions and max(len(s.members) for s in sessions.values()) >= 2
@@ -126,7 +126,8 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     """plan_gemm into a column-major (transposed) C, which no BLAS op produces today (Gemm
     in place on a transposed intermediate could): CLBlast computes C^T = B^T A^T into it,
     the host ?gemm takes it as column-major. Reference: Theano C."""
-    from theano_ocl.vm import Frame, PlanContext, download, upload
+    from theano_ocl.runtime.context import Frame, PlanContext
+    from theano_ocl.runtime.memory import download, upload
     monkeypatch.setattr(blas, 'FORCE_BACKEND', be)     # no automatic small-product path
     used = []
     for name in ('_plan_host', '_plan_clblast', '_plan_kernel'):

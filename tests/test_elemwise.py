@@ -142,7 +142,7 @@ def test_multi_dimensional_launches(dtype):
     f = assert_matches_c([x, r, m], outs, [xv, rv, mv])
     if f.fn.dev.is_cpu:
         # the strided operands launched as 2-d and 3-d ranges
-        shapes = [s.meta[2] for s in f.fn.last_frame.steps if s.kind == 'launch' and s.meta]
+        shapes = [s.gsize for s in f.fn.last_frame.steps if s.kind == 'launch' and hasattr(s, 'gsize')]
         assert any(len(g) == 2 for g in shapes) and any(len(g) == 3 for g in shapes), shapes
 
 

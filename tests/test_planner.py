@@ -6,7 +6,8 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl import planner
-from theano_ocl.vm import Step, download
+from theano_ocl.runtime.memory import download
+from theano_ocl.runtime.plans import Enqueue, HostStep
 from helpers import assert_close, rand
 
 
@@ -130,7 +131,8 @@ def test_schedule_respects_barriers_and_conflicts():
     log = []
 
     def mk(name, kind='launch'):
-        return Step(lambda: log.append(name), 0, kind)
+        # launches that declare nothing (library calls) and host steps are barriers
+        return (Enqueue if kind == 'launch' else HostStep)(lambda: log.append(name), 0)
     steps = [mk('a'), mk('h', 'host'), mk('b')]
     ops = [planner.analyse(i, s) for i, s in enumerate(steps)]
     groups = planner.schedule(ops)
@@ -160,7 +162,7 @@ def test_small_products_merge(cpu_group):
     vals += [rand((c,), 'float32', rng) for r, c in shapes]
     ins = As + xs + zs + ys
     f, frame = _frame(ins, outs, vals)
-    kinds = [s.meta[1].rsplit('_', 1)[0] for s in frame.steps if s.kind == 'launch']
+    kinds = [s.batch.family for s in frame.steps if getattr(s, 'batch', None) is not None]
     assert kinds.count('gemm_small') >= 2 * n, kinds
     plan = _assert_same_results(ins, outs, vals)
     assert plan.n_launches_after <= plan.n_launches_before - (2 * n - 4)

@@ -43,6 +43,7 @@ _state = {
     'registered': False,     # theano_ocl.mode.register() returned
     'registering': False,    # inside _register (guards the circular import)
     'configparser': False,   # AddConfigVar is wrapped
+    'deferred': False,       # a module of _REGISTRATION_CHAIN was importing: it registers
 }
 
 
@@ -314,16 +315,21 @@ def _patch_live_config(theano):
                 _warn('could not adjust Theano flag %r: %r' % (name, e))
 
 
-def _register():
-    """Call ``theano_ocl.mode.register()`` once theano is importable. True when done."""
+def _register(finishing=None):
+    """Call ``theano_ocl.mode.register()`` once theano is importable. True when done.
+    ``finishing``: the module of the registration chain calling from its last line (its
+    names are all defined)."""
     if _state['registered']:
         return True
     if _state['registering']:
         return False
-    mode_mod = sys.modules.get('theano_ocl.mode')
-    if mode_mod is not None and _initializing(mode_mod):
-        # theano_ocl.mode is importing theano right now: it registers when it is done.
-        return False
+    for name in _REGISTRATION_CHAIN:
+        m = sys.modules.get(name)
+        if m is not None and name != finishing and _initializing(m):
+            # a module registration imports names from is importing theano right now:
+            # it registers at its end (register_deferred)
+            _state['deferred'] = True
+            return False
     pkg = sys.modules.get('theano_ocl')
     _state['registering'] = True
     try:
@@ -342,6 +348,21 @@ def _register():
     finally:
         _state['registering'] = False
     return True
+
+
+#: the modules registering imports names from (mode -> linker -> vm); each calls
+#: register_deferred() at its end
+_REGISTRATION_CHAIN = ('theano_ocl.mode', 'theano_ocl.linker', 'theano_ocl.vm')
+
+
+def register_deferred(module):
+    """Register now (called by ``module`` of the registration chain from its last line) if
+    an import of the chain deferred it: a module of it was importing theano when Theano's
+    import finished."""
+    theano = sys.modules.get('theano')
+    if _state.get('deferred') and theano is not None and not _initializing(theano):
+        if _register(finishing=module):
+            _state['deferred'] = False
 
 
 def is_registered():

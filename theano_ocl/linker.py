@@ -29,6 +29,7 @@ from theano.compile import ops as compile_ops
 from theano import scalar as ts
 from theano.tensor.type_other import SliceType, NoneTypeT
 
+from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.registry import ocl_impl
@@ -584,3 +585,6 @@ class OCLLinker(gof_link.LocalLinker):
         out_containers = [gof_link.Container(v, s, readonly=True)
                           for v, s in zip(fgraph.outputs, output_storage)]
         return fn, in_containers, out_containers, fn.thunks, order
+
+
+_startup.register_deferred(__name__)    # when importing this module deferred registration

@@ -2,6 +2,7 @@
 import theano
 from theano.compile import mode as theano_mode
 
+from . import _startup
 from .linker import OCLLinker
 
 
@@ -35,3 +36,6 @@ def register():
     if 'OCL' not in theano_mode.predefined_modes:
         theano_mode.register_mode('OCL', OCLMode())
     shared.install_patches()
+
+
+_startup.register_deferred(__name__)    # when importing this module deferred registration

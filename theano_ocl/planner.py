@@ -20,10 +20,14 @@ average fewer than CPU_GROUP / 4 elements a work-item walks ``CPU_CHUNK`` consec
 elements with one table search instead. On GPUs each element searches (binary search) on
 its own.
 
-Dependencies are read off what each step touches (buffer, byte span): a step that
-reads or writes bytes an earlier step wrote, or writes bytes an earlier step read, runs
-after it and is never merged with it. Steps whose accesses are unknown (host work,
-uploads, guards, kernels of other families) are barriers: nothing moves across them.
+What merges is declared, not guessed: an op family records a launch with a
+:class:`~theano_ocl.runtime.plans.Batch` (family, key, the launch's table row and
+operands), and registers how its launches batch (:func:`register_family`: the batched
+kernel, the largest batch, per-launch scalars). Dependencies are read off what each plan
+says it reads and writes (buffer, byte span): a plan that reads or writes bytes an earlier
+one wrote, or writes bytes an earlier one read, runs after it and is never merged with it.
+Plans that do not say (host work, uploads, guards, library calls) are barriers: nothing
+moves across them.
 
 The result is a :class:`BatchedPlan`: callables to run in order, plus launch counts.
 It binds the buffers the frame's roots hold when it is built; ``valid()`` says whether
@@ -35,10 +39,10 @@ import numpy as np
 from mako.lookup import TemplateLookup
 
 from . import darray as da
-from .darray import DArray
 from .ops import elemwise as ew
 from .ops import gemm_small
 from .ops.base import launch_geometry
+from .runtime import plans
 
 _KERNELS = os.path.join(os.path.dirname(__file__), 'kernels')
 _TEMPLATE = TemplateLookup([_KERNELS]).get_template('batched.cl.mako')   # + batch_locate.mako
@@ -49,14 +53,9 @@ CPU_GROUP = int(os.environ.get('THEANO_OCL_CPU_GROUP', 64))
 _batched_sources = {}
 
 
-def _elemwise_key(kernel_name):
-    """The elemwise source key of a generated kernel name, or None (another family)."""
-    return ew.batch_keys.get(kernel_name)
-
-
 def _copy_key(dtype):
+    """The elementwise key of a contiguous same-dtype copy (``dst = src``)."""
     support, body = ew._copy_code(dtype.name, dtype.name)
-    ew.kernel_source(support, body, [dtype.name], [dtype.name], 1, (True, True))
     return (support, body, (dtype.name,), (dtype.name,), 1, (True, True))
 
 
@@ -91,55 +90,27 @@ def _buf_id(root):
 
 
 def analyse(index, step):
-    """What a step reads and writes, and whether it can join a batch."""
+    """What a plan reads and writes (``runtime.plans``), and whether it can join a batch."""
     op = Op(index, step)
-    meta = step.meta
-    if step.kind == 'launch' and meta is not None:
-        prg, kname, gsize, lsize, args = meta
-        skey = gemm_small.batch_key(kname)
-        if skey is not None:
-            record, coef, ptrs, n = gemm_small.analyse(args)
-            cpos = gemm_small.c_position(skey)
-            op.writes = [_span(ptrs[cpos])]
-            op.reads = [_span(d) for k, d in enumerate(ptrs) if k != cpos]
-            op.key, op.record, op.ptrs, op.n = ('gemm_small', skey), record, ptrs, n
-            op.coef = coef
-            return op
-        key = _elemwise_key(kname)
-        darrs = [a for a in args if isinstance(a, DArray)]
-        if key is None:
-            # another family: every buffer it names may be read and written
-            op.reads = [_span(d) for d in darrs]
-            op.writes = list(op.reads)
-            return op
-        _, _, out_dtypes, in_dtypes, ndim, contig = key
-        n = int(args[0])
-        dims = [int(a) for a in args[1:1 + ndim]]
-        pos = 1 + ndim
-        record, ptrs = list(dims), []
-        for k in range(len(out_dtypes) + len(in_dtypes)):
-            d = args[pos]
-            pos += 1
-            ptrs.append(d)
-            record.append(d.boff // d.itemsize)
-            if not contig[k]:
-                record.extend(int(a) for a in args[pos:pos + ndim])
-                pos += ndim
-            (op.writes if k < len(out_dtypes) else op.reads).append(_span(d))
-        op.key, op.record, op.ptrs, op.n = key, record, ptrs, n
+    if step.reads is None or step.writes is None or isinstance(step, plans.HostStep):
+        # host work may also read and write host cells other steps use: nothing moves
+        op.barrier = True
         return op
-    if step.kind == 'copy' and meta is not None:
-        dst, src = meta
-        op.writes = [_span(dst)]
-        op.reads = [_span(src)]
+    op.reads = [_span(d) for d in step.reads]
+    op.writes = [_span(d) for d in step.writes]
+    batch = getattr(step, 'batch', None)
+    if batch is not None and batch.family in _FAMILIES:
+        op.key = batch.group
+        op.record, op.ptrs, op.n, op.coef = batch.record(), batch.operands, batch.n, batch.coef
+        return op
+    if step.kind == 'copy' and step.merge:
+        dst, src = step.dst, step.src
         if dst.dtype == src.dtype and dst.is_c_contiguous() and src.is_c_contiguous() \
                 and dst.size and dst.offset % dst.itemsize == 0 and src.offset % src.itemsize == 0:
-            op.key = _copy_key(dst.dtype)
+            op.key = ('elemwise', _copy_key(dst.dtype))
             op.record = [dst.size, dst.boff // dst.itemsize, src.boff // src.itemsize]
             op.ptrs = [dst, src]
             op.n = dst.size
-        return op
-    op.barrier = True
     return op
 
 
@@ -257,9 +228,8 @@ def batched_geometry(dev, total):
     return launch_geometry(dev, -(-total // chunk))
 
 
-def _batched_kernel(dev, key, K, slab=False, group=0):
+def _elemwise_batched(dev, key, K, slab, chunk, group):
     support, body, out_dtypes, in_dtypes, ndim, contig = key
-    chunk = 1 if group else chunk_for(dev)
     skey = (key, K, slab, chunk, group)
     hit = _batched_sources.get(skey)
     if hit is None:
@@ -289,15 +259,43 @@ def _batched_kernel(dev, key, K, slab=False, group=0):
     return dev.build(src), name, rec
 
 
-def max_batch(dev, key):
-    if key[0] == 'gemm_small':
-        return gemm_small.max_batch(dev, key[1])
+def _elemwise_max_batch(dev, key):
     nops = len(key[2]) + len(key[3])
     try:
         limit = int(dev.device.max_parameter_size)
     except Exception:
         limit = 1024
     return max(1, min(MAX_BATCH, (limit - 32) // (8 * nops)))
+
+
+class Family(object):
+    """How one op family's launches batch: ``kernel(dev, key, K, slab, chunk, group)`` gives
+    (program, kernel name, record length incl. start) of the kernel running K launches;
+    ``max_batch(dev, key)`` the largest K; ``coef_table(key, coefs)`` the host array of the
+    second table (per-launch scalars), or None when the family has none."""
+
+    def __init__(self, kernel, max_batch, coef_table=None):
+        self.kernel = kernel
+        self.max_batch = max_batch
+        self.coef_table = coef_table
+
+
+_FAMILIES = {}
+
+
+def register_family(name, family):
+    """Let launches whose ``Batch.family`` is ``name`` merge (see :class:`Family`)."""
+    _FAMILIES[name] = family
+
+
+register_family('elemwise', Family(_elemwise_batched, _elemwise_max_batch))
+register_family('gemm_small', Family(gemm_small.batched_kernel, gemm_small.max_batch,
+                                     gemm_small.coef_table))
+
+
+def max_batch(dev, key):
+    family, fkey = key
+    return _FAMILIES[family].max_batch(dev, fkey)
 
 
 def device_table(dev, queue, host):
@@ -335,13 +333,11 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     K = len(group)
     L = group_for(dev, [o.n for o in group])
     extra = []     # tables after the launch table
-    if key[0] == 'gemm_small':
-        prg, name, rec = gemm_small.batched_kernel(dev, key[1], K, slab is not None,
-                                                   1 if L else chunk_for(dev), L)
-        extra.append(device_table(dev, queue,
-                                  gemm_small.coef_table(key[1], [o.coef for o in group])))
-    else:
-        prg, name, rec = _batched_kernel(dev, key, K, slab is not None, L)
+    family = _FAMILIES[key[0]]
+    prg, name, rec = family.kernel(dev, key[1], K, slab is not None,
+                                   1 if L else chunk_for(dev), L)
+    if family.coef_table is not None:
+        extra.append(device_table(dev, queue, family.coef_table(key[1], [o.coef for o in group])))
     table = np.zeros((K, rec), np.int64)
     start = 0
     args = [None, None] + extra
@@ -378,7 +374,8 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
 
 
 def plan_steps(steps, dev, queue, min_group=2):
-    """Regroup ``steps`` (a frame's, or any list of vm.Step) into a :class:`BatchedPlan`."""
+    """Regroup ``steps`` (a frame's, or any list of ``runtime.plans``) into a
+    :class:`BatchedPlan`."""
     ops = [analyse(i, s) for i, s in enumerate(steps)]
     before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
     fns, holds, bound = [], [], []

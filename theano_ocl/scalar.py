@@ -235,6 +235,10 @@ class _Call(object):
     def xs(self, dtype=None):
         return [self.x(k, dtype) for k in range(len(self.ins))]
 
+    def convert(self, expr, src, dst):
+        """``expr`` (of dtype ``src``) as a ``dst`` value."""
+        return _convert(self.gen, expr, src, dst)
+
     def lit(self, value, dtype=None):
         return _literal(value, dtype or self.od)
 

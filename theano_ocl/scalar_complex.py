@@ -267,8 +267,7 @@ def _part(expr_fn):
         D = c.in_dtypes[0]
         if not is_complex(D):
             raise NoDeviceImplementation('%s of a real input here' % op)
-        from .scalar import _convert
-        return c.set(_convert(c.gen, expr_fn(c.ins[0]), real_dtype(D), c.od))
+        return c.set(c.convert(expr_fn(c.ins[0]), real_dtype(D), c.od))
     return gen
 
 

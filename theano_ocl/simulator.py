@@ -498,11 +498,7 @@ class Method(object):
             if root is None or i in self.vm.program.host_read_inputs:
                 ok = False
             for s in frame.steps:
-                if s.kind == 'launch':
-                    continue
-                if s.meta is not None and any(isinstance(m, DArray) and m.root is root for m in s.meta):
-                    ok = False
-                elif s.meta is None and _refs_root(s.fn, root):
+                if s.kind != 'launch' and s.touches(root):
                     ok = False
             for fn in list(frame.outputs) + list(frame.commits):
                 if _refs_root(fn, root):

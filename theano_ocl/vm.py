@@ -28,262 +28,18 @@ import weakref
 
 import numpy as np
 
+from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults
+from .runtime import commit, faults, plans
+from .runtime.context import Frame, PlanContext, Replan, RunOnHost, bind_site, family  # noqa: F401
 from .runtime.host_tier import HostTier
+from .runtime.memory import download, register_function, upload  # noqa: F401
 
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
 MAX_CACHED_FRAME_BYTES = 256 << 20
-
-_live = weakref.WeakSet()          # every OCLFunction alive (theano_ocl.memory_info)
-
-
-def live_functions():
-    return list(_live)
-
-
-class Replan(Exception):
-    """A frame's assumption (a shape, a host value) no longer holds: plan again."""
-
-
-class RunOnHost(Exception):
-    """The frame cannot live on the device (a buffer over its largest allocation): this
-    call, and every later one with the same key, runs on the host."""
-
-
-class Step(object):
-    """One recorded action of a frame. ``fn()`` runs it; ``task`` is the owning task index."""
-    __slots__ = ('fn', 'task', 'kind', 'kernel', 'meta')
-
-    def __init__(self, fn, task, kind, kernel=None, meta=None):
-        self.fn = fn
-        self.task = task
-        self.kind = kind          # 'launch', 'copy', 'upload', 'download', 'host', 'guard'
-        self.kernel = kernel
-        self.meta = meta
-
-
-class Frame(object):
-    """Everything one input signature needs: buffers, bound steps, output views."""
-
-    def __init__(self, key):
-        self.key = key
-        self.steps = []
-        self.arena = []            # Roots whose buffers this frame owns (reusable)
-        self.owned = []            # Roots of frame constants (never reused)
-        self.root_sites = collections.defaultdict(list)     # id(root) -> [site] (not inputs)
-        self.free = []             # roots free for reuse while planning
-        self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
-        # a site: (kernel, argi, byte offset of the view in its root, itemsize); the
-        # kernel takes the buffer at argi and the element offset at argi + 1 (bind_site)
-        self.rebind_sites = collections.defaultdict(list)   # input index -> [site]
-        self.input_roots = {}      # input index -> Root planned with
-        self.input_bufs = {}       # input index -> buffer its kernels are bound to
-        self.root_to_input = {}    # id(root) -> input index, for re-binding
-        self.outputs = None        # list of callables giving each output value
-        self.commits = []          # steps applying the updates
-        self.has_host_steps = False
-        self.n_launches = 0
-        self.tiny = False          # every value is small: hot calls may run in-thread
-        self.replays = 0
-        self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
-        self.checks = []           # (task index, fn): device error flags read after a call
-        self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
-        self.commit_plan = None    # CommitPlan once hot and worth it; False: never
-        self.guard = None          # OCLFunction._make_guard's closure; False: none for it
-        self.on_host = False       # a buffer would exceed the device: calls run on the host
-        self.nbytes = 0            # bytes of the buffers it owns
-
-    def owned_bytes(self):
-        return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
-
-    def release(self):
-        for root in self.arena + self.owned:
-            if root.slab:
-                continue       # the slab is shared (resident shared variables live there too)
-            try:
-                root.buf.release()
-            except Exception:
-                pass
-        self.arena = []
-        self.owned = []
-        self.free = []
-        self.steps = []
-        self.dvals = {}
-        self.batched = False
-
-
-class PlanContext(object):
-    """What a device implementation sees while planning one node of a frame."""
-
-    def __init__(self, vm, frame, task_index, queue):
-        self.vm = vm
-        self.dev = vm.dev
-        self.queue = queue
-        self.frame = frame
-        self.task_index = task_index
-        self.node = None
-        self.new_steps = []
-
-    # -- memory -------------------------------------------------------------------
-    def alloc(self, shape, dtype):
-        """A fresh C-contiguous device array from the frame's arena."""
-        dtype = np.dtype(dtype)
-        n = 1
-        for s in shape:
-            n *= int(s)
-        nbytes = max(n * dtype.itemsize, 1)
-        free = self.frame.free
-        best = None
-        for j, root in enumerate(free):
-            if root.nbytes >= nbytes and root.nbytes <= 2 * nbytes + 4096:
-                if best is None or root.nbytes < free[best].nbytes:
-                    best = j
-        if best is not None:
-            root = free.pop(best)
-        else:
-            buf = self.dev.alloc(nbytes)
-            root = Root(buf, nbytes, arena=True)
-            self.frame.arena.append(root)
-        return DArray(root, shape, dtype)
-
-    # -- recording ------------------------------------------------------------------
-    def launch(self, prg, kernel_name, gsize, lsize, args):
-        """Bind a kernel's arguments once and record its launch.
-
-        In ``args`` a DArray stands for two arguments: its buffer and its offset in
-        elements. Arguments coming from an input's buffer are remembered so the
-        frame can re-bind them when the same-shaped input arrives in another buffer.
-        """
-        cl = self.dev.cl
-        kernel = cl.Kernel(prg, kernel_name)
-        expanded = []
-        sites = []
-        for a in args:
-            if isinstance(a, DArray):
-                if a.offset % a.itemsize:
-                    raise ValueError('misaligned device view %r' % (a,))
-                site = (kernel, len(expanded), a.offset, a.itemsize)
-                i = self.frame.root_to_input.get(id(a.root))
-                if i is not None:
-                    sites.append((i, site))
-                else:
-                    self.frame.root_sites[id(a.root)].append(site)
-                expanded.append(a.root.buf)
-                expanded.append(np.int64(a.boff // a.itemsize))
-            else:
-                expanded.append(a)
-        kernel.set_args(*expanded)
-        for idx, site in sites:
-            self.frame.rebind_sites[idx].append(site)
-        gsize = tuple(int(g) for g in gsize)
-        lsize = None if lsize is None else tuple(int(x) for x in lsize)
-        enqueue = cl.enqueue_nd_range_kernel
-        queue = self.queue
-
-        def run():
-            return enqueue(queue, kernel, gsize, lsize)
-        # meta: what theano_ocl.planner needs to regroup launches (see planner.py)
-        self._record(Step(run, self.task_index, 'launch', kernel,
-                          meta=(prg, kernel_name, gsize, lsize, tuple(args))))
-        self.frame.n_launches += 1
-
-    def copy(self, dst, src):
-        """Device-to-device copy of contiguous, same-size arrays (strided: use elemwise)."""
-        from .ops.elemwise import strided_copy
-        if dst.size == 0:
-            return
-        if dst.shape == src.shape and dst.dtype == src.dtype and \
-                dst.is_c_contiguous() and src.is_c_contiguous():
-            cl = self.dev.cl
-            queue = self.queue
-            nbytes = dst.nbytes
-
-            def run():
-                return cl.enqueue_copy(queue, dst.root.buf, src.root.buf, byte_count=nbytes,
-                                       src_offset=src.boff, dst_offset=dst.boff)
-            self._record(Step(run, self.task_index, 'copy', meta=(dst, src)))
-        else:
-            strided_copy(self, dst, src)
-
-    def contiguous(self, d):
-        """``d`` itself when C-contiguous, else a C-contiguous copy (recorded)."""
-        if d.is_c_contiguous():
-            return d
-        tmp = self.alloc(d.shape, d.dtype)
-        self.copy(tmp, d)
-        return tmp
-
-    def constant(self, value):
-        """Upload ``value`` once into a buffer this frame owns and never recycles.
-
-        For values the frame's key or guards decide (computed from host inputs): later
-        nodes never reuse the buffer or write into it in place.
-        """
-        value = np.require(value, requirements='C')
-        nbytes = max(value.nbytes, 1)
-        root = Root(self.dev.alloc(nbytes), nbytes)
-        self.frame.owned.append(root)
-        d = DArray(root, value.shape, value.dtype)
-        upload(self.dev, self.queue, d, value, blocking=True)
-        return d
-
-    def enqueue(self, fn):
-        """Record an asynchronous device action (a library call such as CLBlast).
-
-        ``fn()`` enqueues on ``ctx.queue`` and returns its event (or None); unlike
-        ``host_step`` it leaves the frame replayable without host work.
-        """
-        self._record(Step(fn, self.task_index, 'launch'))
-        self.frame.n_launches += 1
-
-    def host_step(self, fn, kind='host'):
-        self._record(Step(fn, self.task_index, kind))
-
-    def deferred_check(self, fn):
-        """Record ``fn()``, which reads a device error flag (and raises if a kernel set it),
-        to run once the call's outputs are fetched and before its updates are committed
-        -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
-        A failed check still commits nothing; later kernels of that call ran on the values
-        the erring kernel left (kernels that flag errors never access memory out of range).
-        """
-        self.frame.checks.append((self.task_index, fn))
-
-    def _record(self, step):
-        self.new_steps.append(step)
-
-
-def bind_site(site, root):
-    """Point a recorded kernel argument pair (buffer, element offset) at ``root``'s
-    current buffer and origin."""
-    kernel, argi, off, itemsize = site
-    kernel.set_arg(argi, root.buf)
-    kernel.set_arg(argi + 1, np.int64((root.origin + off) // itemsize))
-
-
-def download(dev, queue, darr, host=None):
-    """Blocking download of a C-contiguous DArray into a new (or given) host array."""
-    if host is None:
-        host = np.empty(darr.shape, darr.dtype)
-    if darr.size:
-        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff, is_blocking=True)
-    return host
-
-
-def upload(dev, queue, darr, host, blocking=False):
-    """Copy a host array into a C-contiguous DArray (same shape and dtype); returns the
-    copy's event (None when there is nothing to copy). A non-blocking copy may read
-    ``host`` until that event completes."""
-    if darr.size:
-        if not host.flags.c_contiguous:
-            host = np.require(host, requirements="C")
-        return dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                                   is_blocking=blocking)
-    return None
-
 
 class Task(object):
     """Link-time decision for one Apply node: where it runs and how its values move.
@@ -372,7 +128,7 @@ class OCLFunction(object):
         self.max_cached_bytes = min(MAX_CACHED_FRAME_BYTES, dev.memory_limit // 8)
         ref = weakref.ref(self)
         dev.add_reclaimer(lambda: False if ref() is None else ref().release_cached())
-        _live.add(self)
+        register_function(self)
         # what every call reads, looked up once (a call costs a few microseconds of host
         # time: each attribute chain and method call in it shows)
         prog = program
@@ -683,14 +439,14 @@ class OCLFunction(object):
         if frame.checks:
             self.queue.finish()
         first = None
-        for t, check in frame.checks:
+        for check in frame.checks:
             # every check runs (each clears its own flag), so a flag set in this call
             # never fails a later call; the first error is raised
             try:
-                check()
+                check.fn()
             except Exception as e:
                 if first is None:
-                    first = (t, e)
+                    first = (check.task, e)
         if first is not None:
             self.position_of_error = first[0]
             raise first[1]
@@ -705,10 +461,10 @@ class OCLFunction(object):
     def _batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (planner.py),
         or False when that does not remove at least a quarter of the launches."""
-        from . import planner
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
         if before < self.batch_min_launches:
             return False
+        from . import planner      # (imports the op families, hence theano)
         plan = planner.plan_steps(frame.steps, self.dev, self.queue)
         return plan if plan.pays() else False
 
@@ -846,7 +602,7 @@ class OCLFunction(object):
                 frame.root_to_input[id(d.root)] = i
                 self._set_dval(dvals, live, var, d)
                 if i in prog.host_read_inputs:
-                    ctx.host_step(_sync_host_step(res), 'download')
+                    ctx.host_step(_sync_host_step(res), 'download', reads=(d,), writes=())
             elif kind == 'dev':
                 v = cell[0]
                 if v is None:
@@ -856,11 +612,13 @@ class OCLFunction(object):
                     frame.input_roots[i] = d.root
                     frame.root_to_input[id(d.root)] = i
                     if i in prog.host_read_inputs:
-                        ctx.host_step(_host_copy_of_device_input(self, cell), 'download')
+                        ctx.host_step(_host_copy_of_device_input(self, cell), 'download',
+                                      reads=(d,), writes=())
                 else:
                     d = ctx.alloc(np.shape(v), var.type.dtype)
                     frame.input_roots[i] = d.root
-                    ctx.host_step(_upload_input_step(self.dev, self.queue, d, cell), 'upload')
+                    ctx.host_step(_upload_input_step(self.dev, self.queue, d, cell), 'upload',
+                                  reads=(), writes=(d,))
                 self._set_dval(dvals, live, var, d)
         for var, d in self.const_dvals.items():
             dvals[var] = d
@@ -873,13 +631,13 @@ class OCLFunction(object):
         ins = []
         for j, var in enumerate(node.inputs):
             if j in task.fused:
-                from .ops.elemwise import fused_value      # (ops import this module)
-                ins.append(fused_value(task.fused[j], dvals))
+                ins.append(family('fused_value')(task.fused[j], dvals))
             elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
                 if var.owner is not None and var not in prog.key_determined:
-                    ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard')
+                    ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard',
+                                  reads=(), writes=())
             else:
                 ins.append(dvals[var])
         ctx.destroyable = [j not in task.host_inputs and j not in task.fused
@@ -911,7 +669,7 @@ class OCLFunction(object):
 
         def run():
             cell[0] = download(dev, queue, d)
-        ctx.host_step(run, 'download')
+        ctx.host_step(run, 'download', reads=(d,), writes=())
 
     def _plan_shape(self, task, ctx, dvals, live):
         prog = self.program
@@ -932,7 +690,7 @@ class OCLFunction(object):
 
             def run():
                 cell[0] = shape_value(np.shape(src[0]))
-        ctx.host_step(run, 'host')
+        ctx.host_step(run, 'host', reads=(), writes=())
         self._run_new(ctx.frame, ctx, record=task.replay)
         self._plan_uploads(task, ctx, dvals, live)
 
@@ -942,7 +700,8 @@ class OCLFunction(object):
         for var in task.upload_outputs:
             value = storage_map[var][0]
             d = ctx.alloc(np.shape(value), var.type.dtype)
-            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var), 'upload')
+            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var),
+                          'upload', reads=(), writes=(d,))
             self._set_dval(dvals, live, var, d)
         self._run_new(ctx.frame, ctx)
 
@@ -951,7 +710,7 @@ class OCLFunction(object):
 
         def run():
             thunk()
-        ctx.host_step(run, 'host')
+        ctx.host_step(run, 'host', reads=(), writes=())      # host cells only
         self._run_new(ctx.frame, ctx, record=task.replay)
         self._plan_uploads(task, ctx, dvals, live)
 
@@ -981,7 +740,8 @@ class OCLFunction(object):
             d = dvals.get(var)
             src = ctx.contiguous(d) if d is not None else None
             ctx.host_step(_write_back_step(self.dev, self.queue, src, prog.storage_map[var],
-                                           prog.input_cells[i]), 'download')
+                                           prog.input_cells[i]), 'download',
+                          reads=() if src is None else (src,), writes=())
         self._run_new(frame, ctx)
         frame.outputs = fetchers
 
@@ -1227,7 +987,6 @@ def _device_output(vm, ctx, d):
     shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
     contiguous = d.is_c_contiguous()
     make = da.array_factory(queue, shape, dtype)
-    from .ops.elemwise import strided_copy_now
 
     def run():
         buf = dev.alloc(nbytes)
@@ -1236,7 +995,7 @@ def _device_output(vm, ctx, d):
             if contiguous:
                 dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.boff)
             else:
-                strided_copy_now(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
+                family('strided_copy_now')(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
         return out
     return run
 
@@ -1274,21 +1033,21 @@ def _nothing():
 
 def commit_copy_step(vm, prepare):
     """A frame commit as a planner step when it is a plain device copy into a resident
-    shared variable whose placement is as planned (Step kind 'copy', or 'noop' when the
-    value was computed in place); else None."""
+    shared variable whose placement is as planned (a ``plans.Copy``, or a host step that
+    does nothing when the value was computed in place); else None."""
     res, d = getattr(prepare, 'resident', (None, None))
     dst = res.darr if res is not None else None
     if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
             or not d.is_c_contiguous():
         return None
     if d.root is dst.root and d.offset == dst.offset:
-        return Step(_nothing, -1, 'noop')
+        return plans.HostStep(_nothing, -1, reads=(), writes=())
     cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
 
     def run():
         return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
                                src_offset=d.boff, dst_offset=dst.boff)
-    return Step(run, -1, 'copy', meta=(dst, d))
+    return plans.Copy(run, -1, dst, d)
 
 
 class CommitPlan(object):
@@ -1302,7 +1061,6 @@ class CommitPlan(object):
     CPU_BATCH_MAX_BYTES = 1 << 16
 
     def __init__(self, vm, frame):
-        from . import planner
         self.marks = []
         self.prepares = []
         small, big = [], []
@@ -1314,10 +1072,11 @@ class CommitPlan(object):
             res, d = prepare.resident
             self.marks.append((res, res.darr))
             if vm.dev.is_cpu and step.kind == 'copy' and d.nbytes > self.CPU_BATCH_MAX_BYTES:
-                big.append(Step(step.fn, -1, 'copy'))   # no meta: never merged
+                big.append(plans.Copy(step.fn, -1, step.dst, step.src, merge=False))
             else:
                 small.append(step)
         # the commits are independent (sources overlapping a destination were staged)
+        from . import planner
         self.plan = planner.plan_steps(small + big, vm.dev, vm.queue)
         self.copies = list(self.plan.fns) + [self._mark]
 
@@ -1345,3 +1104,6 @@ def _commit_resident_from_host(res, dev, queue, value_cell):
     def prepare():
         return res.prepare_host_commit(value_cell[0])
     return prepare
+
+
+_startup.register_deferred(__name__)    # when importing this module deferred registration

@@ -363,11 +363,10 @@ class _HostSession(object):
 
 def _session_for(ctx):
     """The session of the host BLAS step recorded just before this one, or a new one."""
-    steps = ctx.frame.steps
-    if not ctx.new_steps and steps:
-        s = getattr(steps[-1].fn, 'host_session', None)
-        if s is not None and s.queue is ctx.queue:
-            return s
+    prev = ctx.previous_plan()
+    s = getattr(prev, 'session', None)
+    if isinstance(s, _HostSession) and s.queue is ctx.queue:
+        return s
     return _HostSession(ctx.dev, ctx.queue)
 
 
@@ -562,8 +561,7 @@ def _plan_host(ctx, A, B, C, alpha, beta, Z):
             ok = True
         finally:
             session.leave(idx, ok)
-    run.host_session = session
-    ctx.host_step(run)
+    ctx.host_step(run, session=session)
 
 
 # --------------------------------------------------------------------------- CLBlast backend

@@ -22,7 +22,9 @@ from theano.tensor.elemwise import Elemwise
 from .. import scalar as oscalar
 from ..darray import DArray, Shaped
 from ..errors import NoDeviceImplementation
-from ..vm import download, upload
+from ..runtime.context import provide
+from ..runtime.memory import download, upload
+from ..runtime.plans import Batch
 from .base import DeviceImpl, launch_geometry
 from .registry import ocl_impl
 
@@ -30,7 +32,13 @@ _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'ker
                                            'elemwise.cl.mako'))
 _sources = {}            # (key, nd) -> (source, name): kernels the planner may batch
 _checked_sources = {}    # the same, kernels with an error flag (integer // and % by a variable)
-batch_keys = {}          # name of a batchable kernel -> its key (planner.py)
+
+
+def batch_key(support, body, outs, ins, ndim, contig):
+    """The key under which elementwise launches merge (``planner``): same code, dtypes,
+    collapsed rank and contiguity."""
+    return (support, body, tuple(d.dtype.name for d in outs), tuple(d.dtype.name for d in ins),
+            ndim, tuple(contig))
 
 
 def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=False, nd=1):
@@ -50,8 +58,6 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
     for k, dt in enumerate(in_dtypes):
         operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
     name = ('ewcheck_%d' if check else 'elemwise_%d') % (len(sources) + 1)
-    if not check:
-        batch_keys[name] = key
     needs_fp64 = any(d in ('float64', 'complex128') for d in list(out_dtypes) + list(in_dtypes))
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
     src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
@@ -118,12 +124,19 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
                               check=err is not None, nd=nd)
     prg = ctx.dev.build(src)
     args = [np.int64(n)] + [np.int64(s) for s in cshape]
+    tails = []
     for d, st, c in zip(operands, cstrides, contig):
         args.append(d)
+        tails.append(() if c else st)
         if not c:
             args.extend(np.int64(x) for x in st)
+    batch = None
     if err is not None:
         args.append(err)
+    else:
+        # launches of this source merge into one batched launch (planner.py)
+        batch = Batch('elemwise', batch_key(support, body, outs, ins, len(cshape), contig),
+                      n, cshape, operands, tails, range(len(outs)))
     if nd > 1:
         outer = 1
         for s in cshape[:-2]:
@@ -132,7 +145,7 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
         lsize = None
     else:
         gsize, lsize = launch_geometry(ctx.dev, n)
-    ctx.launch(prg, name, gsize, lsize, args)
+    ctx.launch(prg, name, gsize, lsize, args, batch=batch)
     return True
 
 
@@ -189,6 +202,9 @@ def strided_copy(ctx, dst, src):
     plan_elementwise(ctx, support, body, [dst], [src], dst.shape)
 
 
+provide('strided_copy', strided_copy)
+
+
 class _ImmediateContext(object):
     """Enough of a PlanContext to launch at once (for per-call device outputs)."""
 
@@ -196,7 +212,7 @@ class _ImmediateContext(object):
         self.dev = dev
         self.queue = queue
 
-    def launch(self, prg, name, gsize, lsize, args):
+    def launch(self, prg, name, gsize, lsize, args, batch=None):
         import pyopencl as cl
         k = cl.Kernel(prg, name)
         expanded = []
@@ -211,6 +227,9 @@ class _ImmediateContext(object):
 
 def strided_copy_now(dev, queue, dst, src):
     strided_copy(_ImmediateContext(dev, queue), dst, src)
+
+
+provide('strided_copy_now', strided_copy_now)
 
 
 class Fused(Shaped):
@@ -331,6 +350,9 @@ def fused_value(task, dvals):
     if isinstance(task.impl, ElemwiseImpl):
         return Fused.of(task.impl, ins)
     return Deferred(task, ins)
+
+
+provide('fused_value', fused_value)
 
 
 def fmap(fn, x):

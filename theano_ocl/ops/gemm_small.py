@@ -25,6 +25,7 @@ from mako.lookup import TemplateLookup
 
 from .. import scalar as oscalar
 from .base import launch_geometry
+from ..runtime.plans import Batch
 from .elemwise import Fused
 
 _KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
@@ -33,7 +34,6 @@ _TEMPLATE = TemplateLookup([_KERNELS]).get_template('gemm_small.cl.mako')   # + 
 MAX_MACS = 1 << 16
 MAX_K = 4096
 _sources = {}          # (key, K or None) -> (source, kernel name)
-_name_to_key = {}      # kernel name of a single-product kernel -> key
 
 
 def takes(alpha, beta):
@@ -108,8 +108,6 @@ def _source(key, K=None, slab=False, chunk=1, group=0):
                                epi_j=epi[2] if epi else 0, epi_body=epi[1] if epi else '',
                                epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [])
         hit = _sources[(key, K, slab, chunk, group)] = (src, name)
-        if K is None:
-            _name_to_key[name] = key
     return hit
 
 
@@ -161,57 +159,30 @@ def plan_small(ctx, A, B, C, alpha, beta, Z, epilogue=None):
     nb, M, N = C.shape
     K = A.shape[2]
     total = nb * M * N
-    args = [np.int64(total), np.int64(M), np.int64(N), np.int64(K),
-            _coef(alpha, 1, acc), _coef(beta, 0, acc)]
-    a, c = _elem(A), _elem(C)
-    args += [A, np.int64(a[0]), np.int64(a[1]), np.int64(a[2])]
-    for d in (B.views if isinstance(B, Fused) else [B]):
-        b = _elem(d)
-        args += [d, np.int64(b[0]), np.int64(b[1]), np.int64(b[2])]
+    coef = (_coef(alpha, 1, acc), _coef(beta, 0, acc))
+    operands = [A] + list(B.views if isinstance(B, Fused) else [B])
     if epi is not None:
         C = e_out          # C's place holds the consumer's output (same geometry)
-        c = _elem(C)
-    args += [C, np.int64(c[0]), np.int64(c[1]), np.int64(c[2])]
+    c_at = len(operands)
+    operands.append(C)
     if has_z:
-        z = _elem(Z)
-        args += [Z, np.int64(z[0]), np.int64(z[1]), np.int64(z[2])]
+        operands.append(Z)
     if epi is not None:
-        for q, d in enumerate(e_views):
-            if q != j:
-                e = _elem(d)
-                args += [d, np.int64(e[0]), np.int64(e[1]), np.int64(e[2])]
+        operands.extend(d for q, d in enumerate(e_views) if q != j)
+    args = [np.int64(total), np.int64(M), np.int64(N), np.int64(K)] + list(coef)
+    tails = []
+    for d in operands:
+        e = _elem(d)
+        tails.append(e)
+        args += [d, np.int64(e[0]), np.int64(e[1]), np.int64(e[2])]
+    # products of one source merge into one batched launch (planner.py)
+    batch = Batch('gemm_small', key, total, [nb if M * N else 0, M, N, K], operands, tails,
+                  [c_at], coef=coef)
     gsize, lsize = launch_geometry(ctx.dev, total)
-    ctx.launch(prg, name, gsize, lsize, args)
+    ctx.launch(prg, name, gsize, lsize, args, batch=batch)
 
 
 # --------------------------------------------------------------------------- batching
-def batch_key(kernel_name):
-    """The key of a single-product kernel launch, or None (another family)."""
-    return _name_to_key.get(kernel_name)
-
-
-def analyse(args):
-    """(record without start, coef pair, operand DArrays, n) of a launch's args; the
-    operands in order A, B (or the fused producer's inputs), C[, Z], epilogue inputs
-    (:func:`c_position`)."""
-    total, M, N, K = (int(x) for x in args[:4])
-    coef = (args[4], args[5])
-    ptrs, record = [], [int(total // max(M * N, 1)) if M * N else 0, M, N, K]
-    pos = 6
-    while pos < len(args):
-        d = args[pos]
-        ptrs.append(d)
-        record.append(d.boff // d.itemsize)
-        record.extend(int(x) for x in args[pos + 1:pos + 4])
-        pos += 4
-    return record, coef, ptrs, total
-
-
-def c_position(key):
-    """Index of C among a launch's operands (:func:`analyse`)."""
-    return 1 + _n_b(key)
-
-
 def max_batch(dev, key, cap=256):
     try:
         limit = int(dev.device.max_parameter_size)

@@ -20,7 +20,7 @@ from theano.tensor.opt import Assert, MakeVector
 
 from ..darray import DArray, Root, c_strides
 from ..errors import NoDeviceImplementation
-from ..vm import upload
+from ..runtime.memory import upload
 from .base import DeviceImpl
 from .elemwise import check_flag, error_flag, plan_elementwise, strided_copy
 from .registry import ocl_impl

@@ -32,7 +32,8 @@ from theano.tensor.type import TensorType
 from .. import scalar as oscalar
 from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
-from ..vm import Replan, download, upload
+from ..runtime.context import Replan
+from ..runtime.memory import download, upload
 from .base import DeviceImpl, launch_geometry
 from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import ocl_impl

@@ -14,7 +14,6 @@ private copy before each call, so that a call failing half-way (an IndexError, C
 leaves every shared variable as it was.
 """
 import numpy as np
-from theano.compile.sharedvalue import SharedVariable
 
 from . import commit, faults
 
@@ -24,6 +23,7 @@ class HostTier(object):
 
     def __init__(self, prog, no_recycling=()):
         from theano.compile.mode import predefined_linkers
+        from theano.compile.sharedvalue import SharedVariable
         fgraph = prog.fgraph
         self.prog = prog
         destroyed = set()

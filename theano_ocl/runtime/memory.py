@@ -10,6 +10,20 @@ fails. Host memory: compiled programs are memoized per device up to ``max_progra
 recently used dropped), rendered kernel sources up to ``kernels.MAX_RENDERED``.
 """
 import gc
+import weakref
+
+import numpy as np
+
+_live = weakref.WeakSet()          # every OCLFunction alive (vm registers them)
+
+
+def register_function(fn):
+    _live.add(fn)
+
+
+def live_functions():
+    """Every linked OCL function alive."""
+    return list(_live)
 
 
 def memory_info(device=None, collect=False):
@@ -18,7 +32,6 @@ def memory_info(device=None, collect=False):
     cached frames hold, programs and rendered sources memoized."""
     from .. import kernels
     from ..device import get_device
-    from ..vm import live_functions
     if collect:
         gc.collect()
     dev = get_device(device)
@@ -28,3 +41,24 @@ def memory_info(device=None, collect=False):
                 frame_bytes=sum(f.cached_bytes() for f in fns))
     info.update(kernels.cache_info())
     return info
+
+
+def download(dev, queue, darr, host=None):
+    """Blocking download of a C-contiguous DArray into a new (or given) host array."""
+    if host is None:
+        host = np.empty(darr.shape, darr.dtype)
+    if darr.size:
+        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff, is_blocking=True)
+    return host
+
+
+def upload(dev, queue, darr, host, blocking=False):
+    """Copy a host array into a C-contiguous DArray (same shape and dtype); returns the
+    copy's event (None when there is nothing to copy). A non-blocking copy may read
+    ``host`` until that event completes."""
+    if darr.size:
+        if not host.flags.c_contiguous:
+            host = np.require(host, requirements="C")
+        return dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
+                                   is_blocking=blocking)
+    return None

@@ -1,0 +1,254 @@
+"""What op families record into: the frame of one input signature, and the context a
+device implementation plans one node in.
+
+A device implementation (``ops/``) sees a :class:`PlanContext`: it allocates its outputs
+from the frame's arena (``alloc``), and records typed plans (``runtime.plans``):
+``launch`` (with an optional declared :class:`~theano_ocl.runtime.plans.Batch`), ``copy``,
+``enqueue`` (library calls), ``host_step`` and ``deferred_check``. It never runs anything
+itself; the executor (``vm``) runs the recorded plans.
+
+Families that provide a generic capability the context needs (a strided copy is an
+elementwise kernel) register it with :func:`provide`, so this module imports no op family.
+"""
+import collections
+
+import numpy as np
+
+from ..darray import DArray, Root
+from . import plans
+from .memory import upload
+
+_provided = {}
+
+
+def provide(name, fn):
+    """Register ``fn`` as the implementation of the capability ``name`` (an op family
+    does this at import; e.g. ``'strided_copy'``: ``fn(ctx, dst, src)``)."""
+    _provided[name] = fn
+
+
+def family(name):
+    """The registered implementation of capability ``name`` (the op families register
+    theirs when ``theano_ocl.ops`` is imported, which the linker does before planning)."""
+    try:
+        return _provided[name]
+    except KeyError:
+        raise LookupError('no op family provides %r (is theano_ocl.ops imported?)' % name)
+
+
+class Replan(Exception):
+    """A frame's assumption (a shape, a host value) no longer holds: plan again."""
+
+
+class RunOnHost(Exception):
+    """The frame cannot live on the device (a buffer over its largest allocation): this
+    call, and every later one with the same key, runs on the host."""
+
+
+class Frame(object):
+    """Everything one input signature needs: buffers, bound steps, output views."""
+
+    def __init__(self, key):
+        self.key = key
+        self.steps = []
+        self.arena = []            # Roots whose buffers this frame owns (reusable)
+        self.owned = []            # Roots of frame constants (never reused)
+        self.root_sites = collections.defaultdict(list)     # id(root) -> [site] (not inputs)
+        self.free = []             # roots free for reuse while planning
+        self.dvals = {}            # variable -> DArray, kept for outputs/updates/probes
+        # a site: (kernel, argi, byte offset of the view in its root, itemsize); the
+        # kernel takes the buffer at argi and the element offset at argi + 1 (bind_site)
+        self.rebind_sites = collections.defaultdict(list)   # input index -> [site]
+        self.input_roots = {}      # input index -> Root planned with
+        self.input_bufs = {}       # input index -> buffer its kernels are bound to
+        self.root_to_input = {}    # id(root) -> input index, for re-binding
+        self.outputs = None        # list of callables giving each output value
+        self.commits = []          # steps applying the updates
+        self.has_host_steps = False
+        self.n_launches = 0
+        self.tiny = False          # every value is small: hot calls may run in-thread
+        self.replays = 0
+        self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
+        self.checks = []           # (task index, fn): device error flags read after a call
+        self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
+        self.commit_plan = None    # CommitPlan once hot and worth it; False: never
+        self.guard = None          # OCLFunction._make_guard's closure; False: none for it
+        self.on_host = False       # a buffer would exceed the device: calls run on the host
+        self.nbytes = 0            # bytes of the buffers it owns
+
+    def owned_bytes(self):
+        return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
+
+    def release(self):
+        for root in self.arena + self.owned:
+            if root.slab:
+                continue       # the slab is shared (resident shared variables live there too)
+            try:
+                root.buf.release()
+            except Exception:
+                pass
+        self.arena = []
+        self.owned = []
+        self.free = []
+        self.steps = []
+        self.dvals = {}
+        self.batched = False
+
+
+class PlanContext(object):
+    """What a device implementation sees while planning one node of a frame."""
+
+    def __init__(self, vm, frame, task_index, queue):
+        self.vm = vm
+        self.dev = vm.dev
+        self.queue = queue
+        self.frame = frame
+        self.task_index = task_index
+        self.node = None
+        self.new_steps = []
+
+    # -- memory -------------------------------------------------------------------
+    def alloc(self, shape, dtype):
+        """A fresh C-contiguous device array from the frame's arena."""
+        dtype = np.dtype(dtype)
+        n = 1
+        for s in shape:
+            n *= int(s)
+        nbytes = max(n * dtype.itemsize, 1)
+        free = self.frame.free
+        best = None
+        for j, root in enumerate(free):
+            if root.nbytes >= nbytes and root.nbytes <= 2 * nbytes + 4096:
+                if best is None or root.nbytes < free[best].nbytes:
+                    best = j
+        if best is not None:
+            root = free.pop(best)
+        else:
+            buf = self.dev.alloc(nbytes)
+            root = Root(buf, nbytes, arena=True)
+            self.frame.arena.append(root)
+        return DArray(root, shape, dtype)
+
+    # -- recording ------------------------------------------------------------------
+    def launch(self, prg, kernel_name, gsize, lsize, args, batch=None):
+        """Bind a kernel's arguments once and record its launch.
+
+        In ``args`` a DArray stands for two arguments: its buffer and its offset in
+        elements. Arguments coming from an input's buffer are remembered so the
+        frame can re-bind them when the same-shaped input arrives in another buffer.
+        ``batch``: a :class:`~theano_ocl.runtime.plans.Batch` when the family declares
+        how this launch merges with others like it (``theano_ocl.planner``).
+        """
+        cl = self.dev.cl
+        kernel = cl.Kernel(prg, kernel_name)
+        expanded = []
+        sites = []
+        for a in args:
+            if isinstance(a, DArray):
+                if a.offset % a.itemsize:
+                    raise ValueError('misaligned device view %r' % (a,))
+                site = (kernel, len(expanded), a.offset, a.itemsize)
+                i = self.frame.root_to_input.get(id(a.root))
+                if i is not None:
+                    sites.append((i, site))
+                else:
+                    self.frame.root_sites[id(a.root)].append(site)
+                expanded.append(a.root.buf)
+                expanded.append(np.int64(a.boff // a.itemsize))
+            else:
+                expanded.append(a)
+        kernel.set_args(*expanded)
+        for idx, site in sites:
+            self.frame.rebind_sites[idx].append(site)
+        gsize = tuple(int(g) for g in gsize)
+        lsize = None if lsize is None else tuple(int(x) for x in lsize)
+        enqueue = cl.enqueue_nd_range_kernel
+        queue = self.queue
+
+        def run():
+            return enqueue(queue, kernel, gsize, lsize)
+        self._record(plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize,
+                                  args, batch))
+        self.frame.n_launches += 1
+
+    def copy(self, dst, src):
+        """Device-to-device copy of contiguous, same-size arrays (strided: use elemwise)."""
+        if dst.size == 0:
+            return
+        if dst.shape == src.shape and dst.dtype == src.dtype and \
+                dst.is_c_contiguous() and src.is_c_contiguous():
+            cl = self.dev.cl
+            queue = self.queue
+            nbytes = dst.nbytes
+
+            def run():
+                return cl.enqueue_copy(queue, dst.root.buf, src.root.buf, byte_count=nbytes,
+                                       src_offset=src.boff, dst_offset=dst.boff)
+            self._record(plans.Copy(run, self.task_index, dst, src))
+        else:
+            family('strided_copy')(self, dst, src)
+
+    def contiguous(self, d):
+        """``d`` itself when C-contiguous, else a C-contiguous copy (recorded)."""
+        if d.is_c_contiguous():
+            return d
+        tmp = self.alloc(d.shape, d.dtype)
+        self.copy(tmp, d)
+        return tmp
+
+    def constant(self, value):
+        """Upload ``value`` once into a buffer this frame owns and never recycles.
+
+        For values the frame's key or guards decide (computed from host inputs): later
+        nodes never reuse the buffer or write into it in place.
+        """
+        value = np.require(value, requirements='C')
+        nbytes = max(value.nbytes, 1)
+        root = Root(self.dev.alloc(nbytes), nbytes)
+        self.frame.owned.append(root)
+        d = DArray(root, value.shape, value.dtype)
+        upload(self.dev, self.queue, d, value, blocking=True)
+        return d
+
+    def enqueue(self, fn, session=None):
+        """Record an asynchronous device action (a library call such as CLBlast).
+
+        ``fn()`` enqueues on ``ctx.queue`` and returns its event (or None); unlike
+        ``host_step`` it leaves the frame replayable without host work.
+        """
+        self._record(plans.Enqueue(fn, self.task_index, session))
+        self.frame.n_launches += 1
+
+    def host_step(self, fn, kind='host', reads=None, writes=None, session=None):
+        """Record host work (``kind``: 'host', 'upload', 'download' or 'guard'); ``reads``
+        and ``writes``: the DArrays it touches, when known (else it is a barrier)."""
+        cls = plans.HOST_KINDS[kind]
+        self._record(cls(fn, self.task_index, reads, writes, session=session))
+
+    def previous_plan(self):
+        """The plan recorded just before this node's first one (None when this node has
+        recorded already, or the frame is empty): lets a family continue its last step."""
+        steps = self.frame.steps
+        if self.new_steps or not steps:
+            return None
+        return steps[-1]
+
+    def deferred_check(self, fn):
+        """Record ``fn()``, which reads a device error flag (and raises if a kernel set it),
+        to run once the call's outputs are fetched and before its updates are committed
+        -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
+        A failed check still commits nothing; later kernels of that call ran on the values
+        the erring kernel left (kernels that flag errors never access memory out of range).
+        """
+        self.frame.checks.append(plans.Check(fn, self.task_index))
+
+    def _record(self, step):
+        self.new_steps.append(step)
+
+
+def bind_site(site, root):
+    """Point a recorded kernel argument pair (buffer, element offset) at ``root``'s
+    current buffer and origin."""
+    kernel, argi, off, itemsize = site
+    kernel.set_arg(argi, root.buf)
+    kernel.set_arg(argi + 1, np.int64((root.origin + off) // itemsize))

@@ -1,0 +1,160 @@
+"""Typed plans: what a frame is made of.
+
+A frame is a flat list of plans. Each says what it is and what device memory it reads and
+writes, and carries ``fn``, the bound callable the executor runs (arguments set once, at
+recording time). Building a frame records plans; running a frame calls ``fn`` of each, in
+order; nothing else looks inside a plan's callable.
+
+===========  =====================================================================
+``Launch``   one kernel launch; ``batch`` (a :class:`Batch`) when its op family
+             declares how launches like it merge into one (``theano_ocl.planner``)
+``Enqueue``  a library call queued on the device (CLBlast): a barrier to the planner
+``Copy``     a device-to-device copy of contiguous same-sized arrays
+``Upload``   host value into a device buffer (inputs, host-computed values)
+``Download`` device buffer into a host cell (values a host node reads)
+``HostStep`` a host node, shape arithmetic, or any host work between launches
+``Guard``    re-checks an assumption of the frame (raises ``Replan`` when it breaks)
+``Check``    reads a device error flag after the call, before its updates commit
+===========  =====================================================================
+
+Commits are not plans of a frame's step list: ``vm.CommitPlan`` and ``runtime.commit``
+apply them, all or nothing, once every step and check succeeded.
+"""
+from ..darray import DArray
+
+
+class Plan(object):
+    """One recorded action: ``fn()`` runs it; ``task`` is the index of the owning task."""
+    __slots__ = ('fn', 'task', 'reads', 'writes')
+    kind = None
+
+    def __init__(self, fn, task, reads=(), writes=()):
+        self.fn = fn
+        self.task = task
+        # DArrays it reads and writes; None: it does not say (a barrier to the planner)
+        self.reads = None if reads is None else tuple(reads)
+        self.writes = None if writes is None else tuple(writes)
+
+    def touches(self, root):
+        """Whether the plan may read or write memory of ``root`` (unknown: True)."""
+        if self.reads is None or self.writes is None:
+            return True
+        return any(d.root is root for d in self.reads + self.writes)
+
+    def __repr__(self):
+        return '<%s of task %s>' % (type(self).__name__, self.task)
+
+
+class Batch(object):
+    """How a launch merges with others of its family (declared by the op family).
+
+    Launches of one ``(family, key)`` compute the same code over different operands; the
+    planner runs a group of them as one launch of the family's batched kernel, one table
+    row per launch: ``head`` (ints), then per operand its element offset and ``tails[k]``
+    (ints: strides and the like). ``written`` are the indices of the operands the launch
+    writes; ``n`` its work size; ``coef`` per-launch scalars the family's kernel takes in a
+    second table (or None).
+    """
+    __slots__ = ('family', 'key', 'n', 'head', 'operands', 'tails', 'written', 'coef')
+
+    def __init__(self, family, key, n, head, operands, tails, written, coef=None):
+        self.family = family
+        self.key = key
+        self.n = int(n)
+        self.head = [int(x) for x in head]
+        self.operands = list(operands)
+        self.tails = [[int(x) for x in t] for t in tails]
+        self.written = frozenset(written)
+        self.coef = coef
+
+    @property
+    def group(self):
+        return (self.family, self.key)
+
+    def record(self):
+        """The launch's table row (without its start), from the operands' offsets now."""
+        rec = list(self.head)
+        for d, tail in zip(self.operands, self.tails):
+            rec.append(d.boff // d.itemsize)
+            rec.extend(tail)
+        return rec
+
+
+class Launch(Plan):
+    __slots__ = ('kernel', 'name', 'gsize', 'lsize', 'args', 'batch')
+    kind = 'launch'
+
+    def __init__(self, fn, task, kernel, name, gsize, lsize, args, batch=None):
+        if batch is not None:
+            reads = [d for k, d in enumerate(batch.operands) if k not in batch.written]
+            writes = [d for k, d in enumerate(batch.operands) if k in batch.written]
+        else:
+            # undeclared: every buffer it names may be read and written
+            reads = writes = [a for a in args if isinstance(a, DArray)]
+        Plan.__init__(self, fn, task, reads, writes)
+        self.kernel = kernel
+        self.name = name
+        self.gsize = gsize
+        self.lsize = lsize
+        self.args = tuple(args)
+        self.batch = batch
+
+
+class Enqueue(Plan):
+    """A library call (CLBlast) queued on the device; ``fn()`` returns its event or None.
+    ``session``: what the library keeps for host-side replay (``ops.blas``), or None."""
+    __slots__ = ('session',)
+    kind = 'launch'
+
+    def __init__(self, fn, task, session=None):
+        Plan.__init__(self, fn, task, None, None)
+        self.session = session
+
+
+class Copy(Plan):
+    """``merge``: whether the planner may run it inside a batched copy kernel (False: the
+    driver's own copy stays, e.g. large copies on CPU devices, a memcpy)."""
+    __slots__ = ('dst', 'src', 'merge')
+    kind = 'copy'
+
+    def __init__(self, fn, task, dst, src, merge=True):
+        Plan.__init__(self, fn, task, (src,), (dst,))
+        self.dst = dst
+        self.src = src
+        self.merge = merge
+
+
+class HostStep(Plan):
+    """Host work; ``reads``/``writes`` None when the step does not say which buffers it
+    touches (a barrier that may touch any). ``session``: state a family shares between its
+    consecutive host steps (``ops.blas``' mapped regions), or None."""
+    __slots__ = ('session',)
+    kind = 'host'
+
+    def __init__(self, fn, task, reads=None, writes=None, session=None):
+        Plan.__init__(self, fn, task, reads, writes)
+        self.session = session
+
+
+class Upload(HostStep):
+    __slots__ = ()
+    kind = 'upload'
+
+
+class Download(HostStep):
+    __slots__ = ()
+    kind = 'download'
+
+
+class Guard(HostStep):
+    __slots__ = ()
+    kind = 'guard'
+
+
+class Check(Plan):
+    __slots__ = ()
+    kind = 'check'
+
+
+#: the plan class recorded for each ``PlanContext.host_step`` kind
+HOST_KINDS = {'host': HostStep, 'upload': Upload, 'download': Download, 'guard': Guard}
