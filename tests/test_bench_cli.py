@@ -95,9 +95,10 @@ def _sample(device, ratio_scale, date):
     """A made-up record with the fields render reads."""
     def case(name, c, o, unit='call'):
         return dict(name=name, unit=unit, info=dict(launches=1, fallbacks=[]), ratio=c / o,
-                    variants={'Theano C': dict(samples=[c], median=c, min=c, max=c),
+                    variants={'Theano C': dict(samples=[c], median=c, min=c, max=c,
+                                               others_cpu=[0.0]),
                               'theano_ocl': dict(samples=[o, o * 1.1], median=o, min=o,
-                                                 max=o * 1.1)})
+                                                 max=o * 1.1, others_cpu=[0.5, None])})
     return dict(schema=1, quick=True, repeat=1, date=date, git=dict(commit='ab' * 20, dirty=False),
                 device=dict(name=device, platform='Plat', platform_version='OpenCL 3.0',
                             driver_version='1.2', version='OpenCL 3.0', type='GPU',
@@ -121,6 +122,8 @@ def test_render_from_stored_runs(tmp_path, capsys):
     a = (out / 'a.md').read_text()
     assert 'Device **Dev A** (Plat, GPU, driver 1.2, 4 compute units); 2026-01-02 00:00:00 UTC' in a
     assert 'commit abababab' in a
+    assert ('Other processes used 50% of the CPUs while samples were taken (median; at most '
+            '50%): the times are unreliable.') in a
     assert '| elemwise | exp | call | 3 ms | 1.5 ms | 2.00x | 1.5 ms..1.65 ms | 1 |  |' in a
     assert '| elemwise | steps | step | 20 us | 40 us | 0.50x |' in a
     assert '| elemwise | broke | | | | failed | | | AssertionError: differs |' in a

@@ -30,11 +30,21 @@ def load(path):
 
 
 def run_name(record):
-    """A file stem for a record: date, device, size (``2026-11-25_pocl-cpu_quick``)."""
-    dev = record['device']
-    slug = '%s-%s' % (dev['platform'].split()[0], dev['type'])
-    slug = ''.join(c if c.isalnum() else '-' for c in slug.lower())
-    return '%s_%s_%s' % (record['date'][:10], slug, 'quick' if record['quick'] else 'full')
+    """A file stem for a record: date and time, device, size
+    (``2026-11-25T1303_nvidia-h100-80gb-hbm3_full``)."""
+    slug = ''.join(c if c.isalnum() else '-' for c in record['device']['name'].lower())
+    slug = '-'.join(w for w in slug.split('-') if w)[:40]
+    date = record['date'][:16].replace(':', '')
+    return '%s_%s_%s' % (date, slug, 'quick' if record['quick'] else 'full')
+
+
+def others_cpu(record):
+    """The median and the largest share of the CPUs that other processes used while
+    samples were taken (None off Linux)."""
+    shares = [x for b in record['benchmarks'] for c in b['cases']
+              for v in c.get('variants', {}).values() for x in v.get('others_cpu') or ()
+              if x is not None]
+    return (float(sorted(shares)[len(shares) // 2]), max(shares)) if shares else None
 
 
 def fmt_time(s):
@@ -64,7 +74,16 @@ def header(record):
                 dev['compute_units'], record['date'].replace('T', ' ').rstrip('Z'),
                 'quick' if record['quick'] else 'full', record['repeat'], commit,
                 host['cpu'], host['cpus'], host['python'], ver.get('theano'), ver.get('numpy'),
-                ver.get('pyopencl')))
+                ver.get('pyopencl')) + _load_note(record))
+
+
+def _load_note(record):
+    load = others_cpu(record)
+    if load is None:
+        return ''
+    return (' Other processes used %.0f%% of the CPUs while samples were taken (median; '
+            'at most %.0f%%)%s.' % (100 * load[0], 100 * load[1],
+                                    ': the times are unreliable' if load[0] > 0.05 else ''))
 
 
 def markdown(record):
