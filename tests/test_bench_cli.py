@@ -26,7 +26,7 @@ def _png(path):
 def test_bench_quick_writes_record_markdown_and_plot(tmp_path, capsys):
     js, md, png = (str(tmp_path / n) for n in ('run.json', 'run.md', 'run.png'))
     rc = main(['bench', '--only', 'overhead', '--quick', '--repeat', '2', '--no-progress',
-               '--json', js, '--markdown', md, '--plot', png])
+               '--set', 'overhead.calls=500', '--json', js, '--markdown', md, '--plot', png])
     assert rc == 0, capsys.readouterr()
     rec = record.load(js)
     assert rec['schema'] == 1 and rec['quick'] is True and rec['repeat'] == 2
@@ -39,7 +39,8 @@ def test_bench_quick_writes_record_markdown_and_plot(tmp_path, capsys):
     assert rec['date'].endswith('Z')
     (bench,) = rec['benchmarks']
     assert bench['name'] == 'overhead'
-    assert bench['params'] == benchmarks.registry()['overhead'].quick
+    assert bench['params'] == dict(benchmarks.registry()['overhead'].quick, calls=500)
+    assert rec['overrides'] == {'overhead': {'calls': 500}}
     assert len(bench['cases']) == 2
     for case in bench['cases']:
         assert 'error' not in case, case.get('traceback')
@@ -55,7 +56,7 @@ def test_bench_quick_writes_record_markdown_and_plot(tmp_path, capsys):
     with open(md) as f:
         table = f.read()
     assert table == record.markdown(rec)
-    assert rec['device']['name'] in table
+    assert rec['device']['name'] in table and 'quick (with overhead.calls=500) sizes' in table
     for case in bench['cases']:
         assert '| overhead | %s | call |' % case['name'] in table
         assert '%.2fx' % case['ratio'] in table
@@ -88,7 +89,15 @@ def test_failing_case_is_recorded_and_exits_1(tmp_path, capsys):
     assert 'variants' not in wrong and 'error' not in right
     assert len(right['variants']['theano_ocl']['samples']) == 3      # --quick: 3 samples
     assert '| broken | wrong | | | | failed |' in record.markdown(record.load(js))
+
+def test_usage_errors_exit_2(capsys):
     assert main(['bench', '--only', 'no-such-benchmark']) == 2
+    assert main(['bench', '--only', 'overhead', '--set', 'overhead.no_such_param=1']) == 2
+    assert main(['bench', '--only', 'overhead', '--set', 'overhead.calls=x y']) == 2
+    assert main(['bench', '--only', 'overhead', '--device', 'no-such-device-name']) == 2
+    err = capsys.readouterr().err
+    assert 'unknown benchmark no-such-benchmark' in err and 'no_such_param' in err
+    assert 'is not a Python literal' in err and "no OpenCL device matches 'no-such-device-name'" in err
 
 
 def _sample(device, ratio_scale, date):

@@ -1,7 +1,8 @@
 """``python -m theano_ocl bench`` and ``python -m theano_ocl render``.
 
     python -m theano_ocl bench [--only NAME ...] [--quick] [--device SPEC] [--repeat N]
-                               [--json FILE] [--markdown FILE] [--plot FILE.png] [--record]
+                               [--set NAME.PARAM=VALUE ...] [--json FILE] [--markdown FILE]
+                               [--plot FILE.png] [--record]
     python -m theano_ocl bench --list
     python -m theano_ocl render [--data DIR] [--out DIR]      (same as bench --render)
 
@@ -24,6 +25,8 @@ def add_parsers(sub):
                         '(default: THEANO_OCL_DEVICE, else a GPU, else the first)')
     p.add_argument('--repeat', type=int, default=None,
                    help='timed samples per variant (default 5; 3 with --quick)')
+    p.add_argument('--set', action='append', default=[], metavar='NAME.PARAM=VALUE',
+                   help='override one size parameter (e.g. nengo.ensembles=100); recorded')
     p.add_argument('--json', metavar='FILE', help='write the run record (raw samples) here')
     p.add_argument('--markdown', metavar='FILE', help='write the Markdown table here')
     p.add_argument('--plot', metavar='FILE.png', help='draw C / OCL per benchmark here')
@@ -65,6 +68,24 @@ def cmd_render(args):
     return 0
 
 
+def _overrides(items, reg, quick):
+    """``['nengo.ensembles=100']`` -> ``{'nengo': {'ensembles': 100}}``, values read as
+    Python literals and checked against the benchmark's parameters."""
+    import ast
+    out = {}
+    for item in items:
+        key, eq, value = item.partition('=')
+        name, dot, param = key.partition('.')
+        if not (eq and dot) or name not in reg or param not in reg[name].quick:
+            raise ValueError('--set %s: expected NAME.PARAM=VALUE with NAME one of %s and PARAM '
+                             'one of its parameters (see --list)' % (item, ', '.join(reg)))
+        try:
+            out.setdefault(name, {})[param] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise ValueError('--set %s: %r is not a Python literal' % (item, value))
+    return out
+
+
 def cmd_bench(args):
     from . import record, registry, runner
     if args.render:
@@ -80,9 +101,19 @@ def cmd_bench(args):
             print('unknown benchmark %s; known: %s' % (', '.join(unknown), ', '.join(reg)),
                   file=sys.stderr)
             return 2
+    try:
+        overrides = _overrides(args.set, reg, args.quick)
+    except ValueError as e:
+        print(str(e), file=sys.stderr)
+        return 2
     repeat = args.repeat or (3 if args.quick else 5)
-    rec = runner.run(args.only, device=args.device, quick=args.quick, repeat=repeat,
-                     progress=not args.no_progress)
+    from theano_ocl.device import NoOpenCLPlatform
+    try:
+        rec = runner.run(args.only, device=args.device, quick=args.quick, repeat=repeat,
+                         progress=not args.no_progress, overrides=overrides)
+    except (NoOpenCLPlatform, ValueError) as e:        # no device, or none matches --device
+        print(str(e), file=sys.stderr)
+        return 2
     md = record.markdown(rec)
     print('\n' + md)
     written = []

@@ -72,9 +72,16 @@ def header(record):
             'numpy %s, pyopencl %s.' % (
                 dev['name'], dev['platform'], dev['type'], dev['driver_version'],
                 dev['compute_units'], record['date'].replace('T', ' ').rstrip('Z'),
-                'quick' if record['quick'] else 'full', record['repeat'], commit,
+                _sizes(record), record['repeat'], commit,
                 host['cpu'], host['cpus'], host['python'], ver.get('theano'), ver.get('numpy'),
                 ver.get('pyopencl')) + _load_note(record))
+
+
+def _sizes(record):
+    sizes = 'quick' if record['quick'] else 'full'
+    changed = ['%s.%s=%r' % (b, k, v) for b, kv in sorted((record.get('overrides') or {}).items())
+               for k, v in sorted(kv.items())]
+    return sizes + (' (with %s)' % ', '.join(changed) if changed else '')
 
 
 def _load_note(record):

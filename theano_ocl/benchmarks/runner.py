@@ -59,20 +59,23 @@ def run_case(case, repeat, tick=lambda: None):
     return out
 
 
-def run(names=None, device=None, quick=False, repeat=5, progress=True, log=True):
-    """Run the named benchmarks (all by default) and return the run's record."""
+def run(names=None, device=None, quick=False, repeat=5, progress=True, log=True,
+        overrides=None):
+    """Run the named benchmarks (all by default) and return the run's record;
+    ``overrides``: benchmark name -> parameters replacing some of its quick/full ones."""
     reg = registry()
     names = list(names or reg)
     unknown = [n for n in names if n not in reg]
     if unknown:
         raise KeyError('no benchmark %s (known: %s)' % (', '.join(unknown), ', '.join(reg)))
     ctx = Context(device, quick)
-    record = dict(schema=SCHEMA, quick=quick, repeat=repeat, **environment(ctx.dev))
+    record = dict(schema=SCHEMA, quick=quick, repeat=repeat, overrides=overrides or {},
+                  **environment(ctx.dev))
     record['benchmarks'] = []
     todo = []
     for name in names:
         b = reg[name]
-        params = b.quick if quick else b.full
+        params = dict(b.quick if quick else b.full, **(overrides or {}).get(name, {}))
         todo.append((b, params, b.fn(ctx, **params)))
     from tqdm import tqdm
     total = sum(len(cases) for _, _, cases in todo) * (repeat + 1)
