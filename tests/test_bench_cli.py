@@ -50,7 +50,7 @@ def test_bench_quick_writes_record_markdown_and_plot(tmp_path, capsys):
             assert len(v['samples']) == 2 and min(v['samples']) > 0
             assert v['median'] == pytest.approx(float(np.median(v['samples'])))
             assert v['min'] == min(v['samples']) and v['max'] == max(v['samples'])
-            assert v['first_call_s'] > 0 and len(v['others_cpu']) == 2
+            assert v['warmup_s'] > 0 and len(v['others_cpu']) == 2
         assert case['ratio'] == pytest.approx(vs['Theano C']['median'] / vs['theano_ocl']['median'])
         assert case['info']['fallbacks'] == []
     with open(md) as f:
@@ -183,3 +183,18 @@ def test_registry_sizes():
     assert list(reg)[:3] == ['elemwise', 'check1', 'overhead']
     for b in reg.values():
         assert set(b.quick) == set(b.full) and b.doc, b.name
+
+
+def test_progress_bar_on_a_terminal(monkeypatch, tmp_path):
+    """On a terminal the run shows a progress bar (tqdm) over cases and samples."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    term = Terminal()
+    monkeypatch.setattr(sys, 'stderr', term)
+    assert main(['bench', '--only', 'overhead', '--quick', '--repeat', '2',
+                 '--set', 'overhead.calls=100']) == 0
+    bar = term.getvalue().replace('\r', '\n')
+    assert 'overhead: x*2+1 + shared update' in bar and '6/6' in bar, bar[-500:]

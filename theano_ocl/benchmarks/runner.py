@@ -1,9 +1,9 @@
 """Runs benchmarks and returns their record (the dict :mod:`.record` writes as JSON).
 
-Per case: ``setup`` (compile, check against Theano C), one warm-up call of every variant
-(its time is recorded as ``first_call_s``: kernel builds and first uploads happen
-there), then ``repeat`` rounds in which the variants take turns, each timing ``calls``
-calls and one device sync. Taking turns spreads clock ramps and other processes' load
+Per case: ``setup`` (compile, check against Theano C: theano_ocl builds its kernels in
+that first call; the whole is recorded as ``setup_s``), one warm-up call of every variant
+(``warmup_s``), then ``repeat`` rounds in which the variants take turns, each timing
+``calls`` calls and one device sync. Taking turns spreads clock ramps and other processes' load
 over all variants alike; the share of the CPUs that other processes used is recorded
 per sample (``others_cpu``), since on a small shared machine it decides what a sample
 is worth.
@@ -37,7 +37,7 @@ def run_case(case, repeat, tick=lambda: None):
     out = dict(name=case.name, unit=case.unit, calls=case.calls, info=info,
                setup_s=time.perf_counter() - t0, variants={})
     load = OtherLoad()
-    first = {v.label: _timed(v, 1) * v.per for v in variants}
+    warmup = {v.label: _timed(v, 1) * v.per for v in variants}
     samples = {v.label: [] for v in variants}
     others = {v.label: [] for v in variants}
     for _ in range(repeat):
@@ -51,7 +51,7 @@ def run_case(case, repeat, tick=lambda: None):
     for v in variants:
         s = samples[v.label]
         out['variants'][v.label] = dict(samples=s, median=float(np.median(s)), min=min(s),
-                                        max=max(s), first_call_s=first[v.label],
+                                        max=max(s), warmup_s=warmup[v.label],
                                         others_cpu=others[v.label])
     vs = out['variants']
     if BASELINE in vs and OCL in vs:
