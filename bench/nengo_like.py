@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
-from theano_ocl.benchmarks.nengo import build  # noqa: F401  (also bench/cmdbuf.py's)
+X
 
 
 F = np.float32
