@@ -6,6 +6,7 @@
 #   make test        the CI suite: pytest tests/ + the quick Theano conformance subset
 #   make test-full   pytest tests/ + the full Theano conformance run (hours on 2 cores)
 #   make info        python -m theano_ocl info (the OpenCL devices)
+#   make bench       python -m theano_ocl bench $(BENCH_ARGS) (e.g. BENCH_ARGS='--quick --record')
 #   make pth         regenerate theano_ocl_startup.pth from theano_ocl/_startup.py
 #   make bootstrap   only set up .venv
 #   make clean-venv  remove .venv
@@ -14,7 +15,7 @@ VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 CONFORMANCE := tests/conformance/run.py
 
-.PHONY: all bootstrap demo test test-full info pth clean-venv
+.PHONY: all bootstrap demo test test-full info bench pth clean-venv
 
 all: test
 
@@ -48,6 +49,9 @@ test-full: bootstrap
 
 info: bootstrap
 	$(PY) -m theano_ocl info
+
+bench: bootstrap
+	$(PY) -m theano_ocl bench $(BENCH_ARGS)
 
 pth:
 	python3 scripts/render_pth.py

@@ -68,6 +68,8 @@ setup(
     extras_require={
         'test': ['pytest', 'pynose', 'parameterized', 'scipy'],
         'clblast': ['pyclblast'],
+        # python -m theano_ocl bench (progress bar) and --plot / render (the plots)
+        'bench': ['tqdm', 'matplotlib'],
     },
     cmdclass={'build_py': build_py_with_pth},
     classifiers=[

@@ -1,10 +1,8 @@
-"""Shared bench helpers: timing (median of repeats), device choice, table printing."""
+"""Shared helpers of the diagnostic scripts in bench/: arguments, header, table printing.
+(The benchmark suite itself is theano_ocl/benchmarks, ``python -m theano_ocl bench``.)"""
 import argparse
 import datetime
 import platform
-import time
-
-import numpy as np
 
 
 def parser(doc):
@@ -12,17 +10,6 @@ def parser(doc):
     p.add_argument('--device', default=None, help="OpenCL device ('P:D', 'gpu', 'cpu', name)")
     p.add_argument('--repeat', type=int, default=5, help='timed repeats (the median is reported)')
     return p
-
-
-def median_time(fn, repeat=5, warmup=1):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def header(title, dev):
@@ -52,19 +39,3 @@ def _fmt(v):
             return '%.2f' % v
         return '%.3g' % v
     return str(v)
-
-
-def copy_bandwidth(dev, nbytes, repeat=5):
-    """Bytes moved per second (read + write) by a device-to-device buffer copy."""
-    cl = dev.cl
-    a = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes)
-    b = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, nbytes)
-    cl.enqueue_fill_buffer(dev.queue, a, np.uint8(1), 0, nbytes)
-    dev.queue.finish()
-
-    def run():
-        for _ in range(10):
-            cl.enqueue_copy(dev.queue, b, a, byte_count=nbytes)
-        dev.queue.finish()
-    t = median_time(run, repeat) / 10
-    return 2 * nbytes / t

@@ -1,10 +1,8 @@
-"""A naive Theano port of a Nengo network: Theano C in a loop vs SimulatorOCL.run_steps.
-
-E ensembles of N LIF neurons, each its own small subgraph (as a line-by-line port of
-Nengo's builder would make it): encoders as matrix-vector products ``T.dot(enc, x)``,
-the LIF voltage / refractory update and spikes, decoders, first-order lowpass synapses,
-and a connection from every ensemble to the next. All state lives in float32 shared
-variables updated every step; a per-step input drives ensemble 0.
+"""A naive Theano port of a Nengo network: Theano C in a loop vs SimulatorOCL.run_steps,
+with the diagnostics ``python -m theano_ocl bench --only nengo`` leaves out: launches per
+step batched and not, the step loop apart from step 0 and planning, the time of each
+launch of the batched plan (``--detail``), a pickle cache of the compiled function for
+big networks (``--cache``). The network is :func:`theano_ocl.benchmarks.nengo.build`.
 
     python bench/nengo_like.py --ensembles 50 --steps 200 [--device 0:0] [--detail]
                                [--cache nengo50.pkl]
@@ -17,43 +15,10 @@ import time
 
 import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
-import theano
-import theano.tensor as T
+X
 
 
 F = np.float32
-
-
-def build(E, N=100, D=1, dt=0.001, tau_rc=0.02, tau_ref=0.002, tau_syn=0.005, seed=0):
-    rng = np.random.RandomState(seed)
-    u = T.vector('u', dtype='float32')                           # per-step input, D values
-    updates = []
-    probes = []
-    syn_in = [theano.shared(np.zeros(D, F), name='syn%d' % e) for e in range(E)]
-    a_syn = F(np.exp(-dt / tau_syn))
-    for e in range(E):
-        enc = theano.shared(rng.randn(N, D).astype(F), name='enc%d' % e)
-        gain = theano.shared(rng.uniform(0.5, 2, N).astype(F), name='gain%d' % e)
-        bias = theano.shared(rng.uniform(-1, 1, N).astype(F), name='bias%d' % e)
-        dec = theano.shared((rng.randn(D, N) * 1e-3).astype(F), name='dec%d' % e)
-        v = theano.shared(np.zeros(N, F), name='v%d' % e)
-        ref = theano.shared(np.zeros(N, F), name='ref%d' % e)
-        x = syn_in[e] + (u if e == 0 else 0)
-        J = gain * T.dot(enc, x) + bias                          # encoders
-        dv = (J - v) * F(dt / tau_rc)
-        ref_new = ref - F(dt)
-        v_new = T.switch(ref_new > 0, F(0), T.maximum(v + dv, F(0)))
-        spiked = v_new > 1
-        spikes = T.cast(spiked, 'float32') * F(1 / dt)
-        updates += [(v, T.switch(spiked, F(0), v_new)),
-                    (ref, T.switch(spiked, F(tau_ref), ref_new))]
-        out = T.dot(dec, spikes)                                 # decoders
-        target = syn_in[(e + 1) % E]                             # connection to the next one
-        updates.append((target, target * a_syn + out * F(1 - a_syn)))   # lowpass synapse
-        if e == E - 1:
-            probes.append(out)
-    f = theano.function([u], probes, updates=updates)
-    return f, D
 
 
 def _open(path, mode):

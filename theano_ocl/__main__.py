@@ -1,7 +1,9 @@
-"""Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use.
+"""Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use;
+``bench`` times theano_ocl against Theano C and ``render`` draws the docs' benchmark tables
+and plots from the recorded runs (:mod:`theano_ocl.benchmarks.cli`).
 
-Reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly and
-works before Theano is set up. Exit status: 0 when at least one device is usable, 1 when
+``info`` reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly
+and works before Theano is set up. Exit status: 0 when at least one device is usable, 1 when
 no OpenCL platform/device is visible (the install hint is printed), 2 on a usage error.
 """
 import argparse
@@ -84,9 +86,15 @@ def main(argv=None):
     sub = parser.add_subparsers(dest='command')
     p_info = sub.add_parser('info', help='list OpenCL platforms/devices and the default')
     p_info.add_argument('--json', action='store_true', help='machine-readable output')
+    from .benchmarks import cli as bench_cli
+    bench_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == 'info':
         return cmd_info(args)
+    if args.command == 'bench':
+        return bench_cli.cmd_bench(args)
+    if args.command == 'render':
+        return bench_cli.cmd_render(args)
     parser.print_help()
     return 2
 

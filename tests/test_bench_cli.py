@@ -1,0 +1,200 @@
+"""``python -m theano_ocl bench`` / ``render``: the run record (JSON), the Markdown table,
+the plot, failures recorded rather than fatal, and the docs' rendered benchmark pages
+being the rendering of the stored runs."""
+import glob
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from theano_ocl.__main__ import main
+from theano_ocl import benchmarks
+from theano_ocl.benchmarks import record
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PNG = b'\x89PNG\r\n\x1a\n'
+
+
+def _png(path):
+    with open(path, 'rb') as f:
+        return f.read(8) == PNG and os.path.getsize(path) > 1000
+
+
+def test_bench_quick_writes_record_markdown_and_plot(tmp_path, capsys):
+    js, md, png = (str(tmp_path / n) for n in ('run.json', 'run.md', 'run.png'))
+    rc = main(['bench', '--only', 'overhead', '--quick', '--repeat', '2', '--no-progress',
+               '--set', 'overhead.calls=500', '--json', js, '--markdown', md, '--plot', png])
+    assert rc == 0, capsys.readouterr()
+    rec = record.load(js)
+    assert rec['schema'] == 1 and rec['quick'] is True and rec['repeat'] == 2
+    for key in ('name', 'platform', 'platform_version', 'driver_version', 'type', 'spec'):
+        assert rec['device'][key], key
+    assert rec['host']['cpu'] and rec['host']['python'] == sys.version.split()[0]
+    assert rec['versions']['numpy'] == np.__version__
+    assert rec['versions']['theano'] and rec['versions']['pyopencl']
+    assert len(rec['git']['commit']) == 40
+    assert rec['date'].endswith('Z')
+    (bench,) = rec['benchmarks']
+    assert bench['name'] == 'overhead'
+    assert bench['params'] == dict(benchmarks.registry()['overhead'].quick, calls=500)
+    assert rec['overrides'] == {'overhead': {'calls': 500}}
+    assert len(bench['cases']) == 2
+    for case in bench['cases']:
+        assert 'error' not in case, case.get('traceback')
+        vs = case['variants']
+        assert set(vs) == {benchmarks.BASELINE, benchmarks.OCL}
+        for v in vs.values():
+            assert len(v['samples']) == 2 and min(v['samples']) > 0
+            assert v['median'] == pytest.approx(float(np.median(v['samples'])))
+            assert v['min'] == min(v['samples']) and v['max'] == max(v['samples'])
+            assert v['warmup_s'] > 0 and len(v['others_cpu']) == 2
+        assert case['ratio'] == pytest.approx(vs['Theano C']['median'] / vs['theano_ocl']['median'])
+        assert case['info']['fallbacks'] == []
+    with open(md) as f:
+        table = f.read()
+    assert table == record.markdown(rec)
+    assert rec['device']['name'] in table and 'quick (with overhead.calls=500) sizes' in table
+    for case in bench['cases']:
+        assert '| overhead | %s | call |' % case['name'] in table
+        assert '%.2fx' % case['ratio'] in table
+    assert _png(png)
+    out = capsys.readouterr().out
+    assert 'wrote %s' % js in out and '| benchmark | case |' in out
+
+
+def test_failing_case_is_recorded_and_exits_1(tmp_path, capsys):
+    """A case whose theano_ocl result differs from C's fails alone: the record says why,
+    the other cases of the run still run, the exit status is 1."""
+    from theano_ocl.benchmarks.timing import check_close
+
+    def setup_wrong():
+        check_close(np.array([1.0, 2.0]), np.array([1.0, 2.5]), what='sum')
+
+    def setup_right():
+        return [benchmarks.Variant(benchmarks.BASELINE, lambda: None),
+                benchmarks.Variant(benchmarks.OCL, lambda: None)], {}
+
+    benchmarks.register('broken', quick={}, full={})(
+        lambda ctx: [benchmarks.Case('wrong', setup_wrong), benchmarks.Case('right', setup_right)])
+    try:
+        js = str(tmp_path / 'run.json')
+        assert main(['bench', '--only', 'broken', '--quick', '--no-progress', '--json', js]) == 1
+    finally:
+        del benchmarks._REGISTRY['broken']
+    wrong, right = record.load(js)['benchmarks'][0]['cases']
+    assert 'theano_ocl sum differs from Theano C' in wrong['error']
+    assert 'variants' not in wrong and 'error' not in right
+    assert len(right['variants']['theano_ocl']['samples']) == 3      # --quick: 3 samples
+    assert '| broken | wrong | | | | failed |' in record.markdown(record.load(js))
+
+def test_usage_errors_exit_2(capsys):
+    assert main(['bench', '--only', 'no-such-benchmark']) == 2
+    assert main(['bench', '--only', 'overhead', '--set', 'overhead.no_such_param=1']) == 2
+    assert main(['bench', '--only', 'overhead', '--set', 'overhead.calls=x y']) == 2
+    assert main(['bench', '--only', 'overhead', '--device', 'no-such-device-name']) == 2
+    err = capsys.readouterr().err
+    assert 'unknown benchmark no-such-benchmark' in err and 'no_such_param' in err
+    assert 'is not a Python literal' in err and "no OpenCL device matches 'no-such-device-name'" in err
+
+
+def _sample(device, ratio_scale, date):
+    """A made-up record with the fields render reads."""
+    def case(name, c, o, unit='call'):
+        return dict(name=name, unit=unit, info=dict(launches=1, fallbacks=[]), ratio=c / o,
+                    variants={'Theano C': dict(samples=[c], median=c, min=c, max=c,
+                                               others_cpu=[0.0]),
+                              'theano_ocl': dict(samples=[o, o * 1.1], median=o, min=o,
+                                                 max=o * 1.1, others_cpu=[0.5, None])})
+    return dict(schema=1, quick=True, repeat=1, date=date, git=dict(commit='ab' * 20, dirty=False),
+                device=dict(name=device, platform='Plat', platform_version='OpenCL 3.0',
+                            driver_version='1.2', version='OpenCL 3.0', type='GPU',
+                            compute_units=4, spec='0:0', global_mem=1),
+                host=dict(cpu='Some CPU', cpus=2, os='Linux', python='3.11.7'),
+                versions=dict(theano='1.0.5', numpy='1.23.5', pyopencl='2026.1'),
+                benchmarks=[dict(name='elemwise', doc='', params={}, cases=[
+                    case('exp', 3e-3, 1.5e-3 / ratio_scale),
+                    case('steps', 2e-5, 4e-5, 'step'),
+                    dict(name='broke', unit='call', error='AssertionError: differs')])])
+
+
+def test_render_from_stored_runs(tmp_path, capsys):
+    data, out = tmp_path / 'data', tmp_path / 'out'
+    data.mkdir()
+    for name, dev, scale, date in (('a', 'Dev A', 1.0, '2026-01-02T00:00:00Z'),
+                                   ('b', 'Dev B', 4.0, '2026-03-04T00:00:00Z')):
+        record.save(_sample(dev, scale, date), str(data / (name + '.json')))
+    assert main(['render', '--data', str(data), '--out', str(out)]) == 0
+    assert sorted(os.listdir(out)) == ['a.md', 'a.png', 'b.md', 'b.png', 'index.md', 'ratios.png']
+    a = (out / 'a.md').read_text()
+    assert 'Device **Dev A** (Plat, GPU, driver 1.2, 4 compute units); 2026-01-02 00:00:00 UTC' in a
+    assert 'commit abababab' in a
+    assert ('Other processes used 50% of the CPUs while samples were taken (median; at most '
+            '50%): the times are unreliable.') in a
+    assert '| elemwise | exp | call | 3 ms | 1.5 ms | 2.00x | 1.5 ms..1.65 ms | 1 |  |' in a
+    assert '| elemwise | steps | step | 20 us | 40 us | 0.50x |' in a
+    assert '| elemwise | broke | | | | failed | | | AssertionError: differs |' in a
+    assert '| elemwise | exp | call | 3 ms | 375 us | 8.00x |' in (out / 'b.md').read_text()
+    index = (out / 'index.md').read_text()
+    assert index.index('Dev B') < index.index('Dev A')          # newest first
+    assert all(_png(str(out / p)) for p in ('a.png', 'b.png', 'ratios.png'))
+    # bench --render is the same command
+    assert main(['bench', '--render', '--data', str(data), '--out', str(tmp_path / 'o2')]) == 0
+    assert (tmp_path / 'o2' / 'a.md').read_text() == a
+    assert main(['render', '--data', str(tmp_path / 'empty'), '--out', str(out)]) == 1
+
+
+def test_docs_benchmark_pages_are_rendered_from_the_stored_runs(tmp_path):
+    """The tables under docs/_generated/benchmarks are what the stored runs render to:
+    nobody edits them by hand, and a stored run is never left unrendered."""
+    assert glob.glob(os.path.join(record.DATA_DIR, '*.json')), 'no recorded run in the docs'
+    record.render(record.DATA_DIR, str(tmp_path))
+    fresh = sorted(p for p in os.listdir(tmp_path) if p.endswith('.md'))
+    stored = sorted(p for p in os.listdir(record.OUT_DIR) if p.endswith('.md'))
+    assert fresh == stored
+    for name in fresh:
+        with open(os.path.join(record.OUT_DIR, name)) as f:
+            assert f.read() == (tmp_path / name).read_text(), \
+                '%s is stale: run python -m theano_ocl render' % name
+    for name in os.listdir(tmp_path):
+        assert os.path.exists(os.path.join(record.OUT_DIR, name)), name
+
+
+def test_listing_and_rendering_need_neither_theano_nor_opencl():
+    """The registry lists the suite and record renders without importing Theano or
+    pyopencl (the families import them when a case is set up)."""
+    code = ('import sys; from theano_ocl import benchmarks; from theano_ocl.benchmarks import '
+            'record, cli; names = list(benchmarks.registry()); '
+            'print(names, [m for m in ("theano", "pyopencl", "torch", "pyclblast") '
+            'if m in sys.modules])')
+    p = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                       cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO), timeout=120)
+    assert p.returncode == 0, p.stderr
+    names, loaded = p.stdout.rsplit('] [', 1)
+    assert 'elemwise' in names and 'nengo' in names
+    assert loaded.strip() == ']', loaded
+
+
+def test_registry_sizes():
+    """Every benchmark has quick and full sizes with the same parameter names."""
+    reg = benchmarks.registry()
+    assert list(reg)[:3] == ['elemwise', 'check1', 'overhead']
+    for b in reg.values():
+        assert set(b.quick) == set(b.full) and b.doc, b.name
+
+
+def test_progress_bar_on_a_terminal(monkeypatch, tmp_path):
+    """On a terminal the run shows a progress bar (tqdm) over cases and samples."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    term = Terminal()
+    monkeypatch.setattr(sys, 'stderr', term)
+    assert main(['bench', '--only', 'overhead', '--quick', '--repeat', '2',
+                 '--set', 'overhead.calls=100']) == 0
+    bar = term.getvalue().replace('\r', '\n')
+    assert 'overhead: x*2+1 + shared update' in bar and '6/6' in bar, bar[-500:]
