@@ -64,8 +64,13 @@ __kernel void ${name}(const long total, const long N, const long C, const long H
 % endif
                       , __global ${t} *out_p, const long out_off)
 {
+% if kind in ('im2col', 'col2im'):
+    /* a 3-d range: (column, row, the rest) -- one division per work-item */
+    const long x0 = get_global_id(0), x1 = get_global_id(1), x2 = get_global_id(2);
+% else:
     const long gi = get_global_id(0);
     if (gi >= total) return;
+% endif
     const long CG = C / G, FG = F / G;
     ${t} acc = 0;
 % if kind == 'fwd':
@@ -106,17 +111,21 @@ __kernel void ${name}(const long total, const long N, const long C, const long H
         ${gradi_taps('acc += ' + at('t', 'n', 'f', 'oh', 'ow') + ' * ' + at('w', 'f', 'c', 'kh', 'kw') + ';')}
     }
 % elif kind == 'im2col':
-    const long P = OH * OW;
-    const long q = gi % (N * P), r = gi / (N * P);
-    const long ow = q % OW, oh = (q / OW) % OH, n = q / P;
+    /* x0: ow, x1: oh, x2: n + N * (tap (c, kh, kw)) */
+    const long ow = x0, oh = x1, n = x2 % N, r = x2 / N;
     const long kw = r % KW, kh = (r / KW) % KH, c = r / (KW * KH);
     const long h = oh * DH - PT + kh * DILH, w = ow * DW - PL + kw * DILW;
     if (h >= 0 && h < H && w >= 0 && w < W)
         acc = ${at('b', 'n', 'c', 'h', 'w')};
+    out_p[out_off + (x2 * OH + oh) * OW + ow] = acc;
 % else:
-    const long w = gi % W, h = (gi / W) % H, c = (gi / (W * H)) % C, n = gi / (W * H * C);
+    /* x0: w, x1: h, x2: c + C * n */
+    const long w = x0, h = x1, c = x2 % C, n = x2 / C;
     const long NP = N * OH * OW;
     ${gradi_taps('acc += col_p[col_off + ((c * KH + kh) * KW + kw) * NP + (n * OH + oh) * OW + ow];')}
+    out_p[out_off + (x2 * H + h) * W + w] = acc;
 % endif
+% if kind not in ('im2col', 'col2im'):
     out_p[out_off + gi] = acc;
+% endif
 }

@@ -57,17 +57,28 @@ __kernel void ${name}(
 % endif
     , __global ${t} *out_p, const long out_off)
 {
+<%
+    # the index space: the output's axes (names, sizes); the last two come from a 3-d range
+    # (get_global_id(0), (1)), the others from dividing get_global_id(2) -- few divisions
+    if kind in ('pool', 'gradgrad'):
+        space = [('i%d' % d, 'X%d' % d) for d in range(lead)] + [('o%d' % k, 'Z%d' % k) for k in pooled]
+    else:
+        space = [('i%d' % d, 'X%d' % d) for d in range(ndim)]
+%>\
+% if ndim >= 2:
+    const long ${space[-1][0]} = get_global_id(0), ${space[-2][0]} = get_global_id(1);
+    long rem = get_global_id(2);
+    const long gi = (rem * ${space[-2][1]} + ${space[-2][0]}) * ${space[-1][1]} + ${space[-1][0]};
+%   for v, n in reversed(space[:-2]):
+    const long ${v} = rem % ${n}; rem /= ${n};
+%   endfor
+% else:
     const long gi = get_global_id(0);
     if (gi >= total) return;
-    long rem = gi;
+    const long ${space[0][0]} = gi;
+% endif
 % if kind in ('pool', 'gradgrad'):
 ## ---------------------------------------------------------------- one work-item per window
-%   for k in reversed(list(pooled)):
-    const long o${k} = rem % Z${k}; rem /= Z${k};
-%   endfor
-%   for d in reversed(range(lead)):
-    const long i${d} = rem % X${d}; rem /= X${d};
-%   endfor
 %   for k in pooled:
     /* the window in the padded image, then without the padding, in image coordinates */
     long st${k} = o${k} * ST${k};
@@ -106,9 +117,6 @@ __kernel void ${name}(
     out_p[out_off + gi] = acc;
 % else:
 ## ---------------------------------------------------------------- one work-item per input element
-%   for d in reversed(range(ndim)):
-    const long i${d} = rem % X${d}; rem /= X${d};
-%   endfor
 %   for k in pooled:
     const long q${k} = i${lead + k};
 %   endfor

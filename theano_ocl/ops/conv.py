@@ -181,7 +181,12 @@ def plan_conv(ctx, kind, geo, op, operands, out):
     for d in operands:
         args += [d] if kind == 'col2im' else _strided(d)
     args.append(out)
-    gsize, lsize = launch_geometry(ctx.dev, out.size)
+    if kind == 'im2col':       # (ow, oh, n + N * tap): col[(c, kh, kw), (n, oh, ow)]
+        gsize, lsize = (geo.OW, geo.OH, out.size // (geo.OW * geo.OH)), None
+    elif kind == 'col2im':     # (w, h, c + C * n)
+        gsize, lsize = (geo.W, geo.H, out.size // (geo.W * geo.H)), None
+    else:
+        gsize, lsize = launch_geometry(ctx.dev, out.size)
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
 
 

@@ -48,7 +48,10 @@ def plan_pool(ctx, kind, mode, ignore_border, params, x, out, others=()):
     for d in others:
         args += _strided(d)
     args.append(out)
-    gsize, lsize = launch_geometry(ctx.dev, out.size)
+    if out.ndim >= 2:      # (last axis, the one before, the others): see the template
+        gsize, lsize = (out.shape[-1], out.shape[-2], out.size // (out.shape[-1] * out.shape[-2])), None
+    else:
+        gsize, lsize = launch_geometry(ctx.dev, out.size)
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
 
 
