@@ -9,3 +9,5 @@ from . import random  # noqa: F401
 from . import blas  # noqa: F401
 from . import nnet  # noqa: F401
 from . import extra_ops  # noqa: F401
+from . import pool  # noqa: F401
+from . import conv  # noqa: F401

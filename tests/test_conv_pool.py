@@ -1,0 +1,223 @@
+"""Convolution and pooling families against Theano C, in the same process.
+
+Pooling: every mode, ignore_border both ways, strides, padding, 2-d and 3-d windows,
+float32/float64/int32, non-contiguous inputs, the gradients theano.grad builds (MaxPoolGrad,
+AveragePoolGrad) and DownsampleFactorMaxGradGrad. Convolution: every border mode, subsample,
+dilation, groups, filter_flip both ways, conv2d_transpose, float32/float64, a non-contiguous
+image, both algorithms of ops/conv.py, and the gradients (CorrMM_gradWeights/gradInputs).
+Every compiled function is asserted to run without host fallback. Last, a LeNet (the
+bench/lenet.py model, batch 4) trained 3 SGD steps, losses within 1e-4 of Theano C's.
+"""
+import os
+import sys
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.tensor.nnet import conv2d, conv2d_transpose
+from theano.tensor.signal import pool as tpool
+from theano.tensor.signal.pool import pool_2d, pool_3d
+
+import theano_ocl
+from theano_ocl.ops import conv as oconv
+
+from helpers import assert_close, assert_matches_c, compile_both, rand
+
+# float32 convolutions sum up to a few hundred products in another order than the BLAS
+TOL = {'float32': dict(rtol=1e-4, atol=1e-4), 'float64': dict(rtol=1e-10, atol=1e-10)}
+
+
+def _placed(f, opname):
+    """The implementation descriptions of the nodes of op type ``opname``."""
+    return [impl for node, where, impl in theano_ocl.placements(f)
+            if type(node.op).__name__ == opname and where == 'device']
+
+
+# --------------------------------------------------------------------------- pooling
+POOL_CASES = [
+    # (ws, ignore_border, stride, pad)
+    ((2, 2), True, None, (0, 0)),
+    ((2, 3), False, None, (0, 0)),          # partial windows at the border
+    ((3, 2), True, (1, 2), (1, 1)),         # overlapping, padded
+    ((3, 3), False, (2, 1), (0, 0)),        # overlapping, partial windows
+    ((2, 2), True, (3, 3), (1, 0)),         # gaps between windows
+]
+MODES = ['max', 'sum', 'average_inc_pad', 'average_exc_pad']
+
+
+@pytest.mark.parametrize('mode', MODES)
+@pytest.mark.parametrize('case', range(len(POOL_CASES)))
+def test_pool_2d_and_grad(mode, case):
+    ws, ib, st, pad = POOL_CASES[case]
+    dtype = 'float64' if case % 2 else 'float32'
+    x = T.tensor4('x', dtype=dtype)
+    y = pool_2d(x, ws, ignore_border=ib, stride=st, pad=pad, mode=mode)
+    outs = [y]
+    if not (mode == 'average_exc_pad' and any(pad)):    # C raises there (tested below)
+        outs.append(theano.grad((y * y).sum(), x))
+    xv = rand((2, 3, 7, 9), dtype)
+    f = assert_matches_c([x], outs, [xv])
+    assert _placed(f, 'Pool')
+    if len(outs) > 1:
+        grad_op = 'MaxPoolGrad' if mode == 'max' else 'AveragePoolGrad'
+        assert _placed(f, grad_op), grad_op
+
+
+def test_pool_exc_pad_grad_raises_as_c():
+    x = T.dmatrix('x').reshape((1, 1, 5, 5))
+    y = pool_2d(x, (2, 2), ignore_border=True, pad=(1, 1), mode='average_exc_pad')
+    g = theano.grad(y.sum(), x)
+    f_c, f_o = compile_both([x.owner.inputs[0]], g)
+    assert not theano_ocl.fallback_nodes(f_o)
+    for f in (f_c, f_o):
+        with pytest.raises(ValueError, match='padding must be zero for average_exc_pad'):
+            f(np.ones((5, 5)))
+
+
+@pytest.mark.parametrize('mode', ['max', 'sum', 'average_inc_pad'])
+def test_pool_int32(mode):
+    x = T.itensor4('x')
+    y = pool_2d(x, (2, 3), ignore_border=False, stride=(1, 2), mode=mode)
+    assert_matches_c([x], [y], [rand((2, 2, 5, 7), 'int32', low=-50, high=50)])
+
+
+@pytest.mark.parametrize('mode', ['max', 'average_exc_pad'])
+def test_pool_non_contiguous_and_5d(mode):
+    """A transposed, stepped view as input; a 5-d tensor with 2 pooled axes."""
+    x = T.TensorType('float32', (False,) * 5)('x')
+    view = x.dimshuffle(0, 4, 1, 3, 2)[:, ::2, :, :, 1:]
+    y = pool_2d(view, (2, 2), ignore_border=False, stride=(1, 1), mode=mode)
+    g = theano.grad((y ** 2).sum(), x)
+    assert_matches_c([x], [y, g], [rand((2, 3, 6, 5, 4), 'float32')])
+
+
+@pytest.mark.parametrize('mode', ['max', 'sum', 'average_inc_pad'])
+def test_pool_3d_and_grad(mode):
+    x = T.tensor4('x')
+    y = pool_3d(x, (2, 3, 2), ignore_border=True, stride=(1, 2, 2), pad=(1, 1, 0), mode=mode)
+    g = theano.grad((y ** 2).sum(), x)
+    assert_matches_c([x], [y, g], [rand((2, 5, 7, 6), 'float64')])
+
+
+def test_max_pool_grad_grad():
+    x, gg = T.dtensor4('x'), T.dtensor4('gg')
+    ws, st, pad = (2, 3), (1, 2), (1, 1)
+    maxout = pool_2d(x, ws, ignore_border=True, stride=st, pad=pad)
+    z = tpool.DownsampleFactorMaxGradGrad(ignore_border=True)(x, maxout, gg, ws, st, pad)
+    xv = np.round(rand((2, 2, 6, 7), 'float64'), 1)      # ties: several maxima per window
+    f = assert_matches_c([x, gg], [z], [xv, rand((2, 2, 6, 7), 'float64')])
+    assert _placed(f, 'DownsampleFactorMaxGradGrad')
+
+
+# --------------------------------------------------------------------------- convolution
+CONV_CASES = [
+    dict(border_mode='valid'),
+    dict(border_mode='full'),
+    dict(border_mode='half'),
+    dict(border_mode=(1, 2)),
+    dict(border_mode=((0, 2), (1, 0))),
+    dict(border_mode='valid', subsample=(2, 3)),
+    dict(border_mode='half', subsample=(2, 2), filter_dilation=(2, 1)),
+    dict(border_mode='full', filter_dilation=(2, 2)),
+    dict(border_mode=(1, 1), num_groups=2),
+    dict(border_mode='valid', filter_flip=False, subsample=(1, 2), num_groups=2),
+]
+
+
+@pytest.fixture(params=oconv.ALGORITHMS)
+def algorithm(request, monkeypatch):
+    monkeypatch.setattr(oconv, 'FORCE_ALGORITHM', request.param)
+    return request.param
+
+
+def _conv_impls(f):
+    return [impl for op in ('CorrMM', 'CorrMM_gradWeights', 'CorrMM_gradInputs')
+            for impl in _placed(f, op)]
+
+
+@pytest.mark.parametrize('case', range(len(CONV_CASES)))
+def test_conv2d_and_grads(case, algorithm):
+    kw = CONV_CASES[case]
+    dtype = 'float32' if case % 2 else 'float64'
+    G = kw.get('num_groups', 1)
+    x, w = T.tensor4('x', dtype=dtype), T.tensor4('w', dtype=dtype)
+    y = conv2d(x, w, **kw)
+    gx, gw = theano.grad((y * y).sum(), [x, w])
+    f = assert_matches_c([x, w], [y, gx, gw],
+                         [rand((3, 4, 9, 8), dtype), rand((6, 4 // G, 3, 2), dtype)],
+                         **TOL[dtype])
+    impls = _conv_impls(f)
+    assert len(impls) == 3, impls
+    word = 'im2col' if algorithm == 'gemm' else 'direct'
+    assert all(word in i for i in impls), impls
+
+
+def test_conv2d_non_contiguous_image(algorithm):
+    """The image is a transposed, stepped view; the kernel a slice."""
+    x, w = T.ftensor4('x'), T.ftensor4('w')
+    xv = x.dimshuffle(0, 3, 2, 1)[:, :, ::2, :]
+    y = conv2d(xv, w[:, 1:], border_mode='half', subsample=(1, 2))
+    gx, gw = theano.grad((y * y).sum(), [x, w])
+    assert_matches_c([x, w], [y, gx, gw],
+                     [rand((2, 7, 11, 3), "float32"), rand((4, 4, 3, 3), "float32")],
+                     **TOL['float32'])
+
+
+def test_conv2d_transpose(algorithm):
+    """conv2d_transpose is CorrMM_gradInputs with an explicit output shape."""
+    x, w = T.dtensor4('x'), T.dtensor4('w')
+    y = conv2d_transpose(x, w, output_shape=(2, 3, 10, 9), border_mode='half',
+                         input_dilation=(2, 2))
+    f = assert_matches_c([x, w], [y], [rand((2, 4, 5, 5), 'float64'),
+                                       rand((4, 3, 3, 2), 'float64')], **TOL['float64'])
+    assert _placed(f, 'CorrMM_gradInputs')
+
+
+def test_conv2d_wrong_channels_raise_as_c():
+    x, w = T.dtensor4('x'), T.dtensor4('w')
+    f_c, f_o = compile_both([x, w], conv2d(x, w))
+    assert not theano_ocl.fallback_nodes(f_o)
+    for f in (f_c, f_o):
+        with pytest.raises(ValueError, match='same stack size'):
+            f(np.ones((1, 3, 5, 5)), np.ones((2, 2, 3, 3)))
+        with pytest.raises(ValueError, match='impossible output shape'):
+            f(np.ones((1, 2, 2, 2)), np.ones((2, 2, 3, 3)))
+
+
+def test_default_algorithm_recorded():
+    """Without forcing, the choice is the device's (GEMM where a BLAS backend exists) and
+    report(f) says which."""
+    x, w = T.ftensor4('x'), T.ftensor4('w')
+    f = theano.function([x, w], conv2d(x, w), mode=theano_ocl.OCLMode())
+    algo, blas = oconv.choose_algorithm(f.fn.dev, 'float32')
+    impl, = _placed(f, 'CorrMM')
+    assert ('im2col' in impl) == (algo == 'gemm') and ('direct' in impl) == (algo == 'direct')
+    if f.fn.dev.is_cpu:
+        assert algo == 'gemm' and blas == 'host'
+
+
+# --------------------------------------------------------------------------- LeNet
+def test_lenet_trains_as_theano_c():
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lenet import build_lenet, make_data
+    finally:
+        sys.path.pop(0)
+    batch = 4
+    f_c, p_c = build_lenet('FAST_RUN', batch)
+    f_o, p_o = build_lenet(theano_ocl.OCLMode(), batch)
+    assert not theano_ocl.fallback_nodes(f_o), theano_ocl.fallback_nodes(f_o)
+    placed = {type(n.op).__name__ for n, where, _ in theano_ocl.placements(f_o)
+              if where == 'device'}
+    assert {'CorrMM', 'CorrMM_gradWeights', 'Pool', 'MaxPoolGrad'} <= placed, placed
+    xs, ys = make_data(batch * 3, np.random.RandomState(7))
+    losses = []
+    for s in range(3):
+        xb, yb = xs[s * batch:(s + 1) * batch], ys[s * batch:(s + 1) * batch]
+        lc, lo = float(f_c(xb, yb)), float(f_o(xb, yb))
+        assert abs(lo - lc) <= 1e-4 * abs(lc), (s, lo, lc)
+        losses.append(lc)
+    assert len(set(losses)) == 3        # the parameters moved
+    for a, b in zip(p_o, p_c):
+        assert_close(a.get_value(), b.get_value(), rtol=1e-4, atol=1e-5, what=a.name)

@@ -1,0 +1,338 @@
+"""Convolution family: ``CorrMM``, ``CorrMM_gradWeights``, ``CorrMM_gradInputs``
+(theano/tensor/nnet/corr.py), the ops Theano's optimizer leaves for ``conv2d`` and its
+gradients on a CPU build. ``conv2d(filter_flip=True)`` reaches them as a correlation with a
+flipped kernel: a negative-stride Subtensor view, which the kernels read as it is.
+
+Two algorithms, both from ``kernels/conv.cl.mako``:
+
+- ``'direct'``: one work-item per output element, looping over channels and the kernel
+  window (forward), over batch and output positions (weights), or over filters and the taps
+  that reach an input position (inputs: gathered, no atomics). Any dtype the device has.
+- ``'gemm'``: im2col into a column matrix ``col[(c, kh, kw), (n, oh, ow)]``, then one
+  batched GEMM over the groups through the BLAS family's ``plan_gemm`` (CLBlast on GPUs,
+  the host BLAS on mapped buffers for CPU devices), with transposing copies between the
+  (f, n, p) layout the GEMM gives and takes and the (n, f, p) layout of the tensors, and
+  col2im (a gather) for the input gradient. float32/float64 only.
+
+``choose_algorithm`` picks per device and dtype: 'gemm' wherever ``plan_gemm`` has a BLAS
+backend ('host' or 'clblast'), 'direct' elsewhere; measured on PoCL (2-core CPU) with
+bench/lenet.py. ``FORCE_ALGORITHM`` (or ``$THEANO_OCL_CONV``) overrides it; tests run both.
+``report(f)`` shows the choice per node.
+
+Shapes, kernel size, padding and the errors follow the C code's ``c_code_helper`` and
+``corrMM`` (the same ValueError messages for impossible or inconsistent shapes). The
+unshared variant (``unshared=True``) stays on the host.
+"""
+import os
+
+import numpy as np
+from theano.tensor.nnet import corr as tcorr
+
+from .. import scalar as oscalar
+from .. import kernels
+from ..errors import NoDeviceImplementation
+from .base import DeviceImpl, launch_geometry
+from .blas import as_batch, choose_backend, plan_gemm
+from .registry import ocl_impl
+
+FORCE_ALGORITHM = None
+ALGORITHMS = ('direct', 'gemm')
+
+
+def choose_algorithm(dev, dtype):
+    forced = FORCE_ALGORITHM or os.environ.get('THEANO_OCL_CONV') or None
+    if forced not in (None,) + ALGORITHMS:
+        raise ValueError("THEANO_OCL_CONV must be 'direct' or 'gemm', got %r" % forced)
+    blas = choose_backend(dev, [dtype])
+    if forced == 'gemm' or (forced is None and blas in ('host', 'clblast')):
+        return 'gemm', blas
+    return 'direct', None
+
+
+# --------------------------------------------------------------------------- geometry
+def _floordiv(a, b):
+    return a // b       # Python's floor division: what the C code's _CONV_FLOORDIV_X gives
+
+
+def _pads(pad, dil_k):
+    """The C code's auto-padding: -1 half, -2 full, else the explicit (left, right)."""
+    lo, hi = pad
+    if lo == -1 or hi == -1:
+        return dil_k // 2, dil_k // 2
+    if lo == -2 or hi == -2:
+        return dil_k - 1, dil_k - 1
+    if lo < -2 or hi < -2:
+        raise ValueError('BaseCorrMM: pad must be >= -2')
+    return lo, hi
+
+
+def _shapes_msg(what, b, w, t):
+    return ('%s\n  bottom shape: %s\n  weights shape: %s\n  top shape: %s\n'
+            % (what, ' x '.join(map(str, b)), ' x '.join(map(str, w)), ' x '.join(map(str, t))))
+
+
+class Geometry(object):
+    """Sizes of one correlation: bottom (N, C, H, W), weights (F, C / G, KH, KW),
+    top (N, F, OH, OW), padding (PT, PB, PL, PR); checked as ``corrMM`` checks them."""
+
+    def __init__(self, op, bottom, weights, top, kind):
+        self.N, self.C, self.H, self.W = bottom
+        self.F, cg, self.KH, self.KW = weights
+        dH, dW = op.subsample
+        dilH, dilW = op.filter_dilation
+        self.PT, self.PB = _pads(op.pad[0], (self.KH - 1) * dilH + 1)
+        self.PL, self.PR = _pads(op.pad[1], (self.KW - 1) * dilW + 1)
+        G = op.num_groups
+        if self.C != cg * G:
+            raise ValueError('CorrMM images and kernel must have the same stack size\n')
+        if self.F % G:
+            raise ValueError('CorrMM the number of filters must be divisible by the number '
+                             'of groups\n')
+        oh = _floordiv(self.H + self.PT + self.PB - ((self.KH - 1) * dilH + 1), dH) + 1
+        ow = _floordiv(self.W + self.PL + self.PR - ((self.KW - 1) * dilW + 1), dW) + 1
+        if top is not None and tuple(top) != (self.N, self.F, oh, ow):
+            raise ValueError('CorrMM shape inconsistency:\n  bottom shape: %d %d %d %d\n'
+                             '  weight shape: %d %d %d %d\n  top shape: %d %d %d %d '
+                             '(expected %d %d %d %d)\n'
+                             % (tuple(bottom) + tuple(weights) + tuple(top)
+                                + (self.N, self.F, oh, ow)))
+        self.OH, self.OW = oh, ow
+        self.kind = kind
+
+    def params(self, op):
+        dH, dW = op.subsample
+        dilH, dilW = op.filter_dilation
+        return dict(G=op.num_groups, kH=self.KH, kW=self.KW, dH=dH, dW=dW, dilH=dilH,
+                    dilW=dilW, padT=self.PT, padL=self.PL)
+
+    def sizes(self):
+        return [np.int64(v) for v in (self.N, self.C, self.H, self.W, self.F, self.OH, self.OW)]
+
+
+def forward_geometry(op, bottom, weights):
+    dH, dW = op.subsample
+    dilH, dilW = op.filter_dilation
+    F, _, KH, KW = weights
+    pt, pb = _pads(op.pad[0], (KH - 1) * dilH + 1)
+    pl, pr = _pads(op.pad[1], (KW - 1) * dilW + 1)
+    oh = _floordiv(bottom[2] + pt + pb - ((KH - 1) * dilH + 1), dH) + 1
+    ow = _floordiv(bottom[3] + pl + pr - ((KW - 1) * dilW + 1), dW) + 1
+    top = (bottom[0], F, oh, ow)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(_shapes_msg('CorrMM: impossible output shape', bottom, weights, top))
+    return Geometry(op, bottom, weights, None, 'forward')
+
+
+def weights_geometry(op, bottom, top, height, width):
+    dH, dW = op.subsample
+    dilH, dilW = op.filter_dilation
+    (ptl, ptr), (pll, plr) = op.pad
+    if height is not None:
+        kH = int(height)
+    elif ptl == -2 or ptr == -2:
+        kH = int((2 - bottom[2] + (top[2] - 1) * dH - 1) / dilH) + 1
+    else:
+        kH = int((bottom[2] + ptl + ptr - (top[2] - 1) * dH - 1) / dilH) + 1
+    if width is not None:
+        kW = int(width)
+    elif pll == -2 or plr == -2:
+        kW = int((2 - bottom[3] + (top[3] - 1) * dW - 1) / dilW) + 1
+    else:
+        kW = int((bottom[3] + pll + plr - (top[3] - 1) * dW - 1) / dilW) + 1
+    weights = (top[1], bottom[1] // op.num_groups, kH, kW)
+    if weights[2] <= 0 or weights[3] <= 0:
+        raise ValueError(_shapes_msg('CorrMM backprop wrt. weights: impossible output shape',
+                                     bottom, weights, top))
+    return Geometry(op, bottom, weights, top, 'weights')
+
+
+def inputs_geometry(op, weights, top, height, width):
+    dH, dW = op.subsample
+    dilH, dilW = op.filter_dilation
+    pt, pb = _pads(op.pad[0], (weights[2] - 1) * dilH + 1)
+    pl, pr = _pads(op.pad[1], (weights[3] - 1) * dilW + 1)
+    h = int(height) if height is not None else \
+        (top[2] - 1) * dH + (weights[2] - 1) * dilH + 1 - pt - pb
+    w = int(width) if width is not None else \
+        (top[3] - 1) * dW + (weights[3] - 1) * dilW + 1 - pl - pr
+    bottom = (top[0], weights[1] * op.num_groups, h, w)
+    if h <= 0 or w <= 0:
+        raise ValueError(_shapes_msg('CorrMM backprop wrt. inputs: impossible output shape',
+                                     bottom, weights, top))
+    return Geometry(op, bottom, weights, top, 'inputs')
+
+
+# --------------------------------------------------------------------------- launches
+def _strided(d):
+    return [d] + [np.int64(s // d.itemsize) for s in d.strides]
+
+
+def plan_conv(ctx, kind, geo, op, operands, out):
+    """Record one launch of ``kind`` (see the template) writing C-contiguous ``out``;
+    ``operands``: the strided inputs of ``kind`` in template order (``col`` for col2im:
+    C-contiguous)."""
+    if out.size == 0:
+        return
+    dtype = out.dtype
+    support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dtype == np.float64 else ''
+    src, name = kernels.render('conv.cl.mako', 'conv_' + kind, support=support, kind=kind,
+                               t=oscalar.ctype(dtype), **geo.params(op))
+    args = [np.int64(out.size)] + geo.sizes()
+    for d in operands:
+        args += [d] if kind == 'col2im' else _strided(d)
+    args.append(out)
+    if kind == 'im2col':       # (ow, oh, n + N * tap): col[(c, kh, kw), (n, oh, ow)]
+        gsize, lsize = (geo.OW, geo.OH, out.size // (geo.OW * geo.OH)), None
+    elif kind == 'col2im':     # (w, h, c + C * n)
+        gsize, lsize = (geo.W, geo.H, out.size // (geo.W * geo.H)), None
+    else:
+        gsize, lsize = launch_geometry(ctx.dev, out.size)
+    ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
+
+
+def _fnp(d, geo):
+    """A (N, F, OH, OW) C-contiguous array seen as (F, N, OH * OW)."""
+    isz = d.itemsize
+    return d.view((geo.F, geo.N, geo.OH * geo.OW),
+                  (geo.OH * geo.OW * isz, geo.F * geo.OH * geo.OW * isz, isz))
+
+
+def _grouped(d, G, rows, cols, transposed=False):
+    """A C-contiguous (G * rows, cols) matrix as G matrices (rows, cols), or their
+    transposes (cols, rows)."""
+    isz = d.itemsize
+    if transposed:
+        return d.view((G, cols, rows), (rows * cols * isz, isz, cols * isz))
+    return d.view((G, rows, cols), (rows * cols * isz, cols * isz, isz))
+
+
+def _im2col(ctx, geo, op, bottom):
+    col = ctx.alloc((geo.C * geo.KH * geo.KW, geo.N * geo.OH * geo.OW), bottom.dtype)
+    plan_conv(ctx, 'im2col', geo, op, [bottom], col)
+    return col
+
+
+def _top_fnp(ctx, geo, top):
+    """The top (gradient) as a C-contiguous (F, N * OH * OW) matrix (a transposing copy)."""
+    t = ctx.alloc((geo.F, geo.N, geo.OH, geo.OW), top.dtype)
+    s = top.strides
+    ctx.copy(t, top.view(t.shape, (s[1], s[0], s[2], s[3])))
+    return t
+
+
+# --------------------------------------------------------------------------- the ops
+class CorrImpl(DeviceImpl):
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        self.algorithm, self.blas = choose_algorithm(dev, node.outputs[0].type.dtype)
+        self.host_inputs = tuple(range(2, len(node.inputs)))    # height, width
+
+    def describe(self):
+        if self.algorithm == 'gemm':
+            return '%s (im2col + GEMM, %s BLAS)' % (type(self.node.op).__name__, self.blas)
+        return '%s (direct kernel)' % type(self.node.op).__name__
+
+    def hw(self, ins):
+        if len(ins) > 2:
+            return int(np.asarray(ins[2])), int(np.asarray(ins[3]))
+        return None, None
+
+    def alloc(self, ctx, shape):
+        return ctx.alloc(shape, self.node.outputs[0].type.dtype)
+
+
+class CorrMMImpl(CorrImpl):
+    def plan(self, ctx, ins):
+        op = self.node.op
+        bottom, weights = ins
+        geo = forward_geometry(op, bottom.shape, weights.shape)
+        top = self.alloc(ctx, (geo.N, geo.F, geo.OH, geo.OW))
+        if top.size == 0 or geo.C == 0:
+            return [_zeros(ctx, top)]
+        if self.algorithm == 'direct':
+            plan_conv(ctx, 'fwd', geo, op, [bottom, weights], top)
+            return [top]
+        G = op.num_groups
+        K = geo.C // G * geo.KH * geo.KW
+        col = _im2col(ctx, geo, op, bottom)
+        tmp = self.alloc(ctx, (geo.F, geo.N * geo.OH * geo.OW))
+        w = ctx.contiguous(weights)
+        NP = geo.N * geo.OH * geo.OW
+        plan_gemm(ctx, self.blas, _grouped(w, G, geo.F // G, K), _grouped(col, G, K, NP),
+                  _grouped(tmp, G, geo.F // G, NP))
+        ctx.copy(_fnp(top, geo), tmp.view((geo.F, geo.N, geo.OH * geo.OW),
+                                          (NP * tmp.itemsize, geo.OH * geo.OW * tmp.itemsize,
+                                           tmp.itemsize)))
+        return [top]
+
+
+class CorrGradWeightsImpl(CorrImpl):
+    def plan(self, ctx, ins):
+        op = self.node.op
+        bottom, top = ins[:2]
+        geo = weights_geometry(op, bottom.shape, top.shape, *self.hw(ins))
+        G = op.num_groups
+        out = self.alloc(ctx, (geo.F, geo.C // G, geo.KH, geo.KW))
+        if out.size == 0 or top.size == 0:
+            return [_zeros(ctx, out)]
+        if self.algorithm == 'direct':
+            plan_conv(ctx, 'gradW', geo, op, [bottom, top], out)
+            return [out]
+        K = geo.C // G * geo.KH * geo.KW
+        NP = geo.N * geo.OH * geo.OW
+        col = _im2col(ctx, geo, op, bottom)
+        t = _top_fnp(ctx, geo, top)
+        # dW[g] = top[g] (F/G x NP) @ col[g]^T (NP x K)
+        plan_gemm(ctx, self.blas, _grouped(t, G, geo.F // G, NP),
+                  _grouped(col, G, K, NP, transposed=True), _grouped(out, G, geo.F // G, K))
+        return [out]
+
+
+class CorrGradInputsImpl(CorrImpl):
+    def plan(self, ctx, ins):
+        op = self.node.op
+        weights, top = ins[:2]
+        geo = inputs_geometry(op, weights.shape, top.shape, *self.hw(ins))
+        out = self.alloc(ctx, (geo.N, geo.C, geo.H, geo.W))
+        if out.size == 0 or top.size == 0 or geo.F == 0:
+            return [_zeros(ctx, out)]
+        if self.algorithm == 'direct':
+            plan_conv(ctx, 'gradI', geo, op, [weights, top], out)
+            return [out]
+        G = op.num_groups
+        K = geo.C // G * geo.KH * geo.KW
+        NP = geo.N * geo.OH * geo.OW
+        t = _top_fnp(ctx, geo, top)
+        w = ctx.contiguous(weights)
+        col = self.alloc(ctx, (geo.C * geo.KH * geo.KW, NP))
+        # col[g] = W[g]^T (K x F/G) @ top[g] (F/G x NP)
+        plan_gemm(ctx, self.blas, _grouped(w, G, geo.F // G, K, transposed=True),
+                  _grouped(t, G, geo.F // G, NP), _grouped(col, G, K, NP))
+        plan_conv(ctx, 'col2im', geo, op, [col], out)
+        return [out]
+
+
+def _zeros(ctx, out):
+    """``out`` filled with zeros (empty sums), as the C code's PyArray_FILLWBYTE."""
+    from .elemwise import plan_elementwise
+    if out.size:
+        plan_elementwise(ctx, '', 'o0 = 0;', [out], [], out.shape)
+    return out
+
+
+def _factory(cls):
+    def factory(op, node, dev):
+        if op.unshared:
+            raise NoDeviceImplementation('%s with unshared=True' % type(op).__name__)
+        dtype = node.outputs[0].type.dtype
+        if dtype not in ('float32', 'float64') or \
+                any(v.type.dtype != dtype for v in node.inputs[:2]):
+            raise NoDeviceImplementation('%s of %s (Theano C takes float32/float64 only)'
+                                         % (type(op).__name__, dtype))
+        return cls(node, dev)
+    return factory
+
+
+ocl_impl.register(tcorr.CorrMM)(_factory(CorrMMImpl))
+ocl_impl.register(tcorr.CorrMM_gradWeights)(_factory(CorrGradWeightsImpl))
+ocl_impl.register(tcorr.CorrMM_gradInputs)(_factory(CorrGradInputsImpl))
