@@ -1,5 +1,5 @@
 """Elementwise producers fused into reductions and small products: OCL with fusion, OCL
-without (``theano_ocl.linker.FUSE = False``) and Theano's C backend, in one process.
+without (``OCLMode(fuse=False)``) and Theano's C backend, in one process.
 
     THEANO_FLAGS=blas.ldflags= python bench/fusion.py [--device SPEC] [--sizes 64,512,4096]
                                                       [--reps 20]
@@ -47,7 +47,6 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--force', action='store_true', help='fuse reductions of any size')
     args = ap.parse_args()
-    from theano_ocl import linker
     from theano_ocl.ops import reduce as ocl_reduce
     if args.force:
         ocl_reduce.fuse_pays = lambda *args: True
@@ -69,14 +68,12 @@ def main():
             want = f_c(*host)
             fs = {}
             for fuse in (False, True):
-                linker.FUSE = fuse
-                f = theano.function(ins, out, on_unused_input='ignore', mode=theano_ocl.OCLMode(device=args.device,
-                                                                      outputs='device'))
+                f = theano.function(ins, out, on_unused_input='ignore', mode=theano_ocl.OCLMode(
+                    device=args.device, outputs='device', fuse=fuse))
                 got = f(*dvals)
                 got = got.get() if hasattr(got, 'get') else np.asarray(got)
                 np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3 * max(1, n / 64))
                 fs[fuse] = f
-            linker.FUSE = True
             t_c = median_time(lambda: f_c(*host), args.reps)
             t = {k: median_time(lambda: f(*dvals), args.reps, queue.finish)
                  for k, f in fs.items()}

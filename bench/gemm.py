@@ -30,6 +30,7 @@ import theano.tensor as T
 from theano.compile.profiling import ProfileStats
 
 from theano_ocl.ops import blas
+from theano_ocl.runtime import settings
 from common import parser, header, table
 
 p = parser(__doc__)
@@ -40,14 +41,14 @@ args = p.parse_args()
 
 n = args.n
 dev = theano_ocl.get_device(args.device)
-blas.FORCE_BACKEND = args.backend
-backend = blas.choose_backend(dev, ['float32', 'float32'])
+with settings.active(settings.Settings.resolve({'blas': args.backend})):
+    backend = blas.choose_backend(dev, ['float32', 'float32'])
 header('SGEMM %d^3, theano_ocl backend %r' % (n, backend), dev)
 rng = np.random.RandomState(0)
 a = rng.rand(n, n).astype('float32')
 b = rng.rand(n, n).astype('float32')
 flops = 2.0 * n ** 3
-mode = theano_ocl.OCLMode(device=args.device, outputs='device')
+mode = theano_ocl.OCLMode(device=args.device, outputs='device', blas=args.backend)
 rows = []        # dict(variant, wall=fn timed with a finish, kernel=fn -> seconds per call)
 
 if backend == 'clblast':

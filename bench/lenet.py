@@ -94,9 +94,6 @@ def main():
     ap.add_argument('--conv', choices=('direct', 'gemm'), default=None)
     ap.add_argument('--json', default=None, help='write the run to this file')
     args = ap.parse_args()
-    if args.conv:
-        from theano_ocl.ops import conv as oconv
-        oconv.FORCE_ALGORITHM = args.conv
     dev = theano_ocl.get_device(args.device)
     target = 20.0 if dev.is_gpu else 1.5
     print('# LeNet (conv5x5x20, pool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
@@ -105,7 +102,7 @@ def main():
                                                dev.platform_name, dev.name, dev.compute_units))
     names = ('Theano C', 'theano_ocl')
     fns = {}
-    for name, mode in zip(names, ('FAST_RUN', theano_ocl.OCLMode(device=args.device))):
+    for name, mode in zip(names, ('FAST_RUN', theano_ocl.OCLMode(device=args.device, conv=args.conv))):
         t0 = time.perf_counter()
         fns[name] = build_lenet(mode, args.batch)[0]
         print('# %s: compiled in %.1f s' % (name, time.perf_counter() - t0))

@@ -8,7 +8,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import blas
-from helpers import assert_close, assert_matches_c, rand
+from helpers import assert_close, assert_matches_c, rand, setting
 
 BACKENDS = ['host', 'kernel', 'small'] + (['clblast'] if blas._pyclblast() is not None else [])
 TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e-4),
@@ -17,7 +17,7 @@ TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', request.param)
+    setting(monkeypatch, 'blas', request.param)
     return request.param
 
 
@@ -175,7 +175,7 @@ def test_ger_updating_a_shared_matrix_with_strides(backend, auto, monkeypatch):
     # shared values set to reversed / stepped views between calls (auto: the backend the
     # device would choose, small products included)
     if auto:
-        monkeypatch.setattr(blas, 'FORCE_BACKEND', None)
+        setting(monkeypatch, 'blas', None)
     rng = np.random.RandomState(7)
     av, bv, cv = rng.rand(3, 5), rng.rand(3), rng.rand(5)
     a, b, c = theano.shared(av), theano.shared(bv), theano.shared(cv)

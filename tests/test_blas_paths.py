@@ -9,7 +9,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import blas
-from helpers import assert_matches_c, rand
+from helpers import assert_matches_c, rand, setting
 
 BACKENDS = ['host'] + (['clblast'] if blas._pyclblast() is not None else [])
 TOL = dict(rtol=1e-4, atol=1e-4)
@@ -17,7 +17,7 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', request.param)
+    setting(monkeypatch, 'blas', request.param)
     return request.param
 
 
@@ -44,7 +44,7 @@ def test_layouts_and_z(backend, dtype):
 
 def test_consecutive_host_steps_share_a_mapping(monkeypatch):
     """Products recorded one after another map their buffers once (one session)."""
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    setting(monkeypatch, 'blas', 'host')
     x, g = T.matrix('x', 'float32'), T.matrix('g', 'float32')
     W = theano.shared(_vals([(6, 4)], seed=1)[0], 'W')
     outs = [T.dot(g, W.T), T.dot(x.T, g), T.dot(x, W)]
@@ -61,7 +61,7 @@ def test_consecutive_host_steps_share_a_mapping(monkeypatch):
 
 def test_training_updates_through_shared_sessions(monkeypatch):
     """SGD with momentum on a 2-layer net: products back to back in the backward pass."""
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    setting(monkeypatch, 'blas', 'host')
     xv, yv = _vals([(16, 8), (16, 3)], seed=3)
     results = []
     for mode in ('FAST_RUN', theano_ocl.OCLMode()):
@@ -85,7 +85,7 @@ def test_training_updates_through_shared_sessions(monkeypatch):
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])
 def test_host_f2py_fallback(monkeypatch, dtype):
     """Without the ctypes ?gemm the host backend goes through scipy's f2py wrappers."""
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'host')
+    setting(monkeypatch, 'blas', 'host')
     monkeypatch.setattr(blas, '_GEMM', {'float32': None, 'float64': None})
     x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
     a = T.scalar('a', dtype)
@@ -99,7 +99,7 @@ def test_clblast_plain_product_is_one_call(monkeypatch):
     """A Dot22 of contiguous float32 matrices enqueues one CLBlast call and nothing else."""
     import pyclblast
     import pyopencl as cl
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'clblast')
+    setting(monkeypatch, 'blas', 'clblast')
     calls = []
     for mod, name in ((pyclblast, 'gemm'), (cl, 'enqueue_nd_range_kernel'), (cl, 'enqueue_copy'),
                       (cl, 'enqueue_fill_buffer')):
@@ -128,7 +128,7 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     the host ?gemm takes it as column-major. Reference: Theano C."""
     from theano_ocl.runtime.context import Frame, PlanContext
     from theano_ocl.runtime.memory import download, upload
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', be)     # no automatic small-product path
+    setting(monkeypatch, 'blas', be)     # no automatic small-product path
     used = []
     for name in ('_plan_host', '_plan_clblast', '_plan_kernel'):
         monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name: (
@@ -185,7 +185,7 @@ def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
     path.write_text(json.dumps(table))
     monkeypatch.setattr(blas, '_TUNED_FILE', str(path))
     monkeypatch.setattr(blas, '_tuned', {})
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'clblast')
+    setting(monkeypatch, 'blas', 'clblast')
     x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
     xv, yv = _vals([(520, 600), (600, 530)], seed=3)     # large enough for CLBlast's Xgemm
     assert_matches_c([x, y], [T.dot(x, y)], [xv, yv], rtol=1e-3, atol=1e-3)

@@ -9,7 +9,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import blas
-from helpers import assert_close, assert_matches_c, rand
+from helpers import assert_close, assert_matches_c, rand, setting
 
 CDTYPES = ['complex64', 'complex128']
 # transcendental functions: numpy's and OpenCL's libm differ in the last bits
@@ -137,7 +137,7 @@ BACKENDS = ['host', 'kernel'] + (['clblast'] if blas._pyclblast() is not None el
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', request.param)
+    setting(monkeypatch, 'blas', request.param)
     return request.param
 
 

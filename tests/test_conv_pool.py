@@ -22,7 +22,7 @@ from theano.tensor.signal.pool import pool_2d, pool_3d
 import theano_ocl
 from theano_ocl.ops import conv as oconv
 
-from helpers import assert_close, assert_matches_c, compile_both, rand
+from helpers import assert_close, assert_matches_c, compile_both, rand, setting
 
 # float32 convolutions sum up to a few hundred products in another order than the BLAS
 TOL = {'float32': dict(rtol=1e-4, atol=1e-4), 'float64': dict(rtol=1e-10, atol=1e-10)}
@@ -127,7 +127,7 @@ CONV_CASES = [
 
 @pytest.fixture(params=oconv.ALGORITHMS)
 def algorithm(request, monkeypatch):
-    monkeypatch.setattr(oconv, 'FORCE_ALGORITHM', request.param)
+    setting(monkeypatch, 'conv', request.param)
     return request.param
 
 

@@ -11,7 +11,7 @@ import theano_ocl
 from theano_ocl import linker
 from theano_ocl.ops import gemm_small
 from theano_ocl.ops import reduce as ocl_reduce
-from helpers import assert_close, compile_both, rand
+from helpers import assert_close, compile_both, rand, setting
 
 
 @pytest.fixture(params=['sized', 'always'])
@@ -34,11 +34,7 @@ def _check(inputs, outputs, values, rtol=None, atol=None, **kwargs):
     f_c, f_o = compile_both(inputs, outputs, **kwargs)
     assert not theano_ocl.fallback_nodes(f_o)
     pairs = _fused_pairs(f_o)
-    linker.FUSE = False
-    try:
-        f_u = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(), **kwargs)
-    finally:
-        linker.FUSE = True
+    f_u = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(fuse=False), **kwargs)
     assert not _fused_pairs(f_u)
     for vals in values:
         want = f_c(*vals)
@@ -234,7 +230,7 @@ def test_fused_kernels_follow_rebound_device_inputs():
 @pytest.fixture(autouse=False)
 def epilogues_always(monkeypatch):
     """Epilogues on every device (by default GPUs only), so PoCL runs their kernels too."""
-    monkeypatch.setattr(linker, 'EPILOGUES', 'always')
+    setting(monkeypatch, 'epilogues', 'always')
 
 
 def _epilogue_pairs(f):
@@ -313,10 +309,16 @@ def test_epilogues_follow_the_device_rule(monkeypatch):
     A, v, b = T.matrix('A', 'float32'), T.vector('v', 'float32'), T.vector('b', 'float32')
     out = T.tanh(T.dot(A, v) + b)
     dev = theano_ocl.get_device()
-    for setting, expect in (('1', not dev.is_cpu), ('0', False), ('always', True)):
-        monkeypatch.setattr(linker, 'EPILOGUES', setting)
+    for value, expect in (('1', not dev.is_cpu), ('0', False), ('always', True)):
+        setting(monkeypatch, 'epilogues', value)
         f = theano.function([A, v, b], out, mode=theano_ocl.OCLMode())
-        assert bool(_epilogue_pairs(f)) is expect, setting
+        assert bool(_epilogue_pairs(f)) is expect, value
+        # the same as a mode argument, and by name as Theano users exclude optimizations
+        g = theano.function([A, v, b], out, mode=theano_ocl.OCLMode(epilogues=value))
+        assert bool(_epilogue_pairs(g)) is expect, value
+    setting(monkeypatch, 'epilogues', 'always')
+    h = theano.function([A, v, b], out, mode=theano_ocl.OCLMode().excluding('ocl_epilogues'))
+    assert not _epilogue_pairs(h)
 
 
 def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
@@ -326,7 +328,7 @@ def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
     kernel: the hidden layer's delta (dot(delta1, W1.T) * (1 - h1**2)) read a recycled W1.T."""
     from theano_ocl.ops import blas
     from test_training import _build, _data
-    monkeypatch.setattr(blas, 'FORCE_BACKEND', 'small')
+    setting(monkeypatch, 'blas', 'small')
     sizes = [78, 500, 500, 10]            # 64x500 float32 values: buffers the frame recycles
     x, y = _data('float32', n=64, n_in=sizes[0])
     f_c, p_c, _ = _build('FAST_RUN', sizes, T.tanh, 'float32')

@@ -8,7 +8,7 @@ import theano_ocl
 from theano_ocl import planner
 from theano_ocl.runtime.memory import download
 from theano_ocl.runtime.plans import Enqueue, HostStep
-from helpers import assert_close, rand
+from helpers import assert_close, rand, setting
 
 
 def _frame(inputs, outputs, values):
@@ -61,7 +61,7 @@ CPU_GROUPS = pytest.mark.parametrize('cpu_group', [0, 4, 64], indirect=True)
 
 @pytest.fixture
 def cpu_group(request, monkeypatch):
-    monkeypatch.setattr(planner, 'CPU_GROUP', request.param)
+    setting(monkeypatch, 'cpu_group', request.param)
     return request.param
 
 

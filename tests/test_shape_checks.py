@@ -13,7 +13,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from helpers import assert_close, compile_both
+from helpers import assert_close, compile_both, setting
 
 f32 = 'float32'
 
@@ -79,7 +79,7 @@ def _outcome(f, values):
 @pytest.mark.parametrize('case', CASES, ids=[c.__name__.strip('_') for c in CASES])
 def test_mismatched_lengths_raise_as_under_c(case, monkeypatch):
     # epilogues are taken on GPUs by default: every device here
-    monkeypatch.setattr(theano_ocl.linker, 'EPILOGUES', 'always')
+    setting(monkeypatch, 'epilogues', 'always')
     inputs, out, values = case()
     counter_c = theano.shared(np.int64(0), 'calls_c')
     counter_o = theano.shared(np.int64(0), 'calls_o')

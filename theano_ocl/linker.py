@@ -16,7 +16,6 @@ variables live, and hands the resulting :class:`Program` to the VM.
 """
 import copy
 import json
-import os
 
 import numpy as np
 import theano
@@ -33,6 +32,7 @@ from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.registry import ocl_impl
+from .runtime import settings
 from . import shared as shared_mod
 from .vm import OCLFunction, Task
 
@@ -327,15 +327,6 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     return prog
 
 
-#: fold elementwise producers into their one consumer (reductions, small products);
-#: THEANO_OCL_FUSE=0 turns it off (tests compare both), with the epilogues
-FUSE = os.environ.get('THEANO_OCL_FUSE', '1') != '0'
-#: fold small products into their one elementwise consumer: '1' on GPUs (a launch less;
-#: on PoCL the product kernel does not vectorize the consumer's work across work-items as
-#: the batched elementwise kernel does: the Nengo-like E=50 step went 6147 -> 5021 steps/s
-#: with one launch less), 'always' on every device (tests), '0' never
-#: (THEANO_OCL_EPILOGUE; benchmarks compare them)
-EPILOGUES = os.environ.get('THEANO_OCL_EPILOGUE', '1')
 
 
 def _alias_root(var):
@@ -364,7 +355,7 @@ def fuse_producers(prog, tasks, need_host, update_sources):
     consumer's place in the order.
     """
     from .ops.elemwise import fusable
-    if not FUSE:
+    if not settings.current().fuse:
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = []        # per task: its destroyed input indices, and their alias roots
@@ -424,11 +415,14 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
     (``ops.elemwise.Deferred``), so the product's kernel writes the consumer's output and
     the product's value is never stored (a launch less: the LIF update reading its
     encoder's product). The same exclusions as ``fuse_producers`` apply, the product's
-    reads (its folded producer's too) moving to the consumer's place. GPUs only unless
-    ``EPILOGUES == 'always'`` (see there).
+    reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
+    ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
+    consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
+    step was slower with the launch less), never when it is '0' (``runtime.settings``).
     """
     from .ops.elemwise import ElemwiseImpl, fusable
-    if not FUSE or str(EPILOGUES) == '0' or (dev.is_cpu and str(EPILOGUES) != 'always'):
+    s = settings.current()
+    if not s.fuse or s.epilogues == '0' or (dev.is_cpu and s.epilogues != 'always'):
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = []
@@ -508,8 +502,7 @@ def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):
             needed.update(task.node.inputs)
 
 
-def _stats(prog):
-    path = os.environ.get('THEANO_OCL_STATS')
+def _stats(prog, path):
     if not path:
         return
     try:
@@ -526,11 +519,17 @@ class OCLLinker(gof_link.LocalLinker):
     fragment; default ``$THEANO_OCL_DEVICE``, else a GPU, else the CPU device).
     ``output_mode``: ``'host'`` (numpy arrays, Theano's behaviour) or ``'device'``
     (``pyopencl.array.Array`` results that stay on the device).
+    ``fuse``, ``epilogues``, ``blas``, ``conv``, ``cpu_group``, ``stats``: the settings
+    (:mod:`theano_ocl.runtime.settings`); one left out (None) takes its environment
+    variable when a function is linked.
     """
 
-    def __init__(self, allow_gc=None, schedule=None, device=None, output_mode='host'):
+    def __init__(self, allow_gc=None, schedule=None, device=None, output_mode='host',
+                 **given):
         if output_mode not in ('host', 'device'):
             raise ValueError("output_mode must be 'host' or 'device', got %r" % (output_mode,))
+        self.settings = {k: v for k, v in given.items() if v is not None}
+        settings.Settings.resolve(self.settings)       # a bad value raises here, not later
         self.fgraph = None
         self.allow_gc = allow_gc
         self.device = device
@@ -545,12 +544,17 @@ class OCLLinker(gof_link.LocalLinker):
         d = dict(self.__dict__)
         return d
 
+    def __setstate__(self, d):
+        d.setdefault('settings', {})        # pickled before settings were arguments
+        self.__dict__.update(d)
+
     def accept(self, fgraph, no_recycling=None, profile=None):
         if no_recycling is None:
             no_recycling = []
         if self.fgraph is not None and self.fgraph is not fgraph:
             return type(self)(allow_gc=self.allow_gc, device=self.device,
-                              output_mode=self.output_mode).accept(fgraph, no_recycling, profile)
+                              output_mode=self.output_mode,
+                              **self.settings).accept(fgraph, no_recycling, profile)
         self.fgraph = fgraph
         self.no_recycling = no_recycling
         self.profile = profile
@@ -561,7 +565,7 @@ class OCLLinker(gof_link.LocalLinker):
 
     def clone(self, allow_gc=None):
         return type(self)(allow_gc=self.allow_gc if allow_gc is None else allow_gc,
-                          device=self.device, output_mode=self.output_mode)
+                          device=self.device, output_mode=self.output_mode, **self.settings)
 
     def make_all(self, input_storage=None, output_storage=None, storage_map=None):
         fgraph = self.fgraph
@@ -573,14 +577,17 @@ class OCLLinker(gof_link.LocalLinker):
         compute_map = {v: [True] for v in storage_map}
         dev = get_device(self.device)
         shared_mod.install_patches()
-        prog = build_program(fgraph, order, storage_map, compute_map, input_storage,
-                             output_storage, self.updated_vars, dev, self.no_recycling)
+        s = settings.Settings.resolve(self.settings)
+        with settings.active(s):
+            prog = build_program(fgraph, order, storage_map, compute_map, input_storage,
+                                 output_storage, self.updated_vars, dev, self.no_recycling)
         for task in prog.tasks:
             if task.kind == 'host':
                 task.thunk = prog.host_thunk(task.node)
-        fn = OCLFunction(prog, dev, profile=self.profile, output_mode=self.output_mode)
+        fn = OCLFunction(prog, dev, profile=self.profile, output_mode=self.output_mode,
+                         settings=s)
         fn.upload_constants()
-        _stats(prog)
+        _stats(prog, s.stats)
         in_containers = [gof_link.Container(v, s) for v, s in zip(fgraph.inputs, input_storage)]
         out_containers = [gof_link.Container(v, s, readonly=True)
                           for v, s in zip(fgraph.outputs, output_storage)]

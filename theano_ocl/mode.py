@@ -11,15 +11,41 @@ class OCLMode(theano_mode.Mode):
 
     ``OCLMode(device='0:0')`` picks a device (see :mod:`theano_ocl.device`);
     ``outputs='device'`` returns ``pyopencl.array.Array`` results that stay on the device.
-    ``Mode.clone``/``including``/``excluding`` keep the linker (and so the device).
+    ``fuse``, ``epilogues``, ``blas``, ``conv``, ``cpu_group``, ``stats``: the settings
+    (:mod:`theano_ocl.runtime.settings`: each defaults to its environment variable, read
+    when a function is linked), e.g. ``OCLMode(fuse=False, blas='host')``.
+    ``Mode.clone``/``including``/``excluding`` keep the linker (and so the device and the
+    settings); ``excluding('ocl_fusion')`` turns fusion off, ``excluding('ocl_epilogues')``
+    the product epilogues, as Theano users turn optimizations off by name.
     """
 
-    def __init__(self, linker=None, optimizer='default', device=None, outputs='host'):
+    def __init__(self, linker=None, optimizer='default', device=None, outputs='host',
+                 **settings):
         if linker is None or linker == 'ocl':
-            linker = OCLLinker(device=device, output_mode=outputs)
-        elif device is not None or outputs != 'host':
-            raise ValueError('give either a linker or device/outputs, not both')
+            linker = OCLLinker(device=device, output_mode=outputs, **settings)
+        elif device is not None or outputs != 'host' or settings:
+            raise ValueError('give either a linker or device/outputs/settings, not both')
         super(OCLMode, self).__init__(linker=linker, optimizer=optimizer)
+
+    #: optimization names Theano users include/exclude, and the settings they turn on/off
+    TAGS = {'ocl_fusion': ('fuse', True, False), 'ocl_epilogues': ('epilogues', 'always', '0')}
+
+    def _with_tags(self, tags, on):
+        ours = [t for t in tags if t in self.TAGS]
+        rest = [t for t in tags if t not in self.TAGS]
+        parent = super(OCLMode, self)
+        mode = (parent.including(*rest) if on else parent.excluding(*rest)) if rest \
+            else self.clone()
+        for t in ours:
+            name, yes, no = self.TAGS[t]
+            mode.linker.settings[name] = yes if on else no
+        return mode
+
+    def including(self, *tags):
+        return self._with_tags(tags, True)
+
+    def excluding(self, *tags):
+        return self._with_tags(tags, False)
 
     def __setstate__(self, state):
         linker, optimizer = state[:2]

@@ -14,9 +14,9 @@ with alpha/beta in a second table. K is bounded by the device's kernel-argument 
 (CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA), unless every operand
 position of the group lies in one buffer (a slab, see SimulatorOCL): then the buffers are
 bound once and the table's offsets count from their start. On CPU devices a work-group of
-``CPU_GROUP`` work-items takes that many consecutive elements of one operation (a map from
+``cpu_group`` (a setting, ``runtime.settings``) work-items takes that many consecutive elements of one operation (a map from
 work-group to operation follows the records), so PoCL vectorizes it; where operations
-average fewer than CPU_GROUP / 4 elements a work-item walks ``CPU_CHUNK`` consecutive
+average fewer than cpu_group / 4 elements a work-item walks ``CPU_CHUNK`` consecutive
 elements with one table search instead. On GPUs each element searches (binary search) on
 its own.
 
@@ -42,14 +42,13 @@ from . import darray as da
 from .ops import elemwise as ew
 from .ops import gemm_small
 from .ops.base import launch_geometry
-from .runtime import plans
+from .runtime import plans, settings
 
 _KERNELS = os.path.join(os.path.dirname(__file__), 'kernels')
 _TEMPLATE = TemplateLookup([_KERNELS]).get_template('batched.cl.mako')   # + batch_locate.mako
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
 CPU_CHUNK = 64
-CPU_GROUP = int(os.environ.get('THEANO_OCL_CPU_GROUP', 64))
 _batched_sources = {}
 
 
@@ -213,14 +212,17 @@ def chunk_for(dev):
     return CPU_CHUNK if dev.is_cpu else 1
 
 
-def group_for(dev, sizes=None):
-    """Work-group size of a batched kernel on CPU devices, 0 for chunks (GPUs; operations
-    of fewer than CPU_GROUP / 4 elements on average, where most lanes would idle)."""
-    if not dev.is_cpu or not CPU_GROUP:
+def group_for(dev, sizes=None, cpu_group=None):
+    """Work-group size of a batched kernel on CPU devices (``cpu_group``, default: the
+    active settings' ``cpu_group``), 0 for chunks (GPUs; operations of fewer than
+    cpu_group / 4 elements on average, where most lanes would idle)."""
+    if cpu_group is None:
+        cpu_group = settings.current().cpu_group
+    if not dev.is_cpu or not cpu_group:
         return 0
-    if sizes is not None and sum(sizes) * 4 < CPU_GROUP * len(sizes):
+    if sizes is not None and sum(sizes) * 4 < cpu_group * len(sizes):
         return 0
-    return CPU_GROUP
+    return cpu_group
 
 
 def batched_geometry(dev, total):
@@ -325,13 +327,13 @@ def slab_of(group):
     return bufs
 
 
-def _make_batch(dev, queue, group, holds, bound, slab=None):
+def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
     key = group[0].key
     for o in group:
         bound.extend((d.root, d.root.buf, d.root.origin) for d in o.ptrs)
     records = [o.record for o in group]
     K = len(group)
-    L = group_for(dev, [o.n for o in group])
+    L = group_for(dev, [o.n for o in group], cpu_group)
     extra = []     # tables after the launch table
     family = _FAMILIES[key[0]]
     prg, name, rec = family.kernel(dev, key[1], K, slab is not None,
@@ -373,9 +375,9 @@ def _make_batch(dev, queue, group, holds, bound, slab=None):
     return run
 
 
-def plan_steps(steps, dev, queue, min_group=2):
+def plan_steps(steps, dev, queue, min_group=2, cpu_group=None):
     """Regroup ``steps`` (a frame's, or any list of ``runtime.plans``) into a
-    :class:`BatchedPlan`."""
+    :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`)."""
     ops = [analyse(i, s) for i, s in enumerate(steps)]
     before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
     fns, holds, bound = [], [], []
@@ -389,7 +391,7 @@ def plan_steps(steps, dev, queue, min_group=2):
         slab = slab_of(group)
         if slab is not None and len(group) <= SLAB_MAX_BATCH:
             # every operand position lies in one buffer: one launch, pointers bound once
-            fns.append(_make_batch(dev, queue, group, holds, bound, slab))
+            fns.append(_make_batch(dev, queue, group, holds, bound, slab, cpu_group))
             after += 1
             continue
         K = max_batch(dev, group[0].key)
@@ -399,6 +401,6 @@ def plan_steps(steps, dev, queue, min_group=2):
                 fns.extend(o.step.fn for o in chunk)
                 after += len(chunk)
                 continue
-            fns.append(_make_batch(dev, queue, chunk, holds, bound))
+            fns.append(_make_batch(dev, queue, chunk, holds, bound, None, cpu_group))
             after += 1
     return BatchedPlan(fns, before, after, bound, holds)

@@ -528,7 +528,8 @@ class Method(object):
         hit = self._plans.get(id(frame))
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
             gather_into_slab(vm, frame)
-            p_steps = planner.plan_steps(frame.steps, vm.dev, vm.queue)
+            p_steps = planner.plan_steps(frame.steps, vm.dev, vm.queue,
+                                         cpu_group=vm.settings.cpu_group)
             p_commits = CommitPlan(vm, frame)
             self._plans = {id(frame): (frame, p_steps, p_commits)}
             if frame.batched is None and p_steps.pays():

@@ -36,6 +36,7 @@ from .runtime import commit, faults, plans
 from .runtime.context import Frame, PlanContext, Replan, RunOnHost, bind_site, family  # noqa: F401
 from .runtime.host_tier import HostTier
 from .runtime.memory import download, register_function, upload  # noqa: F401
+from .runtime.settings import Settings, active
 
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
@@ -74,6 +75,17 @@ def _arrays_match(arrays):
             return False
     return True
 
+def _planning(method):
+    """Run ``method`` (which plans: records frames, builds batched plans) with the function's
+    settings active (``runtime.settings.current``: how op families read them)."""
+    def planning(self, *args):
+        with active(self.settings):
+            return method(self, *args)
+    planning.__name__ = method.__name__
+    planning.__doc__ = method.__doc__
+    return planning
+
+
 class OCLFunction(object):
     """The callable handed to Theano's Function (``Function.fn``).
 
@@ -86,9 +98,10 @@ class OCLFunction(object):
     is_ocl = True
     max_frames = 4
 
-    def __init__(self, program, dev, profile=None, output_mode='host'):
+    def __init__(self, program, dev, profile=None, output_mode='host', settings=None):
         self.program = program
         self.dev = dev
+        self.settings = settings if settings is not None else Settings.resolve({})
         self.profile = profile
         self.output_mode = output_mode
         self.storage_map = program.storage_map
@@ -452,12 +465,14 @@ class OCLFunction(object):
             raise first[1]
         self.position_of_error = -1
 
+    @_planning
     def _commit_plan(self, frame):
         """The frame's commits as a CommitPlan when batching merges some of its copies,
         else False."""
         plan = CommitPlan(self, frame)
         return plan if plan.pays() else False
 
+    @_planning
     def _batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (planner.py),
         or False when that does not remove at least a quarter of the launches."""
@@ -465,10 +480,12 @@ class OCLFunction(object):
         if before < self.batch_min_launches:
             return False
         from . import planner      # (imports the op families, hence theano)
-        plan = planner.plan_steps(frame.steps, self.dev, self.queue)
+        plan = planner.plan_steps(frame.steps, self.dev, self.queue,
+                                  cpu_group=self.settings.cpu_group)
         return plan if plan.pays() else False
 
     # ---------------------------------------------------------------- planning
+    @_planning
     def _plan(self, key):
         prog = self.program
         frame = Frame(key)
@@ -1077,7 +1094,8 @@ class CommitPlan(object):
                 small.append(step)
         # the commits are independent (sources overlapping a destination were staged)
         from . import planner
-        self.plan = planner.plan_steps(small + big, vm.dev, vm.queue)
+        self.plan = planner.plan_steps(small + big, vm.dev, vm.queue,
+                                       cpu_group=vm.settings.cpu_group)
         self.copies = list(self.plan.fns) + [self._mark]
 
     def pays(self):

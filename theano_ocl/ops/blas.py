@@ -30,8 +30,8 @@ H100, which CLBlast 1.5 has no entry for, 29.8 -> 37.7 TFLOP/s for SGEMM 4096), 
 applied once per device before the first CLBlast call (``pyclblast.override_parameters``,
 for this process; ``THEANO_OCL_CLBLAST_TUNED=0`` keeps CLBlast's own choice).
 
-``FORCE_BACKEND`` (or ``$THEANO_OCL_BLAS``) overrides the choice where the backend can take
-the dtypes ('small' forces the small kernel for every size); tests use it to run every
+The ``blas`` setting (``OCLMode(blas=...)``, ``$THEANO_OCL_BLAS``) overrides the choice
+where the backend can take the dtypes ('small' forces the small kernel for every size); tests use it to run every
 backend on one device. A forced backend turns the automatic small path off.
 """
 import json
@@ -46,12 +46,12 @@ from theano.tensor import blas as tblas
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
+from ..runtime import settings
 from . import gemm_small
 from .elemwise import Fused, fmap
 from .base import DeviceImpl
 from .registry import ocl_impl
 
-FORCE_BACKEND = None
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'gemm.cl.mako'))
@@ -93,22 +93,21 @@ def clblast_tuning(dev):
 
 
 def _forced():
-    return FORCE_BACKEND or os.environ.get('THEANO_OCL_BLAS') or None
+    """The BLAS path the active settings force (``runtime.settings``: ``blas``), or None."""
+    return settings.current().blas
 
 
 def choose_backend(dev, dtypes):
     """'clblast', 'host' or 'kernel' for operands of ``dtypes`` on ``dev`` (see module doc)."""
     blas_ok = len(set(dtypes)) == 1 and dtypes[0] in _BLAS_DTYPES
     forced = _forced()
-    if forced not in (None, 'clblast', 'host', 'kernel', 'small'):
-        raise ValueError("THEANO_OCL_BLAS must be 'clblast', 'host', 'kernel' or 'small', "
-                         "got %r" % forced)
     if forced == 'small':
         return 'small'
     if not blas_ok:
         return 'kernel'
     if forced == 'clblast' and _pyclblast() is None:
-        raise ValueError("THEANO_OCL_BLAS='clblast' but pyclblast is not installed")
+        raise ValueError("the blas setting (THEANO_OCL_BLAS) is 'clblast' but pyclblast is "
+                         "not installed")
     if forced is not None:
         return forced
     if dev.is_gpu and _pyclblast() is not None:

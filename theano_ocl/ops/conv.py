@@ -16,14 +16,14 @@ Two algorithms, both from ``kernels/conv.cl.mako``:
 
 ``choose_algorithm`` picks per device and dtype: 'gemm' wherever ``plan_gemm`` has a BLAS
 backend ('host' or 'clblast'), 'direct' elsewhere; measured on PoCL (2-core CPU) with
-bench/lenet.py. ``FORCE_ALGORITHM`` (or ``$THEANO_OCL_CONV``) overrides it; tests run both.
+bench/lenet.py. The ``conv`` setting (``OCLMode(conv=...)``, ``$THEANO_OCL_CONV``)
+overrides it; tests run both.
 ``report(f)`` shows the choice per node.
 
 Shapes, kernel size, padding and the errors follow the C code's ``c_code_helper`` and
 ``corrMM`` (the same ValueError messages for impossible or inconsistent shapes). The
 unshared variant (``unshared=True``) stays on the host.
 """
-import os
 
 import numpy as np
 from theano.tensor.nnet import corr as tcorr
@@ -31,18 +31,17 @@ from theano.tensor.nnet import corr as tcorr
 from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
+from ..runtime import settings
 from .base import DeviceImpl, launch_geometry
 from .blas import as_batch, choose_backend, plan_gemm
 from .registry import ocl_impl
 
-FORCE_ALGORITHM = None
 ALGORITHMS = ('direct', 'gemm')
 
 
 def choose_algorithm(dev, dtype):
-    forced = FORCE_ALGORITHM or os.environ.get('THEANO_OCL_CONV') or None
-    if forced not in (None,) + ALGORITHMS:
-        raise ValueError("THEANO_OCL_CONV must be 'direct' or 'gemm', got %r" % forced)
+    """('gemm', BLAS path) or ('direct', None); the ``conv`` setting forces one."""
+    forced = settings.current().conv
     blas = choose_backend(dev, [dtype])
     if forced == 'gemm' or (forced is None and blas in ('host', 'clblast')):
         return 'gemm', blas
