@@ -1,6 +1,7 @@
 """``profile=True`` under mode='OCL' (theano_ocl/profiling.py): Theano's summary with device
 nodes typed ``D``, host nodes ``C``/``Py`` as ``theano_ocl.report`` places them, transfers
 with their bytes, kernel builds counted as compile time."""
+import copy
 import io
 import re
 
@@ -197,6 +198,23 @@ def test_c_fallback_typed_c():
     _assert_types_agree_with_report(f, types)
     fb = theano_ocl.fallback_nodes(f)
     assert len(fb) == 2 and all(f.profile.apply_time[n] > 0 for n in fb)
+
+
+def test_profiles_summed_at_exit_keep_the_types():
+    """Theano sums the profiles it prints at exit into a copy of the first, merging the
+    per-node dicts: device nodes stay D; the theano_ocl counters, not merged, are not
+    printed as if they were the sum."""
+    x = T.fvector('x')
+    fs = [theano.function([x], T.exp(x) * k, mode='OCL', profile=True) for k in (2, 3)]
+    for f in fs:
+        f(np.ones(5, 'f4'))
+    cum = copy.copy(fs[0].profile)
+    for attr in ('apply_time', 'apply_callcount', 'apply_cimpl'):
+        getattr(cum, attr).update(getattr(fs[1].profile, attr))
+    text = _summary(type('F', (), {'profile': cum}))
+    assert set(_op_types(text).values()) == {'D'}
+    assert "kernel builds and transfers are in each function's profile" in text
+    assert 'Transfers,' in _summary(fs[0])
 
 
 def test_unprofiled_function_has_no_profiler():

@@ -25,7 +25,9 @@ from theano.compile.profiling import ProfileStats, ScanProfileStats
 
 from .runtime import kernel_cache
 
-DEVICE = 'D '
+#: a device node's value in ``ProfileStats.apply_cimpl`` (Theano reads only its truth: a
+#: device node is compiled code; a summed profile keeps it, as it merges apply_cimpl)
+DEVICE = 'D'
 #: build counters a profile reports (see runtime/kernel_cache.py)
 BUILD_KEYS = ('source_builds', 'source_seconds', 'disk_hits', 'disk_seconds', 'memo_hits')
 
@@ -58,10 +60,11 @@ def _event_seconds(ev):
 
 
 def node_type(task):
-    """The profile's ``<type>`` of a task: device, or Theano's C/Py rule for host thunks."""
+    """``apply_cimpl``'s value for a task: ``DEVICE``, else Theano's rule for host thunks
+    (True: C code, False: ``perform``)."""
     if task.kind == 'dev':
         return DEVICE
-    return 'C ' if hasattr(task.thunk, 'cthunk') else 'Py'
+    return hasattr(task.thunk, 'cthunk')
 
 
 class Profiler(object):
@@ -134,10 +137,7 @@ class Profiler(object):
             node = task.node
             profile.apply_time[node] = profile.apply_time.get(node, 0.0) + t
             profile.apply_callcount[node] = profile.apply_callcount.get(node, 0) + c
-            kind = node_type(task)
-            profile.apply_cimpl[node] = kind != 'Py'
-            if isinstance(profile, OCLProfileMixin):
-                profile.ocl_node_types[node] = kind
+            profile.apply_cimpl[node] = node_type(task)
         self.times = [0.0] * len(self.times)
         self.counts = [0] * len(self.counts)
         build_s = self.builds['source_seconds'] + self.builds['disk_seconds']
@@ -161,16 +161,15 @@ class OCLProfileMixin(object):
     def _ocl_init(self):
         if '_ocl' not in self.__dict__:
             self._ocl = True
-            self.ocl_node_types = {}       # node -> 'D ', 'C ' or 'Py'
             self.ocl_devices = set()
             self.ocl_builds = {}
             self.ocl_transfers = {}
 
     def _impl(self, node):
-        kind = self.ocl_node_types.get(node)
-        if kind is not None:
-            return kind
-        return 'C ' if self.apply_cimpl[node] else 'Py'
+        cimpl = self.apply_cimpl[node]
+        if cimpl == DEVICE:
+            return 'D '
+        return 'C ' if cimpl else 'Py'
 
     def _impl_by(self, key):
         # Theano's class_impl rule, with a third kind: 'D ' (and 'D C ' for a class with
@@ -198,7 +197,20 @@ class OCLProfileMixin(object):
         super(OCLProfileMixin, self).summary_function(file)
         self.summary_ocl(file)
 
+    def __copy__(self):
+        # Theano sums the profiles printed at exit into a copy of the first one, merging
+        # the per-node dicts (types included) but not the theano_ocl counters
+        new = self.__class__.__new__(self.__class__)
+        new.__dict__.update(self.__dict__)
+        new._ocl_summed = True
+        return new
+
     def summary_ocl(self, file):
+        if self.__dict__.get('_ocl_summed'):
+            print("  theano_ocl: kernel builds and transfers are in each function's profile",
+                  file=file)
+            print('', file=file)
+            return
         b = self.ocl_builds
         built = b.get('source_builds', 0) + b.get('disk_hits', 0)
         print('  theano_ocl on %s:' % (', '.join(sorted(self.ocl_devices)) or '?'), file=file)
@@ -213,10 +225,9 @@ class OCLProfileMixin(object):
             n, nbytes, secs = self.ocl_transfers.get(kind, (0, 0, 0.0))
             print('    Transfers, %ss: %d, %d bytes, %es (device time; not in the node times)'
                   % (kind, n, nbytes, secs), file=file)
-        types = list(self.ocl_node_types.values())
+        types = list(self.apply_cimpl.values())
         print('    Nodes: %d on the device (type D), %d on the host (C or Py)' % (
-            sum(1 for t in types if t == DEVICE), sum(1 for t in types if t != DEVICE)),
-            file=file)
+            types.count(DEVICE), len(types) - types.count(DEVICE)), file=file)
         print('', file=file)
 
 
