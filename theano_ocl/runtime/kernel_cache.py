@@ -116,7 +116,7 @@ class KernelCache(object):
 
     def key(self, fingerprint, source, options):
         h = hashlib.sha256()
-        for part in (fingerprint, source, '\0'.join(options)):
+        for part in (fingerprint, source, '\0'.join(str(o) for o in options)):
             data = part.encode('utf-8')
             h.update(struct.pack('<Q', len(data)))
             h.update(data)
