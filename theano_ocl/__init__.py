@@ -24,6 +24,7 @@ _LAZY = {
     'report': 'report', 'fallback_nodes': 'report', 'placements': 'report',
     'SimulatorOCL': 'simulator', 'optimize': 'simulator',
     'memory_info': 'runtime.memory',
+    'kernel_cache_info': 'runtime.kernel_cache',
 }
 
 __all__ = sorted(_LAZY)

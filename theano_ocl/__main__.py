@@ -1,9 +1,11 @@
 """Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use;
 ``bench`` times theano_ocl against Theano C and ``render`` draws the docs' benchmark tables
-and plots from the recorded runs (:mod:`theano_ocl.benchmarks.cli`).
+and plots from the recorded runs (:mod:`theano_ocl.benchmarks.cli`);
+``cache [info|clear]`` shows or clears the on-disk kernel cache.
 
 ``info`` reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly
-and works before Theano is set up. Exit status: 0 when at least one device is usable, 1 when
+and works before Theano is set up (``cache`` imports Theano for its compiledir). Exit
+status: 0 when at least one device is usable, 1 when
 no OpenCL platform/device is visible (the install hint is printed), 2 on a usage error.
 """
 import argparse
@@ -79,6 +81,24 @@ def cmd_info(args):
     return 0
 
 
+def cmd_cache(args):
+    """``cache info`` / ``cache clear``: the on-disk kernel cache (runtime/kernel_cache.py)."""
+    from theano_ocl.runtime import kernel_cache
+    if args.action == 'clear':
+        n = kernel_cache.clear()
+        print('removed %d program binaries from %s' % (n, kernel_cache.default_directory()))
+        return 0
+    info = kernel_cache.kernel_cache_info()
+    if not info['enabled']:
+        print('kernel cache: off (%s=%s)' % (kernel_cache.ENV_SWITCH,
+                                            os.environ.get(kernel_cache.ENV_SWITCH)))
+        return 0
+    from theano_ocl.device import fmt_bytes
+    print('kernel cache: %s\n  %d program binaries, %s of at most %s' % (
+        info['directory'], info['files'], fmt_bytes(info['bytes']), fmt_bytes(info['max_bytes'])))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='python -m theano_ocl',
@@ -86,11 +106,15 @@ def main(argv=None):
     sub = parser.add_subparsers(dest='command')
     p_info = sub.add_parser('info', help='list OpenCL platforms/devices and the default')
     p_info.add_argument('--json', action='store_true', help='machine-readable output')
+    p_cache = sub.add_parser('cache', help='the on-disk kernel cache: where, how big; clear it')
+    p_cache.add_argument('action', nargs='?', choices=['info', 'clear'], default='info')
     from .benchmarks import cli as bench_cli
     bench_cli.add_parsers(sub)
     args = parser.parse_args(argv)
     if args.command == 'info':
         return cmd_info(args)
+    if args.command == 'cache':
+        return cmd_cache(args)
     if args.command == 'bench':
         return bench_cli.cmd_bench(args)
     if args.command == 'render':

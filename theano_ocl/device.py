@@ -12,6 +12,8 @@ import threading
 
 import numpy as np
 
+from .runtime import kernel_cache
+
 ENV_VAR = 'THEANO_OCL_DEVICE'
 #: programs memoized per device (each holds the device's compiled binary; a long-running
 #: process compiling thousands of distinct functions must not keep them all)
@@ -162,8 +164,9 @@ class OCLDevice(object):
         self.memory_limit = self.global_mem_size
         self._programs = collections.OrderedDict()   # (source, options) -> Program, LRU
         self.max_programs = MAX_PROGRAMS
-        self.program_builds = 0
+        self.program_builds = 0      # memo misses (built from source or the disk cache)
         self.program_hits = 0
+        self.build_fingerprint = kernel_cache.fingerprint(dev)
         self._reclaimers = []      # callables freeing cached device memory (frames)
         self._lock = threading.Lock()
 
@@ -189,18 +192,21 @@ class OCLDevice(object):
     def build(self, source, options=()):
         """Build (memoized per device, least recently used dropped past ``max_programs``) an
         OpenCL program; errors show numbered source and log. A program dropped from the
-        memo lives on as long as a kernel of it does (a frame of a live function)."""
+        memo lives on as long as a kernel of it does (a frame of a live function). A memo
+        miss looks in the disk cache first (runtime/kernel_cache.py)."""
         key = (source, tuple(options))
         programs = self._programs
         prg = programs.get(key)
         if prg is not None:
             self.program_hits += 1
+            kernel_cache.counts.add('memo_hits')
             programs.move_to_end(key)
             return prg
         from .errors import KernelBuildError
         cl = self.cl
         try:
-            prg = cl.Program(self.context, source).build(options=list(options))
+            prg = kernel_cache.build(cl, self.context, self.device, self.build_fingerprint,
+                                     source, options)
         except cl.RuntimeError as e:
             raise KernelBuildError(source, str(e), self) from None
         self.program_builds += 1

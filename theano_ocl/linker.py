@@ -100,6 +100,8 @@ class Program(object):
             return inner()
         thunk.inputs = [storage[v] for v in node.inputs]
         thunk.outputs = [storage[v] for v in node.outputs]
+        if hasattr(inner, 'cthunk'):
+            thunk.cthunk = inner.cthunk     # still Theano's C code (report, profile)
         return thunk
 
     def counts(self):

@@ -69,6 +69,9 @@ class Resident(object):
                                      is_blocking=blocking)
             if not blocking:
                 dev.pending_upload(ev)
+            elif queue is dev._profiling_queue:     # profile hook (profiling.py)
+                from .profiling import transfer
+                transfer('upload', value.nbytes, ev)
         self.host_obj = self.cell[0]
         self.host_dirty = False
         self.device_newer = False

@@ -22,7 +22,6 @@ round trip when the frame has no host steps.
 """
 import collections
 import threading
-import time
 import warnings
 import weakref
 
@@ -111,8 +110,10 @@ class OCLFunction(object):
         self.position_of_error = -1
         self.frames = collections.OrderedDict()
         self.time_thunks = bool(profile)
-        self.call_times = [0.0] * len(program.tasks)
-        self.call_counts = [0] * len(program.tasks)
+        self.profiler = None                     # profile hook (profiling.py)
+        if profile:
+            from .profiling import Profiler
+            self.profiler = Profiler(self, profile)
         self.last_frame = None
         self.replans = 0
         self.queue = dev.profiling_queue if profile else dev.queue
@@ -237,8 +238,8 @@ class OCLFunction(object):
         self.last_frame = frame
         for j, cell in self._output_cells:
             cell[0] = outputs[j]
-        if self.profile:
-            self._collect_profile()
+        if self.profiler is not None:            # profile hook (profiling.py)
+            self.profiler.end_call()
         return outputs
 
     def _commit(self, frame):
@@ -422,17 +423,8 @@ class OCLFunction(object):
                 # a buffer the plan bound changed (a donated output, another input
                 # buffer): plans would go stale every call, so this frame stays unbatched
                 frame.batched = False
-        if self.profile:
-            self._events = []
-            for step in frame.steps:
-                self.position_of_error = step.task
-                t0 = time.perf_counter()
-                ev = step.fn()
-                if step.kind in ('launch', 'copy') and ev is not None:
-                    self._events.append((step.task, ev))
-                else:
-                    self.call_times[step.task] += time.perf_counter() - t0
-            return
+        if self.profiler is not None:            # profile hook (profiling.py)
+            return self.profiler.run_steps(frame)
         hooked = faults.hook is not None
         step = None
         try:
@@ -489,7 +481,8 @@ class OCLFunction(object):
     def _plan(self, key):
         prog = self.program
         frame = Frame(key)
-        self._events = [] if self.profile else None
+        if self.profiler is not None:            # profile hook (profiling.py)
+            self.profiler.begin_plan()
         dvals = {}
         live = collections.Counter()
         try:
@@ -594,10 +587,8 @@ class OCLFunction(object):
         for step in ctx.new_steps:
             if record:
                 frame.steps.append(step)
-            if self._events is not None and step.kind in ('launch', 'copy'):
-                ev = step.fn()
-                if ev is not None:
-                    self._events.append((step.task, ev))
+            if self.profiler is not None:        # profile hook (profiling.py)
+                self.profiler.run(step)
             else:
                 step.fn()
         ctx.new_steps = []
@@ -805,28 +796,10 @@ class OCLFunction(object):
         frame.commits = pending
 
     # ---------------------------------------------------------------- profile
-    def _collect_profile(self):
-        if not self._events:
-            return
-        self.queue.finish()
-        for t, ev in self._events:
-            try:
-                self.call_times[t] += (ev.profile.end - ev.profile.start) * 1e-9
-            except Exception:
-                pass
-        for t in range(len(self.call_counts)):
-            self.call_counts[t] += 1
-        self._events = []
-
     def update_profile(self, profile):
-        for node, t, c in zip(self.nodes, self.call_times, self.call_counts):
-            profile.apply_time.setdefault(node, 0.0)
-            profile.apply_time[node] += t
-            profile.apply_callcount.setdefault(node, 0)
-            profile.apply_callcount[node] += c
-            profile.apply_cimpl[node] = True
-        self.call_times = [0.0] * len(self.nodes)
-        self.call_counts = [0] * len(self.nodes)
+        """Theano's Function hands its ProfileStats after each call (profiling.py)."""
+        if self.profiler is not None:
+            self.profiler.update(profile)
 
     @property
     def lock(self):

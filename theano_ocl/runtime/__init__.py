@@ -1,5 +1,14 @@
 """The runtime: what runs a linked function on a device.
 
-``commit``: all-or-nothing updates (a call commits every update or none, Ctrl-C included);
+``plans``: the typed plans a frame is made of (``Launch`` with its declared ``Batch``,
+``Enqueue``, ``Copy``, ``Upload``, ``Download``, ``HostStep``, ``Guard``, ``Check``);
+``context``: what op families record into (``Frame``, ``PlanContext``) and the
+capabilities families provide to it; ``memory``: transfers, the live functions and
+``memory_info``; ``settings``: the settings of a function (arguments of ``OCLMode``);
+``commit``: all-or-nothing updates (a call commits every update or none, Ctrl-C
+included); ``host_tier``: Theano's own VM over a function's host values (tiny hot calls,
+frames too big for the device); ``kernel_cache``: compiled programs on disk;
 ``faults``: the test hook that interrupts a call at each of its step boundaries.
+
+The executor itself is ``theano_ocl.vm.OCLFunction``.
 """

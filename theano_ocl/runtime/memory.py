@@ -48,7 +48,11 @@ def download(dev, queue, darr, host=None):
     if host is None:
         host = np.empty(darr.shape, darr.dtype)
     if darr.size:
-        dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff, is_blocking=True)
+        ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
+                                 is_blocking=True)
+        if queue is dev._profiling_queue:        # profile hook (profiling.py)
+            from ..profiling import transfer
+            transfer('download', darr.nbytes, ev)
     return host
 
 
@@ -59,6 +63,10 @@ def upload(dev, queue, darr, host, blocking=False):
     if darr.size:
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
-        return dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                                   is_blocking=blocking)
+        ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
+                                 is_blocking=blocking)
+        if queue is dev._profiling_queue:        # profile hook (profiling.py)
+            from ..profiling import transfer
+            transfer('upload', darr.nbytes, ev)
+        return ev
     return None

@@ -1,0 +1,224 @@
+"""``profile=True`` under mode='OCL' (theano_ocl/profiling.py): Theano's summary with device
+nodes typed ``D``, host nodes ``C``/``Py`` as ``theano_ocl.report`` places them, transfers
+with their bytes, kernel builds counted as compile time."""
+import copy
+import io
+import re
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano import gof
+
+import theano_ocl
+from theano_ocl.runtime import kernel_cache as kc
+
+from helpers import assert_close
+
+N, D_IN, D_HID, D_OUT = 33, 20, 16, 5
+CALLS = 4
+
+
+class HostCopy(gof.Op):
+    """A node with no device implementation and no C code: the host fallback, type Py."""
+    __props__ = ()
+
+    def make_node(self, x):
+        x = T.as_tensor_variable(x)
+        return gof.Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, outputs):
+        outputs[0][0] = inputs[0].copy()
+
+    def grad(self, inputs, grads):
+        return grads
+
+
+@pytest.fixture
+def fresh_builds(tmp_path, monkeypatch):
+    """An empty disk cache and an empty program memo: this test's kernels get built."""
+    monkeypatch.setenv(kc.ENV_DIR, str(tmp_path))
+    monkeypatch.delenv(kc.ENV_SWITCH, raising=False)
+    kc.reset()
+    theano_ocl.get_device()._programs.clear()
+    yield
+    kc.reset()
+
+
+def _mlp(mode, profile=True):
+    rng = np.random.RandomState(0)
+    x = T.fmatrix('x')
+    W = theano.shared(rng.randn(D_IN, D_HID).astype('f4') * 0.1, 'W')
+    V = theano.shared(rng.randn(D_HID, D_OUT).astype('f4') * 0.1, 'V')
+    h = HostCopy()(T.tanh(T.dot(x, W)))           # downloaded, copied on the host, uploaded
+    cost = T.sqr(T.dot(h, V)).mean()
+    gW, gV = T.grad(cost, [W, V])
+    upd = [(W, W - np.float32(0.1) * gW), (V, V - np.float32(0.1) * gV)]
+    f = theano.function([x], cost, updates=upd, mode=mode, profile=profile)
+    return f, (W, V)
+
+
+def _summary(f):
+    s = io.StringIO()
+    f.profile.summary(file=s)
+    return s.getvalue()
+
+
+def _op_types(text):
+    """{op name: type} from the summary's Ops section."""
+    section = text.split('\nOps\n---\n', 1)[1].split('\n\n', 1)[0]
+    types = {}
+    for line in section.splitlines()[1:]:
+        tok = line.split()
+        if len(tok) < 8 or not tok[0].endswith('%'):
+            continue
+        j = 4
+        kinds = []
+        while not tok[j].isdigit():
+            kinds.append(tok[j])
+            j += 1
+        types[' '.join(tok[j + 2:])] = ' '.join(kinds)
+    return types
+
+
+def _transfers(text, kind):
+    m = re.search(r'Transfers, %ss: (\d+), (\d+) bytes, (\S+)s' % kind, text)
+    assert m, text
+    return int(m.group(1)), int(m.group(2)), float(m.group(3))
+
+
+def _builds(text):
+    m = re.search(r'Kernel builds: (\d+) programs in (\S+)s .*: (\d+) from source \((\S+)s\), '
+                  r'(\d+) from the disk cache \((\S+)s\); (\d+) memoized', text)
+    assert m, text
+    n, secs, src, src_s, disk, disk_s, memo = m.groups()
+    return dict(programs=int(n), seconds=float(secs), source=int(src), disk=int(disk),
+                memo=int(memo))
+
+
+def _assert_types_agree_with_report(f, types):
+    rows = theano_ocl.placements(f)
+    assert any(where == 'device' for _, where, _ in rows)
+    for node, where, impl in rows:
+        got = types[str(node.op)]
+        if where == 'device':
+            assert got == 'D', (node, got)
+        elif where == 'host-fallback':
+            assert got == ('C' if impl.startswith('C ') else 'Py'), (node, got, impl)
+        else:
+            assert got in ('C', 'Py'), (node, got)
+
+
+def test_profile_types_transfers_and_builds(fresh_builds):
+    f, (W, V) = _mlp('OCL')
+    f_c, (Wc, Vc) = _mlp('FAST_RUN', profile=False)
+    rng = np.random.RandomState(1)
+    xs = [rng.randn(N, D_IN).astype('f4') for _ in range(CALLS)]
+    for xv in xs:
+        assert_close(f(xv), f_c(xv), what='cost')
+    assert_close(W.get_value(), Wc.get_value(), what='W')
+    assert_close(V.get_value(), Vc.get_value(), what='V')
+    text = _summary(f)
+
+    types = _op_types(text)
+    assert types['HostCopy'] == 'Py'
+    _assert_types_agree_with_report(f, types)
+    n_dev = sum(1 for _, where, _ in theano_ocl.placements(f) if where == 'device')
+    assert 'Nodes: %d on the device (type D)' % n_dev in text
+
+    # every call uploads x, HostCopy's output and the shape vector mean() divides by (a
+    # MakeVector of two int64 computed on the host), and downloads tanh(x W) for HostCopy
+    # and the cost; the first call also places W and V on the device
+    f4, i8 = 4, 8
+    n_up, up_bytes, up_s = _transfers(text, 'upload')
+    n_down, down_bytes, down_s = _transfers(text, 'download')
+    assert up_bytes == CALLS * ((N * D_IN + N * D_HID) * f4 + 2 * i8) \
+        + (D_IN * D_HID + D_HID * D_OUT) * f4
+    assert n_up == 3 * CALLS + 2
+    assert down_bytes == CALLS * (N * D_HID + 1) * f4
+    assert n_down == 2 * CALLS
+    assert 0 < up_s < 1 and 0 < down_s < 1
+
+    b = _builds(text)
+    assert b['source'] > 0 and b['disk'] == 0 and b['programs'] == b['source']
+    assert b['seconds'] > 0
+    # kernel builds count as compile time (they happened during the first call)
+    assert f.profile.compile_time >= f.profile.linker_time >= b['seconds']
+
+    # node times: device nodes from events, the fallback from the clock; all were called
+    prof = f.profile
+    for node, where, _ in theano_ocl.placements(f):
+        assert prof.apply_callcount[node] == CALLS
+    host = [n for n in prof.apply_time if isinstance(n.op, HostCopy)][0]
+    assert prof.apply_time[host] > 0
+    assert sum(prof.apply_time.values()) < prof.vm_call_time
+
+
+def test_second_function_loads_its_kernels_from_the_disk_cache(fresh_builds):
+    f, _ = _mlp('OCL')
+    f(np.ones((N, D_IN), 'f4'))
+    first = _builds(_summary(f))
+    theano_ocl.get_device()._programs.clear()      # as in a new process: memo empty
+    g, _ = _mlp('OCL')
+    g(np.ones((N, D_IN), 'f4'))
+    second = _builds(_summary(g))
+    assert second['source'] == 0 and second['disk'] == first['source'] > 0
+    g(np.ones((N, D_IN), 'f4'))                    # replays build nothing
+    assert _builds(_summary(g)) == second
+
+
+class HostCCopy(HostCopy):
+    """The same node with Theano C code: the host fallback, type C."""
+
+    def c_code(self, node, name, inputs, outputs, sub):
+        x, = inputs
+        z, = outputs
+        fail = sub['fail']
+        return """
+        Py_XDECREF(%(z)s);
+        %(z)s = (PyArrayObject*)PyArray_NewCopy(%(x)s, NPY_CORDER);
+        if (!%(z)s) %(fail)s
+        """ % locals()
+
+    def c_code_cache_version(self):
+        return (1,)
+
+
+def test_c_fallback_typed_c():
+    """A host fallback running Theano's C code is typed C, with its own time."""
+    x = T.fmatrix('x')
+    out = HostCCopy()(T.exp(x)).sum() + HostCopy()(x).sum()
+    f = theano.function([x], out, mode='OCL', profile=True)
+    f_c = theano.function([x], out, mode='FAST_RUN')
+    xv = np.random.RandomState(0).uniform(-1, 1, (7, 3)).astype('f4')
+    assert_close(f(xv), f_c(xv))
+    types = _op_types(_summary(f))
+    assert types['HostCCopy'] == 'C' and types['HostCopy'] == 'Py'
+    _assert_types_agree_with_report(f, types)
+    fb = theano_ocl.fallback_nodes(f)
+    assert len(fb) == 2 and all(f.profile.apply_time[n] > 0 for n in fb)
+
+
+def test_profiles_summed_at_exit_keep_the_types():
+    """Theano sums the profiles it prints at exit into a copy of the first, merging the
+    per-node dicts: device nodes stay D; the theano_ocl counters, not merged, are not
+    printed as if they were the sum."""
+    x = T.fvector('x')
+    fs = [theano.function([x], T.exp(x) * k, mode='OCL', profile=True) for k in (2, 3)]
+    for f in fs:
+        f(np.ones(5, 'f4'))
+    cum = copy.copy(fs[0].profile)
+    for attr in ('apply_time', 'apply_callcount', 'apply_cimpl'):
+        getattr(cum, attr).update(getattr(fs[1].profile, attr))
+    text = _summary(type('F', (), {'profile': cum}))
+    assert set(_op_types(text).values()) == {'D'}
+    assert "kernel builds and transfers are in each function's profile" in text
+    assert 'Transfers,' in _summary(fs[0])
+
+
+def test_unprofiled_function_has_no_profiler():
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x), mode='OCL')
+    assert f.fn.profiler is None and f.profile is None
+    assert_close(f(np.ones(3, 'f4')), np.exp(np.ones(3, 'f4')))
