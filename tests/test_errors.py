@@ -60,13 +60,29 @@ def test_out_of_memory_is_a_memory_error_and_function_survives(monkeypatch):
     f = theano.function([x], x * 2, updates={s: s + 1}, mode=ocl())
     dev = f.fn.dev
     f(np.ones(16, 'f4'))
-    monkeypatch.setattr(dev, 'max_alloc', 1000)
+    # the device's memory is full: a MemoryError naming the sizes, nothing committed
+    monkeypatch.setattr(dev, 'memory_limit', dev.pool.active_bytes + 1000)
     with pytest.raises(MemoryError) as e:
         f(np.ones(100000, 'f4'))            # a new shape: plans new buffers
-    assert '390.6 KiB' in str(e.value) and 'largest allocation' in str(e.value)
-    monkeypatch.setattr(dev, 'max_alloc', dev.device.max_mem_alloc_size)
+    assert '390.6 KiB' in str(e.value) and 'out of memory' in str(e.value)
+    assert_close(s.get_value(), np.full(4, 1, 'f4'))   # the failed call did not update
+    monkeypatch.setattr(dev, 'memory_limit', dev.global_mem_size)
     assert_close(f(np.ones(100000, 'f4')), np.full(100000, 2, 'f4'))
-    assert_close(s.get_value(), np.full(4, 2, 'f4'))   # the failed call did not update
+    assert_close(s.get_value(), np.full(4, 2, 'f4'))
+
+
+def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
+    # Theano C computes it: so does theano_ocl, on the host, with a warning
+    x = T.fvector('x')
+    s = theano.shared(np.zeros(4, 'f4'), 's')
+    f = theano.function([x], x * 2, updates={s: s + 1}, mode=ocl())
+    dev = f.fn.dev
+    f(np.ones(16, 'f4'))
+    monkeypatch.setattr(dev, 'max_alloc', 1000)
+    with pytest.warns(RuntimeWarning, match='largest allocation'):
+        out = f(np.ones(100000, 'f4'))
+    assert_close(out, np.full(100000, 2, 'f4'))
+    assert_close(s.get_value(), np.full(4, 2, 'f4'))
 
 
 class Interrupt(gof.Op):
