@@ -4,6 +4,8 @@
   checkout even when another copy is installed in the environment.
 * ``THEANO_FLAGS`` is left as the caller set it (Theano's default floatX=float64 stays).
 * Nothing here imports theano, numpy or pyopencl.
+* Under pytest-xdist with ``THEANO_OCL_TEST_WORKER_COMPILEDIR=DIR`` each worker compiles
+  Theano's C code into ``DIR/<worker>`` (workers do not wait on one compiledir's lock).
 """
 import os
 import sys
@@ -12,3 +14,10 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 if sys.path[:1] != [REPO]:
     sys.path.insert(0, REPO)
+
+_worker = os.environ.get('PYTEST_XDIST_WORKER')
+_per_worker = os.environ.get('THEANO_OCL_TEST_WORKER_COMPILEDIR')
+if _worker and _per_worker and 'theano' not in sys.modules:
+    os.environ['THEANO_FLAGS'] = ','.join(
+        f for f in (os.environ.get('THEANO_FLAGS', ''),
+                    'base_compiledir=%s' % os.path.join(_per_worker, _worker)) if f)
