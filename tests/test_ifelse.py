@@ -160,3 +160,25 @@ def test_shared_branch_values_nested_and_updates():
         for g, w in zip(got, want):
             assert_close(g, w, what='call %d' % k)
     assert not theano_ocl.fallback_nodes(f_o)
+
+
+def test_profile_counts_only_the_taken_branch():
+    """profile=True: the nodes of a branch count the calls that took it (as Theano C's)."""
+    x = T.dvector('x')
+    c = T.iscalar('c')
+    out = ifelse(c, T.exp(x) * 2, T.log1p(abs(x)) - x.max())
+    xv = rand((N,), 'float64')
+    counts = {}
+    for name, mode in (('c', 'FAST_RUN'), ('ocl', theano_ocl.OCLMode())):
+        f = theano.function([x, c], out, mode=mode, profile=True)
+        for cv in (1, 1, 0, 1, 0):
+            f(xv, cv)
+        calls = f.profile.apply_callcount
+        counts[name] = sorted((str(n.op), calls.get(n, 0)) for n in f.maker.fgraph.toposort())
+        assert any(n == 3 and 'exp' in op for op, n in counts[name]), counts
+        assert any(n == 2 and 'log1p' in op for op, n in counts[name]), counts
+    # Theano's lazy VM counts the IfElse itself twice a call (once to ask for a branch)
+    ifelse_c = [n for op, n in counts['c'] if op.startswith('if{')]
+    assert ifelse_c == [10] and [n for op, n in counts['ocl'] if op.startswith('if{')] == [5]
+    assert [r for r in counts['c'] if not r[0].startswith('if{')] == \
+        [r for r in counts['ocl'] if not r[0].startswith('if{')]

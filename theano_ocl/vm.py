@@ -103,6 +103,7 @@ class Frame(object):
         self.on_host = False       # a buffer would exceed the device: calls run on the host
         self.nbytes = 0            # bytes of the buffers it owns, its alternates' included
         self.alternates = []       # frames of the same key for other IfElse branches
+        self.skipped = set()       # task indices of the IfElse branches it does not take
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
@@ -747,7 +748,8 @@ class OCLFunction(object):
                 ctx = PlanContext(self, frame, t, self.queue)
                 ctx.node = task.node
                 if task.regions and not self._taken(task, ctx, taken):
-                    continue            # of a branch not taken: never planned, never run
+                    frame.skipped.add(t)    # of a branch not taken: never planned nor run
+                    continue
                 if task.kind == 'dev':
                     if hasattr(task.impl, 'branches'):
                         self._decide(task, ctx, taken)
@@ -1125,8 +1127,10 @@ class OCLFunction(object):
                 self.call_times[t] += (ev.profile.end - ev.profile.start) * 1e-9
             except Exception:
                 pass
+        skipped = self.last_frame.skipped if self.last_frame is not None else ()
         for t in range(len(self.call_counts)):
-            self.call_counts[t] += 1
+            if t not in skipped:            # a branch not taken did not run
+                self.call_counts[t] += 1
         self._events = []
 
     def update_profile(self, profile):
