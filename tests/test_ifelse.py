@@ -134,6 +134,13 @@ def test_alternating_calls_do_not_replan():
     for k in range(8):
         assert_close(f_o(xv, k % 2), f_c(xv, k % 2), what='call %d' % k)
     assert f_o.fn.replans == before
+    # a condition from an integer input (host arithmetic): its values do not key frames
+    n = T.iscalar('n')
+    out = ifelse(T.lt(n % 7, 3), T.exp(x) * n, T.tanh(x) - n)
+    f_c, f_o = _run_both([x, n], [out], [(xv, 0)])
+    for k in range(1, 15):
+        assert_close(f_o(xv, k), f_c(xv, k), what='n=%d' % k)
+    assert len(f_o.fn.frames) == 1 and f_o.fn.replans == 1
 
 
 def test_shared_branch_values_nested_and_updates():
