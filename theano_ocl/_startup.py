@@ -19,6 +19,15 @@ over to :func:`find_theano_spec`. From there on:
    ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``.
    A failure there is reported as a warning and never breaks ``import theano``.
 
+3. from then on a second, narrower finder (:class:`ScanPerformHook`) watches the one module
+   ``theano.scan_module.scan_perform_ext``, which Scan imports when it makes its thunk and
+   which compiles Theano's Cython loop. Scan falls back to its Python loop
+   (``Scan.execute``) only on ``ImportError``; a failed compile raises a plain
+   ``Exception``, so on Python 3.11 (where ``longintrepr.h`` moved and the generated C no
+   longer builds) every function with a ``theano.scan`` failed to compile under every
+   mode. The finder turns "cannot be built" into that ``ImportError``, with one warning
+   per process, and remembers it so that later Scans do not retry the compile.
+
 ``theano_ocl/__init__.py`` calls :func:`apply_theano_patches` so that the same happens
 without the ``.pth`` (a checkout that is not installed): before ``theano`` is imported it
 installs the hook; after, it relaxes the two flags on the live config and registers.
@@ -30,8 +39,8 @@ must never import numpy, pyopencl or theano itself.
 import os
 import sys
 
-__all__ = ['apply_theano_patches', 'install_hook', 'is_registered', 'find_theano_spec',
-           'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth']
+__all__ = ['apply_theano_patches', 'install_hook', 'install_scan_hook', 'is_registered',
+           'find_theano_spec', 'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth']
 
 #: values the ``linker`` / ``mode`` flags accept on top of Theano's own
 EXTRA_LINKERS = ('ocl',)
@@ -53,9 +62,9 @@ def _initializing(module):
     return bool(getattr(spec, '_initializing', False))
 
 
-def _warn(msg):
+def _warn(msg, stacklevel=3):
     import warnings
-    warnings.warn('theano_ocl: ' + msg, RuntimeWarning, stacklevel=3)
+    warnings.warn('theano_ocl: ' + msg, RuntimeWarning, stacklevel=stacklevel)
 
 
 # ---------------------------------------------------------------------------------------
@@ -94,7 +103,8 @@ class TheanoImportHook(object):
             return None
         after = _after_theano if fullname == 'theano' else _after_configparser
         try:
-            return _wrap_exec(spec, after, on_error=uninstall_hook if fullname == 'theano' else None)
+            return _wrap_exec(spec, after,
+                              on_error=_uninstall_on_error if fullname == 'theano' else None)
         except Exception:
             return spec
 
@@ -113,21 +123,26 @@ def _find_spec_elsewhere(fullname, path, target, skip):
     return None
 
 
-def _wrap_exec(spec, after, on_error=None):
-    """Make ``spec.loader.exec_module`` call ``after(module)`` once the module executed."""
+def _wrap_exec(spec, after=None, on_error=None):
+    """Make ``spec.loader.exec_module`` call ``after(module)`` once the module executed.
+
+    ``on_error(exc)`` runs when the module raises (with None when the loader cannot be
+    wrapped); an exception it returns is raised instead, chained to the original.
+    """
     loader = spec.loader
     orig = getattr(loader, 'exec_module', None)
     if orig is None:  # a legacy loader: leave it alone (no patching, no harm)
         if on_error is not None:
-            on_error()
+            on_error(None)
         return spec
 
     def exec_module(module):
         try:
             orig(module)
-        except BaseException:
-            if on_error is not None:
-                on_error()
+        except BaseException as exc:
+            replacement = on_error(exc) if on_error is not None else None
+            if replacement is not None:
+                raise replacement from exc
             raise
         finally:
             # one shot: a reload of the module must not run the hook again
@@ -136,6 +151,8 @@ def _wrap_exec(spec, after, on_error=None):
                     del loader.exec_module
                 except AttributeError:
                     pass
+        if after is None:
+            return
         try:
             after(module)
         except Exception as e:  # the hook must never break `import theano`
@@ -191,6 +208,10 @@ def install_hook():
     return True
 
 
+def _uninstall_on_error(exc):
+    uninstall_hook()
+
+
 def uninstall_hook():
     sys.meta_path[:] = [f for f in sys.meta_path
                         if not getattr(f, '_theano_ocl_hook', False)
@@ -214,6 +235,7 @@ def _after_configparser(configparser):
 
 def _after_theano(theano):
     uninstall_hook()
+    install_scan_hook()
     _register()
 
 
@@ -402,7 +424,113 @@ def apply_theano_patches():
             _wrap_add_config_var(cp)
         return False
     _patch_live_config(theano)
+    install_scan_hook()
     return _register()
+
+
+# ---------------------------------------------------------------------------------------
+# Scan's Cython module
+
+SCAN_EXT = 'theano.scan_module.scan_perform_ext'
+
+
+class ScanPerformHook(object):
+    """A ``sys.meta_path`` finder for ``theano.scan_module.scan_perform_ext`` only.
+
+    Where the Cython module cannot be built it makes the import raise ``ImportError`` (the
+    one exception Scan's ``make_thunk`` answers with its Python loop) and warns once; every
+    later import in the process fails the same way at once. A module that builds, or one
+    already imported, is left alone. Stays on ``sys.meta_path`` for the life of the process.
+    """
+    _theano_ocl_scan_hook = True
+
+    def __init__(self):
+        self.failure = None     # why the module cannot be had, once known
+
+    def __repr__(self):
+        return '<theano_ocl scan_perform hook>'
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != SCAN_EXT:
+            return None
+        if self.failure is not None:
+            raise ImportError(self.failure, name=fullname)
+        reason = _scan_cython_unbuildable()
+        if reason is not None:
+            raise self._fail(reason, stacklevel=4)
+        spec = _find_spec_elsewhere(fullname, path, target, skip=self)
+        if spec is None:
+            return None
+
+        path_before = list(sys.path)
+
+        def convert(exc):
+            # Theano's module puts the compiledir in front of sys.path and, when the
+            # import under it fails, leaves it there
+            n = len(sys.path) - len(path_before)
+            if n > 0 and sys.path[n:] == path_before:
+                del sys.path[:n]
+            # Theano's own ImportError (no compiler: cxx='') is already the fallback
+            if isinstance(exc, Exception) and not isinstance(exc, ImportError):
+                return self._fail('its compilation failed: %s' % _first_line(exc),
+                                  stacklevel=5)
+            return None
+        return _wrap_exec(spec, on_error=convert)
+
+    def _fail(self, reason, stacklevel):
+        # stacklevel: the warning names Scan's make_thunk (import machinery is skipped)
+        self.failure = ("Theano's Cython scan module (scan_perform) cannot be built on "
+                        "Python %d.%d: %s" % (sys.version_info[:2] + (reason,)))
+        _warn(self.failure + '. Scan runs its Python loop (Scan.execute) instead.',
+              stacklevel=stacklevel)
+        return ImportError(self.failure, name=SCAN_EXT)
+
+
+def _first_line(exc):
+    text = ' '.join(str(a) for a in getattr(exc, 'args', ()) if isinstance(a, str)) or repr(exc)
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    return lines[0][:400] if lines else type(exc).__name__
+
+
+def _scan_cython_unbuildable():
+    """Why ``scan_perform.c`` cannot compile here, without running the compiler; else None.
+
+    Theano 1.0.5 ships Cython output that includes ``longintrepr.h``, which Python 3.11
+    moved to ``cpython/``: the compile fails at its first include. Knowing it up front
+    spares every process the compile lock and the failed compile (and its long error).
+    """
+    theano = sys.modules.get('theano')
+    config = getattr(theano, 'config', None)
+    if config is None or not getattr(config, 'cxx', ''):
+        return None                 # no compiler: Theano raises ImportError itself
+    import sysconfig
+    cfile = os.path.join(os.path.dirname(theano.__file__), 'scan_module', 'c_code',
+                         'scan_perform.c')
+    try:
+        with open(cfile) as f:
+            needs = '#include "longintrepr.h"' in f.read()
+    except OSError:
+        return None                 # Theano warns about the missing file itself
+    if not needs:
+        return None
+    paths = sysconfig.get_paths()
+    for key in ('include', 'platinclude'):
+        if os.path.isfile(os.path.join(paths.get(key) or '', 'longintrepr.h')):
+            return None
+    return 'its generated C includes longintrepr.h, which this Python no longer provides'
+
+
+_scan_hook = None
+
+
+def install_scan_hook():
+    """Put :class:`ScanPerformHook` on ``sys.meta_path`` (once, idempotent)."""
+    global _scan_hook
+    if _scan_hook is None:
+        _scan_hook = ScanPerformHook()
+    if not any(f is _scan_hook for f in sys.meta_path):
+        sys.meta_path.insert(0, _scan_hook)
+    return _scan_hook
 
 
 # ---------------------------------------------------------------------------------------

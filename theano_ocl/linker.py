@@ -227,6 +227,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
         for o in node.outputs:
             placement[o] = where
         tasks.append(task)
+    tasks = lazy_branches(tasks)
 
     prog = Program(fgraph, tasks, storage_map, compute_map, input_cells, output_cells)
     prog.no_recycling = list(no_recycling or ())
@@ -458,6 +459,65 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
             break             # one product per consumer
 
 
+def lazy_branches(tasks):
+    """Order the tasks so that each device IfElse's branches can be skipped (a pass).
+
+    A task is *of a branch* of an IfElse when every use of its outputs is that branch's
+    input of the IfElse or another task of the branch (never a function output, never
+    the other branch, never the condition). Those tasks move, in their order, to just
+    before the IfElse: then-branch first, else-branch next, after everything else the
+    IfElse needs (its condition among it). ``task.regions`` lists the (IfElse task,
+    branch) a task belongs to, outermost first; the VM plans a task only where every one
+    of those branches is taken (``OCLFunction._taken``), so a frame runs one branch.
+
+    An IfElse stays eager (both branches run, as before) where a task between a branch
+    task's place and the IfElse destroys in place a value that task reads: moving it
+    later would read the destroyed value. Returns the new task list.
+    """
+    for x_task in [t for t in tasks if t.kind == 'dev' and hasattr(t.impl, 'branches')]:
+        x = x_task.node
+        p = tasks.index(x_task)
+        members = {}
+        for taken, positions in x_task.impl.branches.items():
+            ours = set()
+            for task in reversed(tasks[:p]):
+                uses = [(c, j) for o in task.node.outputs for c, j in o.clients]
+                if uses and all(c in ours or (c is x and j in positions) for c, j in uses):
+                    ours.add(task.node)
+                    members[task.node] = taken
+        if not members:
+            continue
+        moved = [t for t in tasks[:p] if t.node in members]
+        stay = [t for t in tasks[:p] if t.node not in members]
+        if _destroyed_between(tasks[:p], members):
+            continue
+        for t in moved:
+            t.regions = ((x_task, members[t.node]),) + tuple(t.regions)
+        tasks = stay + [t for t in moved if members[t.node]] + \
+            [t for t in moved if not members[t.node]] + tasks[p:]
+    return tasks
+
+
+def _destroyed_between(tasks, members):
+    """Whether a task that stays destroys what a moved task (in ``members``) reads before
+    it would run at its new place."""
+    destroyed_roots = []
+    for task in tasks:
+        node = task.node
+        if node in members:
+            destroyed_roots.append(None)
+            continue
+        js = {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
+        destroyed_roots.append({_alias_root(node.inputs[j]) for j in js})
+    for k, task in enumerate(tasks):
+        if task.node not in members:
+            continue
+        reads = {_alias_root(v) for v in task.node.inputs}
+        if any(roots and reads & roots for roots in destroyed_roots[k + 1:]):
+            return True
+    return False
+
+
 def _plan_deciding(tasks):
     """The variables whose *values* a device plan depends on: the host inputs of device
     tasks (sizes, indices, shapes) and, through host shape arithmetic, what they are
@@ -467,7 +527,8 @@ def _plan_deciding(tasks):
     deciding = set()
     for task in tasks:
         if task.kind == 'dev':
-            deciding.update(task.node.inputs[j] for j in task.host_inputs)
+            branch = getattr(task.impl, 'branch_input', None)   # guarded, never keyed
+            deciding.update(task.node.inputs[j] for j in task.host_inputs if j != branch)
     for task in reversed(tasks):
         if task.kind == 'host' and task.meta and any(o in deciding for o in task.node.outputs):
             deciding.update(task.node.inputs)

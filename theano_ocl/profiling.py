@@ -115,8 +115,11 @@ class Profiler(object):
         for t, ev in self.events:
             times[t] += _event_seconds(ev)
         self.events = []
+        last = self.fn.last_frame
+        skipped = last.skipped if last is not None else ()
         for t in range(len(self.counts)):
-            self.counts[t] += 1
+            if t not in skipped:            # of an IfElse branch not taken: did not run
+                self.counts[t] += 1
         for kind, nbytes, ev in _take_transfers():
             row = self.transfers[kind]
             row[0] += 1

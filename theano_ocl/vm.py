@@ -26,13 +26,15 @@ import warnings
 import weakref
 
 import numpy as np
+from theano.gof.graph import Constant
 
 from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
 from .runtime import commit, faults, plans
-from .runtime.context import Frame, PlanContext, Replan, RunOnHost, bind_site, family  # noqa: F401
+from .runtime.context import (BranchFlip, Frame, PlanContext, Replan, RunOnHost,  # noqa: F401
+                              bind_site, family)
 from .runtime.host_tier import HostTier
 from .runtime.memory import download, register_function, upload  # noqa: F401
 from .runtime.settings import Settings, active
@@ -62,6 +64,7 @@ class Task(object):
         self.replay = True              # False: its result is decided by the frame key
         self.fused_into = None          # the consumer task that computes this node's output
         self.fused = {}                 # input index -> producer task folded into this one
+        self.regions = ()               # (IfElse task, branch) it runs for (lazy_branches)
 
 
 
@@ -96,6 +99,8 @@ class OCLFunction(object):
     allow_gc = False
     is_ocl = True
     max_frames = 4
+    #: frames one key keeps for other IfElse branches than its current one's
+    max_alternates = 3
 
     def __init__(self, program, dev, profile=None, output_mode='host', settings=None):
         self.program = program
@@ -180,6 +185,8 @@ class OCLFunction(object):
                     return self._run_in_thread()
                 try:
                     self._run_steps(frame)
+                except BranchFlip:
+                    frame = self._other_branch(frame)
                 except Replan:
                     key = frame.key
                     self._drop(key)
@@ -198,6 +205,8 @@ class OCLFunction(object):
                         return self._run_in_thread()
                     try:
                         self._replay(frame)
+                    except BranchFlip:
+                        frame = self._other_branch(frame)
                     except Replan:
                         self._drop(key)
                         self.replans += 1
@@ -485,6 +494,7 @@ class OCLFunction(object):
             self.profiler.begin_plan()
         dvals = {}
         live = collections.Counter()
+        taken = {}              # IfElse task -> the branch this frame runs
         try:
             self._plan_inputs(frame, dvals, live)
             hooked = faults.hook is not None
@@ -494,7 +504,12 @@ class OCLFunction(object):
                     faults.at('plan task %d' % t)
                 ctx = PlanContext(self, frame, t, self.queue)
                 ctx.node = task.node
+                if task.regions and not self._taken(task, ctx, taken):
+                    frame.skipped.add(t)    # of a branch not taken: never planned nor run
+                    continue
                 if task.kind == 'dev':
+                    if hasattr(task.impl, 'branches'):
+                        self._decide(task, ctx, taken)
                     if task.fused_into is None:
                         self._plan_dev(task, ctx, dvals, live)
                 elif task.kind == 'shape':
@@ -532,6 +547,69 @@ class OCLFunction(object):
             self.frames[key] = frame
             self._evict(keep=frame)
         return frame
+
+    def _other_branch(self, frame):
+        """``frame``'s IfElse guard found its condition turned: run a frame of the same key
+        planned for the branches this call takes, planning one the first time. Frames of
+        one key keep one another as alternates (``max_alternates``), so alternating calls
+        re-run only the tasks before the condition, never re-plan. Returns the frame run."""
+        self._hot = None
+        key = frame.key
+        tried = [frame]
+        alternates, frame.alternates = frame.alternates, []
+        self.frames.pop(key, None)
+        found = None
+        while alternates and found is None:
+            alt = alternates.pop(0)
+            if key is not None:
+                self.frames[key] = alt
+            try:
+                alt.replays += 1
+                self._replay(alt)
+                found = alt
+            except BranchFlip:
+                tried.append(alt)
+            except Replan:
+                alt.release()
+            if found is None:
+                self.frames.pop(key, None)
+        if found is None:
+            self.replans += 1
+            found = self._plan(key)
+        if key is None:
+            for f in tried + alternates:
+                f.release()
+            return found
+        keep = tried + alternates
+        for f in keep[self.max_alternates:]:
+            f.release()
+        found.alternates = keep[:self.max_alternates]
+        found.nbytes = found.owned_bytes() + sum(f.owned_bytes() for f in found.alternates)
+        self._evict(keep=found)
+        return found
+
+    def _taken(self, task, ctx, taken):
+        """Whether every branch ``task`` is of (``lazy_branches``) is taken in this frame,
+        deciding each IfElse at its first branch task, outermost first."""
+        for x_task, branch in task.regions:
+            if self._decide(x_task, ctx, taken) != branch:
+                return False
+        return True
+
+    def _decide(self, x_task, ctx, taken):
+        """The branch this frame takes at IfElse ``x_task``: its condition's value now (the
+        tasks computing it ran). Unless the key decides it, a guard re-plans the calls
+        where it turns the other way -- before any task of either branch runs."""
+        branch = taken.get(x_task)
+        if branch is None:
+            from .ops.basic import branch_taken
+            cond = x_task.node.inputs[0]
+            cell = self.program.storage_map[cond]
+            branch = taken[x_task] = branch_taken(cell[0])
+            if not isinstance(cond, Constant) and cond not in self.program.key_determined:
+                ctx.host_step(_branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
+                self._run_new(ctx.frame, ctx)
+        return branch
 
     def _evict(self, keep):
         """Drop the least recently used frames past ``max_frames`` or past
@@ -637,15 +715,18 @@ class OCLFunction(object):
         node = task.node
         prog = self.program
         ins = []
+        branch = getattr(task.impl, 'branch_input', None)
         for j, var in enumerate(node.inputs):
             if j in task.fused:
                 ins.append(family('fused_value')(task.fused[j], dvals))
             elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
-                if var.owner is not None and var not in prog.key_determined:
+                if var.owner is not None and var not in prog.key_determined and j != branch:
                     ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard',
                                   reads=(), writes=())
+            elif branch is not None:
+                ins.append(dvals.get(var))     # None: of the branch not taken (_decide)
             else:
                 ins.append(dvals[var])
         ctx.destroyable = [j not in task.host_inputs and j not in task.fused
@@ -860,6 +941,15 @@ def _guard_host_value(cell, planned, var):
     def run():
         if not _same_value(cell[0], planned):
             raise Replan(var)
+    return run
+
+
+def _branch_guard(cell, branch, var):
+    from .ops.basic import branch_taken
+
+    def run():
+        if branch_taken(cell[0]) != branch:
+            raise BranchFlip(var)
     return run
 
 

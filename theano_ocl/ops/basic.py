@@ -1,10 +1,12 @@
-"""Ops that only pass values through: DeepCopyOp, ViewOp, OutputGuard.
+"""Ops that only pass values through: DeepCopyOp, ViewOp, OutputGuard, IfElse.
 
 On the device they are views: outputs leave the frame through a download (a fresh
 host array) or a fresh device buffer, and updates are committed by copy, so no
 output can alias a buffer the next call overwrites.
 """
+import numpy as np
 from theano.compile.ops import DeepCopyOp, ViewOp, OutputGuard
+from theano.ifelse import IfElse
 
 from .base import DeviceImpl
 from .registry import ocl_impl
@@ -22,3 +24,35 @@ class PassThrough(DeviceImpl):
 @ocl_impl.register(OutputGuard)
 def _pass_through(op, node, dev):
     return PassThrough(node, dev)
+
+
+def branch_taken(cond):
+    """IfElse's test: any value but zero takes the ``then`` branch (NaN included)."""
+    return bool(np.asarray(cond) != 0)
+
+
+class IfElseImpl(DeviceImpl):
+    """The taken branch's values are the outputs, as they are (no copy).
+
+    The condition comes on the host (one scalar read where a kernel computed it). The
+    linker's ``lazy_branches`` pass and the VM see to the laziness: a frame plans (and so
+    runs) only the tasks of the taken branch; the other branch's inputs arrive as None.
+    ``branch_input``: the host input that selects a branch rather than deciding a plan (it
+    does not key frames; the VM guards its truth value).
+    """
+    complex_ok = True
+    host_inputs = (0,)
+    branch_input = 0
+
+    def __init__(self, node, dev):
+        super(IfElseImpl, self).__init__(node, dev)
+        n = node.op.n_outs
+        self.branches = {True: tuple(range(1, 1 + n)), False: tuple(range(1 + n, 1 + 2 * n))}
+
+    def plan(self, ctx, ins):
+        return [ins[j] for j in self.branches[branch_taken(ins[0])]]
+
+
+@ocl_impl.register(IfElse)
+def _ifelse(op, node, dev):
+    return IfElseImpl(node, dev)

@@ -40,6 +40,11 @@ class Replan(Exception):
     """A frame's assumption (a shape, a host value) no longer holds: plan again."""
 
 
+class BranchFlip(Replan):
+    """An IfElse's condition took the other branch than the frame planned: a frame of the
+    same key planned for that branch runs instead (``OCLFunction._other_branch``)."""
+
+
 class RunOnHost(Exception):
     """The frame cannot live on the device (a buffer over its largest allocation): this
     call, and every later one with the same key, runs on the host."""
@@ -74,12 +79,17 @@ class Frame(object):
         self.commit_plan = None    # CommitPlan once hot and worth it; False: never
         self.guard = None          # OCLFunction._make_guard's closure; False: none for it
         self.on_host = False       # a buffer would exceed the device: calls run on the host
-        self.nbytes = 0            # bytes of the buffers it owns
+        self.nbytes = 0            # bytes of the buffers it owns, its alternates' included
+        self.alternates = []       # frames of the same key for other IfElse branches
+        self.skipped = set()       # task indices of the IfElse branches it does not take
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
 
     def release(self):
+        for alt in self.alternates:
+            alt.release()
+        self.alternates = []
         for root in self.arena + self.owned:
             if root.slab:
                 continue       # the slab is shared (resident shared variables live there too)
