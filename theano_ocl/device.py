@@ -169,6 +169,10 @@ class OCLDevice(object):
         self.build_fingerprint = kernel_cache.fingerprint(dev)
         self._reclaimers = []      # callables freeing cached device memory (frames)
         self._lock = threading.Lock()
+        # calls of functions on this device, one at a time: they share its queue, pool and
+        # caches, and concurrent calls from several threads crashed NVIDIA's driver (a
+        # segfault in 4 threads' downloads, 2026-11-25); the queue is in order anyway
+        self.call_lock = threading.RLock()
 
     def __repr__(self):
         return '<OCLDevice %s %s / %s>' % (self.spec, self.platform_name, self.name)

@@ -21,7 +21,6 @@ The same frames serve ``SimulatorOCL.run_steps``: replay N times with no host
 round trip when the frame has no host steps.
 """
 import collections
-import threading
 import warnings
 import weakref
 
@@ -141,7 +140,7 @@ class OCLFunction(object):
         self.batch_after = 3
         self.batch_min_launches = 16
         self._host_tier = None
-        self._lock = threading.RLock()       # one call at a time (shared.install_patches)
+        self._lock = dev.call_lock           # one call at a time per device (shared.py)
         self._warned_host = False
         # frames other than the one in use keep at most this many bytes of buffers
         self.max_cached_bytes = min(MAX_CACHED_FRAME_BYTES, dev.memory_limit // 8)
