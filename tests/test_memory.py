@@ -78,9 +78,16 @@ def test_the_program_memo_is_bounded(monkeypatch):
     dev = _dev()
     monkeypatch.setattr(dev, 'max_programs', 4)
     x = T.fvector('x')
-    for k in range(10):
-        f = theano.function([x], T.exp(x) * (k + 2), mode=theano_ocl.OCLMode())
-        assert_close(f(np.ones(3, 'float32')), np.exp(np.ones(3, 'float32')) * np.float32(k + 2))
+    xv = np.linspace(0.1, 0.9, 3).astype('float32')
+    # ten distinct kernels (a constant factor is an argument, not part of the source)
+    ops = [(T.exp, np.exp), (T.log1p, np.log1p), (T.tanh, np.tanh), (T.sin, np.sin),
+           (T.cos, np.cos), (T.sqrt, np.sqrt), (T.arctan, np.arctan), (T.sinh, np.sinh),
+           (T.cosh, np.cosh), (T.expm1, np.expm1)]
+    builds = dev.program_builds
+    for op, ref in ops:
+        f = theano.function([x], op(x) * 3, mode=theano_ocl.OCLMode())
+        assert_close(f(xv), ref(xv) * np.float32(3))
+    assert dev.program_builds - builds > dev.max_programs      # the memo had to drop some
     assert theano_ocl.memory_info()['programs'] <= 4
 
 
