@@ -33,23 +33,18 @@ The result is a :class:`BatchedPlan`: callables to run in order, plus launch cou
 It binds the buffers the frame's roots hold when it is built; ``valid()`` says whether
 they still do (an input re-bound to another buffer, a frame released: build again).
 """
-import os
-
 import numpy as np
-from mako.lookup import TemplateLookup
 
 from . import darray as da
+from . import kernels
 from .ops import elemwise as ew
 from .ops import gemm_small
 from .ops.base import launch_geometry
 from .runtime import plans, settings
 
-_KERNELS = os.path.join(os.path.dirname(__file__), 'kernels')
-_TEMPLATE = TemplateLookup([_KERNELS]).get_template('batched.cl.mako')   # + batch_locate.mako
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
 CPU_CHUNK = 64
-_batched_sources = {}
 
 
 def _copy_key(dtype):
@@ -231,34 +226,36 @@ def batched_geometry(dev, total):
 
 
 def _elemwise_batched(dev, key, K, slab, chunk, group):
-    support, body, out_dtypes, in_dtypes, ndim, contig = key
-    skey = (key, K, slab, chunk, group)
-    hit = _batched_sources.get(skey)
-    if hit is None:
-        operands = []
-        pos = 1 + ndim
-        nops = len(out_dtypes) + len(in_dtypes)
-        for k in range(nops):
-            is_out = k < len(out_dtypes)
-            dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
-            o = ew._operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
-                            is_out, contig[k])
-            o['off_at'] = pos
-            pos += 1
-            if not contig[k]:
-                o['st_at'] = pos
-                pos += ndim
-            operands.append(o)
-        name = 'batched_%d' % (len(_batched_sources) + 1)
-        needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
-        pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
-            if needs_fp64 and 'cl_khr_fp64' not in support else ''
-        src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
-                               operands=operands, K=K, rec=pos, slab=slab, chunk=chunk,
-                               group=group)
-        hit = _batched_sources[skey] = (src, name, pos)
-    src, name, rec = hit
+    src, name, rec = _elemwise_batched_source(key, K, slab, chunk, group)
     return dev.build(src), name, rec
+
+
+@kernels.memoize
+def _elemwise_batched_source(key, K, slab, chunk, group):
+    """(source, kernel name, record length) of the kernel running K elementwise launches of
+    ``key`` (``elemwise.batch_key``)."""
+    support, body, out_dtypes, in_dtypes, ndim, contig = key
+    operands = []
+    pos = 1 + ndim
+    nops = len(out_dtypes) + len(in_dtypes)
+    for k in range(nops):
+        is_out = k < len(out_dtypes)
+        dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
+        o = ew._operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
+                        is_out, contig[k])
+        o['off_at'] = pos
+        pos += 1
+        if not contig[k]:
+            o['st_at'] = pos
+            pos += ndim
+        operands.append(o)
+    needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
+    pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
+        if needs_fp64 and 'cl_khr_fp64' not in support else ''
+    src, name = kernels.render('batched.cl.mako', 'batched', support=pre + support, body=body,
+                               ndim=ndim, operands=operands, K=K, rec=pos, slab=slab,
+                               chunk=chunk, group=group)
+    return src, name, pos
 
 
 def _elemwise_max_batch(dev, key):

@@ -11,9 +11,18 @@ cache agree) and two sources never share a name. Templates that define several k
 derive them from ``${name}`` (``${name}_part``): each gets the same digest.
 
 Rendered sources are memoized (bounded: a long-running process compiling thousands of
-distinct functions must not keep every source it ever rendered).
+distinct functions must not keep every source it ever rendered). A family whose template
+parameters cost more to build than its own arguments (dicts of operand facts, built per
+launch while planning) memoizes its source function with ``@kernels.memoize`` on those
+arguments, bounded the same way (pyopencl's ``context_dependent_memoize`` is the model; the
+device memoizes programs per source, ``device.build``):
+
+    @kernels.memoize
+    def kernel_source(dtypes, ndim):            # hashable arguments
+        return kernels.render('family.cl.mako', 'family', operands=[...], ndim=ndim)
 """
 import collections
+import functools
 import hashlib
 import os
 import threading
@@ -29,6 +38,7 @@ MAX_RENDERED = 2048
 
 _rendered = collections.OrderedDict()
 _lock = threading.Lock()
+_memoized = []
 
 
 def template(filename):
@@ -69,5 +79,16 @@ def render(filename, prefix, **params):
     return hit
 
 
+def memoize(fn):
+    """``fn`` memoized on its (hashable) arguments, least recently used dropped past
+    ``MAX_RENDERED``: for a family's source function, so that planning a launch of a kernel
+    already rendered costs a dictionary look-up, not the building of its template
+    parameters."""
+    cached = functools.lru_cache(maxsize=MAX_RENDERED)(fn)
+    _memoized.append(cached)
+    return cached
+
+
 def cache_info():
-    return dict(rendered=len(_rendered), max_rendered=MAX_RENDERED)
+    return dict(rendered=len(_rendered), max_rendered=MAX_RENDERED,
+                memoized=sum(f.cache_info().currsize for f in _memoized))

@@ -38,11 +38,11 @@ import json
 import os
 
 import numpy as np
-from mako.template import Template
 from theano.gof.graph import Constant
 from theano.tensor import basic as tbasic
 from theano.tensor import blas as tblas
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
@@ -53,9 +53,6 @@ from .base import DeviceImpl
 from .registry import ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'gemm.cl.mako'))
-_sources = {}
 
 
 # --------------------------------------------------------------------------- backend choice
@@ -220,25 +217,19 @@ def _acc_type(out_dtype):
     raise NoDeviceImplementation('no device dot for dtype %s' % dtype)
 
 
+@kernels.memoize
 def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts):
     """Render (memoized) the GEMM kernel; returns (source, kernel name)."""
-    key = (a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts)
-    hit = _sources.get(key)
-    if hit is not None:
-        return hit
     dts = [a_dt, b_dt, c_dt] + ([al_dt] if alpha == 'ptr' else []) + ([be_dt] if beta == 'ptr' else [])
     support = ''
     if 'float64' in dts or 'complex128' in dts:
         support += '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n'
     acc = _acc_type(c_dt)
-    name = 'gemm_%d' % (len(_sources) + 1)
-    src = _TEMPLATE.render(
-        name=name, support=support, ts=ts, acc_t=acc, cc_t=acc, cplx=acc[-1] == '2',
-        a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
+    return kernels.render(
+        'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
+        cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
         alpha=alpha, beta=beta)
-    _sources[key] = (src, name)
-    return src, name
 
 
 def _elem_strides(d):

@@ -10,15 +10,13 @@ Theano's C code raises ZeroDivisionError there. Those kernels (and only those: e
 kernel keeps the argument layout ``planner`` analyses) take one more argument, an int
 error flag in a buffer the frame owns; a host step after the launch reads it and raises
 ZeroDivisionError with Theano's message, as ``ops/subtensor.py`` does for its IndexError.
-Their kernels are named ``ewcheck_*``, so the planner never batches them.
+Their launches declare no ``Batch``, so the planner never merges them.
 """
-import os
-
 import numpy as np
-from mako.template import Template
 from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray, Shaped
 from ..errors import NoDeviceImplementation
@@ -28,11 +26,6 @@ from ..runtime.plans import Batch
 from .base import DeviceImpl, launch_geometry
 from .registry import ocl_impl
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'elemwise.cl.mako'))
-_sources = {}            # (key, nd) -> (source, name): kernels the planner may batch
-_checked_sources = {}    # the same, kernels with an error flag (integer // and % by a variable)
-
 
 def batch_key(support, body, outs, ins, ndim, contig):
     """The key under which elementwise launches merge (``planner``): same code, dtypes,
@@ -41,29 +34,24 @@ def batch_key(support, body, outs, ins, ndim, contig):
             ndim, tuple(contig))
 
 
+@kernels.memoize
 def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=False, nd=1):
-    """Render (memoized) the elementwise kernel; returns (source, kernel name).
+    """Render (memoized) the elementwise kernel; returns (source, kernel name). The
+    sequence arguments are tuples (they are the memo's key).
 
     ``check``: the body sets ``th_err`` (``scalar.elemwise_code_checked``); the kernel then
-    takes a trailing ``(int *err, offset)`` argument and is named ``ewcheck_*``.
+    takes a trailing ``(int *err, offset)`` argument (named ``ewcheck_*`` in profiles).
     ``nd`` > 1: launched over an nd-dimensional range (see ``launch_dims``)."""
-    key = (support, body, tuple(out_dtypes), tuple(in_dtypes), ndim, tuple(contig))
-    sources = _checked_sources if check else _sources
-    hit = sources.get((key, nd))
-    if hit is not None:
-        return hit
     operands = []
     for k, dt in enumerate(out_dtypes):
         operands.append(_operand('o%d' % k, dt, True, contig[k]))
     for k, dt in enumerate(in_dtypes):
         operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
-    name = ('ewcheck_%d' if check else 'elemwise_%d') % (len(sources) + 1)
     needs_fp64 = any(d in ('float64', 'complex128') for d in list(out_dtypes) + list(in_dtypes))
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
-    src = _TEMPLATE.render(name=name, support=pre + support, body=body, ndim=ndim,
-                           operands=operands, check=check, nd=nd)
-    sources[(key, nd)] = (src, name)
-    return src, name
+    return kernels.render('elemwise.cl.mako', 'ewcheck' if check else 'elemwise',
+                          support=pre + support, body=body, ndim=ndim, operands=operands,
+                          check=check, nd=nd)
 
 
 def _operand(name, dtype, is_out, contig):
@@ -119,8 +107,8 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
     operands = list(outs) + list(ins)
     cshape, cstrides, contig = collapse(shape, [elem_strides(d, shape) for d in operands])
     nd = launch_dims(ctx.dev, cshape, contig)
-    src, name = kernel_source(support, body, [o.dtype.name for o in outs],
-                              [i.dtype.name for i in ins], len(cshape), contig,
+    src, name = kernel_source(support, body, tuple(o.dtype.name for o in outs),
+                              tuple(i.dtype.name for i in ins), len(cshape), tuple(contig),
                               check=err is not None, nd=nd)
     prg = ctx.dev.build(src)
     args = [np.int64(n)] + [np.int64(s) for s in cshape]

@@ -9,15 +9,13 @@ computes which source index each output position takes (``np.repeat`` of a range
 numpy's own errors for negative or mis-sized repeats) and the device gathers along the
 axis with the subtensor family's gather kernel. ``axis=None`` repeats the flattened array.
 """
-import os
-
 import numpy as np
 import theano.scalar as ts
-from mako.template import Template
 from theano.tensor.extra_ops import (Bartlett, CpuContiguous, CumOp, DiffOp, FillDiagonal,
                                      FillDiagonalOffset, RavelMultiIndex, RepeatOp,
                                      SearchsortedOp, UnravelIndex)
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, launch_geometry
@@ -26,9 +24,6 @@ from .registry import ocl_impl
 from .shape import HostComputed, frame_constant, reshaped
 from .subtensor import plan_gather
 
-_KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
-_TEMPLATE = Template(filename=os.path.join(_KERNELS, 'extra_ops.cl.mako'))
-_SEARCHSORTED = Template(filename=os.path.join(_KERNELS, 'searchsorted.cl.mako'))
 
 
 def _along_axis(ctx, x, axis):
@@ -80,10 +75,10 @@ class CumImpl(DeviceImpl):
         DeviceImpl.__init__(self, node, dev)
         dt = node.inputs[0].dtype
         t = oscalar.ctype(dt)
-        self.name = 'cum%s_%s' % (node.op.mode, dt)
         support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dt == 'float64' else ''
-        self.src = _TEMPLATE.render(name=self.name, support=support, t=t,
-                                    ct=oscalar.compute_ctype(dt), add=node.op.mode == 'add')
+        self.src, self.name = kernels.render('extra_ops.cl.mako', 'cum' + node.op.mode,
+                                             support=support, t=t, ct=oscalar.compute_ctype(dt),
+                                             add=node.op.mode == 'add')
 
     def describe(self):
         return 'line-scan kernel (%s)' % self.node.op
@@ -309,18 +304,16 @@ class SearchsortedImpl(DeviceImpl):
         sorter = node.inputs[2] if len(node.inputs) > 2 else None
         common = np.result_type(x.dtype, v.dtype).name
         dtypes = [x.dtype, v.dtype, common] + ([sorter.dtype] if sorter is not None else [])
-        stem = 'searchsorted_%s_%s_%s%s' % (node.op.side, x.dtype, v.dtype,
-                                            '_' + sorter.dtype if sorter is not None else '')
         support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if 'float64' in dtypes else ''
         self.kernels = {}
         for mode in ('check', 'search', 'serial'):
-            name = '%s_%s' % (stem, mode)
-            self.kernels[mode] = (name, _SEARCHSORTED.render(
-                name=name, mode=mode, support=support, xt=oscalar.ctype(x.dtype),
-                vt=oscalar.ctype(v.dtype), ct=oscalar.compute_ctype(common),
-                is_float=common.startswith('float'), right=node.op.side == 'right',
-                sorter=sorter is not None,
-                st=oscalar.ctype(sorter.dtype) if sorter is not None else None))
+            src, name = kernels.render(
+                'searchsorted.cl.mako', 'searchsorted_' + mode, mode=mode, support=support,
+                xt=oscalar.ctype(x.dtype), vt=oscalar.ctype(v.dtype),
+                ct=oscalar.compute_ctype(common), is_float=common.startswith('float'),
+                right=node.op.side == 'right', sorter=sorter is not None,
+                st=oscalar.ctype(sorter.dtype) if sorter is not None else None)
+            self.kernels[mode] = (name, src)
 
     def describe(self):
         return 'binary-search kernel (%s)' % self.node.op

@@ -18,22 +18,17 @@ producer of B is evaluated per element read (``Fused``); an elementwise consumer
 evaluated per element of C, which is then never stored: the kernel writes the consumer's
 output in C's place, reading the consumer's other inputs at C's indices.
 """
-import os
-
 import numpy as np
-from mako.lookup import TemplateLookup
 
+from .. import kernels
 from .. import scalar as oscalar
 from .base import launch_geometry
 from ..runtime.plans import Batch
 from .elemwise import Fused
 
-_KERNELS = os.path.join(os.path.dirname(__file__), '..', 'kernels')
-_TEMPLATE = TemplateLookup([_KERNELS]).get_template('gemm_small.cl.mako')   # + batch_locate.mako
 #: products up to this many multiply-adds (and this long a sum) take the small kernel
 MAX_MACS = 1 << 16
 MAX_K = 4096
-_sources = {}          # (key, K or None) -> (source, kernel name)
 
 
 def takes(alpha, beta):
@@ -77,38 +72,37 @@ def acc_dtype(c_dtype):
     return np.dtype('uint64') if c.itemsize == 8 else np.dtype('uint32')
 
 
+@kernels.memoize
 def _source(key, K=None, slab=False, chunk=1, group=0):
-    hit = _sources.get((key, K, slab, chunk, group))
-    if hit is None:
-        a_dt, b_dt, c_dt, has_z, pre, epi = key
-        acc = acc_dtype(c_dt)
-        pre_ins = list(pre[2]) if pre else []
-        epi_dts = list(epi[3]) + [epi[4]] if epi else []
-        support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
-            if 'float64' in [a_dt, b_dt, c_dt] + pre_ins + epi_dts else ''
-        if pre:
-            support += pre[0]
-        if epi and epi[0] not in support:
-            support += '\n' + epi[0]
-        fused = [operand_traits(d) for d in pre_ins]
-        bops = [('B%d' % q, 'b%d' % q, f) for q, f in enumerate(fused)] or \
-            [('B', 'b', operand_traits(b_dt))]
-        # the epilogue's inputs but the product's value, (pointer name, stem, traits, index)
-        eops = [('E%d' % q, 'e%d' % q, operand_traits(d), q)
-                for q, d in enumerate(epi[3]) if q != epi[2]] if epi else []
-        name = 'gemm_small_%d' % (len(_sources) + 1)
-        c = operand_traits(c_dt)
-        src = _TEMPLATE.render(name=name, support=support, acc_t=oscalar.ctype(acc.name),
-                               a=operand_traits(a_dt), b=operand_traits(b_dt), c=c,
-                               cs=operand_traits(epi[4]) if epi else c,
-                               has_z=has_z, batched=K is not None, K=K or 1,
-                               rec=record_len(key), slab=slab, chunk=chunk, group=group,
-                               fused=fused, bops=bops, pre_body=pre[1] if pre else '',
-                               epi=epi is not None, eops=eops,
-                               epi_j=epi[2] if epi else 0, epi_body=epi[1] if epi else '',
-                               epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [])
-        hit = _sources[(key, K, slab, chunk, group)] = (src, name)
-    return hit
+    """(source, kernel name) of the product kernel of ``key`` (``plan_small``), batched
+    over K products when K is given."""
+    a_dt, b_dt, c_dt, has_z, pre, epi = key
+    acc = acc_dtype(c_dt)
+    pre_ins = list(pre[2]) if pre else []
+    epi_dts = list(epi[3]) + [epi[4]] if epi else []
+    support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
+        if 'float64' in [a_dt, b_dt, c_dt] + pre_ins + epi_dts else ''
+    if pre:
+        support += pre[0]
+    if epi and epi[0] not in support:
+        support += '\n' + epi[0]
+    fused = [operand_traits(d) for d in pre_ins]
+    bops = [('B%d' % q, 'b%d' % q, f) for q, f in enumerate(fused)] or \
+        [('B', 'b', operand_traits(b_dt))]
+    # the epilogue's inputs but the product's value, (pointer name, stem, traits, index)
+    eops = [('E%d' % q, 'e%d' % q, operand_traits(d), q)
+            for q, d in enumerate(epi[3]) if q != epi[2]] if epi else []
+    c = operand_traits(c_dt)
+    return kernels.render('gemm_small.cl.mako', 'gemm_small', support=support,
+                          acc_t=oscalar.ctype(acc.name),
+                          a=operand_traits(a_dt), b=operand_traits(b_dt), c=c,
+                          cs=operand_traits(epi[4]) if epi else c,
+                          has_z=has_z, batched=K is not None, K=K or 1,
+                          rec=record_len(key), slab=slab, chunk=chunk, group=group,
+                          fused=fused, bops=bops, pre_body=pre[1] if pre else '',
+                          epi=epi is not None, eops=eops,
+                          epi_j=epi[2] if epi else 0, epi_body=epi[1] if epi else '',
+                          epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [])
 
 
 def _n_b(key):

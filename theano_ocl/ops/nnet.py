@@ -16,12 +16,10 @@ Python: numpy indexing, where a negative index counts from the row's end). The k
 an error flag that a host step reads after the launch (``elemwise.check_flag``, the
 mechanism of ops/subtensor.py); the IndexError's index is then found on the host.
 """
-import os
-
 import numpy as np
-from mako.template import Template
 from theano.tensor.nnet import nnet as tnnet
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, launch_geometry
@@ -29,21 +27,15 @@ from .elemwise import check_flag, error_flag
 from .registry import ocl_impl
 from .subtensor import host_copy
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'nnet.cl.mako'))
-_sources = {}
 ROW_KINDS = ('softmax', 'log_softmax', 'softmax_grad', 'xent_softmax_1hot')
 # kinds reading a class index per row: they report one out of range in an error flag
 CHECKED_KINDS = ('xent_softmax_1hot', 'xent_dx', 'xent_1hot', 'xent_1hot_grad')
 
 
+@kernels.memoize
 def kernel_source(kind, operands, L):
-    """Render (memoized) one kernel; ``operands``: (name, dtype, ndim, is_output) in
-    argument order. Returns (source, kernel name)."""
-    key = (kind, tuple(operands), L)
-    hit = _sources.get(key)
-    if hit is not None:
-        return hit
+    """Render (memoized) one kernel; ``operands``: a tuple of (name, dtype, ndim, is_output)
+    in argument order. Returns (source, kernel name)."""
     ops = {}
     floats = []
     for name, dtype, nd, out in operands:
@@ -53,11 +45,9 @@ def kernel_source(kind, operands, L):
             floats.append(dtype)
     acc = 'double' if 'float64' in floats else 'float'
     support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if acc == 'double' else ''
-    name = 'nnet_%s_%d' % (kind, len(_sources) + 1)
-    src = _TEMPLATE.render(name=name, kind=kind, support=support, acc_t=acc, L=L, ops=ops,
-                           order=[o[0] for o in operands], check=kind in CHECKED_KINDS)
-    _sources[key] = (src, name)
-    return src, name
+    return kernels.render('nnet.cl.mako', 'nnet_' + kind, kind=kind, support=support,
+                          acc_t=acc, L=L, ops=ops, order=[o[0] for o in operands],
+                          check=kind in CHECKED_KINDS)
 
 
 def row_local_size(dev, D):
@@ -80,7 +70,8 @@ def plan_nnet(ctx, kind, operands, N, D, make_error=None):
     if N == 0:
         return
     L = row_local_size(ctx.dev, D) if kind in ROW_KINDS else 1
-    src, name = kernel_source(kind, [(n, d.dtype.name, d.ndim, out) for n, d, out in operands], L)
+    src, name = kernel_source(kind, tuple((n, d.dtype.name, d.ndim, out)
+                                          for n, d, out in operands), L)
     prg = ctx.dev.build(src)
     args = [np.int64(N), np.int64(D)]
     for _, d, _ in operands:

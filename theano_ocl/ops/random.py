@@ -9,22 +9,16 @@ Theano's CPU implementation bit for bit: its C code for float32/float64, its Pyt
 for float16. ``binomial``, ``uniform`` with bounds and ``normal``'s arithmetic are
 Elemwise ops on the sample and run on the device through the elementwise family.
 """
-import os
-
 import numpy as np
-from mako.template import Template
 from theano.sandbox.multinomial import ChoiceFromUniform, MultinomialFromUniform
 from theano.sandbox.rng_mrg import mrg_uniform
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .registry import ocl_impl
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'random.cl.mako'))
-_MULTI = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                        'multinomial.cl.mako'))
 _M1 = 2147483647
 
 # The constant each output dtype multiplies by, as Theano's C (float32, float64) and Python
@@ -37,11 +31,10 @@ def kernel_source(dtype, fp64):
     """(source, kernel name) of the generator writing ``dtype`` samples."""
     norm_t = 'double' if dtype == 'float64' or (dtype == 'float16' and fp64) else 'float'
     norm = _NORM[dtype] if norm_t == 'double' or dtype == 'float32' else _NORM[dtype] + 'f'
-    name = 'mrg_uniform_%s' % dtype
     support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if norm_t == 'double' else ''
     out_t = {'float16': 'half', 'float32': 'float', 'float64': 'double'}[dtype]
-    return _TEMPLATE.render(name=name, support=support, dtype=dtype, out_t=out_t, norm=norm,
-                            norm_t=norm_t), name
+    return kernels.render('random.cl.mako', 'mrg_uniform', support=support, dtype=dtype,
+                          out_t=out_t, norm=norm, norm_t=norm_t)
 
 
 class MRGUniformImpl(DeviceImpl):
@@ -111,11 +104,10 @@ class MultinomialImpl(DeviceImpl):
         p, u = node.inputs[0].dtype, node.inputs[1].dtype
         o = node.outputs[0].dtype
         pc = oscalar.compute_ctype(p)
-        self.name = '%s_%s_%s_%s%s' % ('choice' if choice else 'multinomial', p, u, o,
-                                      '_replace' if self.replace else '')
-        self.src = _MULTI.render(name=self.name, choice=choice, replace=self.replace,
-                                 p_t=oscalar.ctype(p), u_t=oscalar.ctype(u), o_t=oscalar.ctype(o),
-                                 pc_t=pc, p_half=p == 'float16', u_half=u == 'float16')
+        self.src, self.name = kernels.render(
+            'multinomial.cl.mako', 'choice' if choice else 'multinomial', choice=choice,
+            replace=self.replace, p_t=oscalar.ctype(p), u_t=oscalar.ctype(u),
+            o_t=oscalar.ctype(o), pc_t=pc, p_half=p == 'float16', u_half=u == 'float16')
         self.pc_dtype = 'float32' if p == 'float16' else p
 
     def describe(self):

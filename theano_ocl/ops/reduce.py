@@ -46,30 +46,26 @@ Floating-point sums are combined in a different order than Theano's C loop (lane
 so they agree to rounding. Empty reductions give the scalar op's identity; max/min/argmax of
 an empty range raise ValueError, as Theano does.
 """
-import os
-
 import numpy as np
-from mako.lookup import TemplateLookup
 import theano.scalar as ts
 from theano.tensor.basic import Argmax, MaxAndArgmax
 from theano.tensor.elemwise import CAReduce
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import Fused, collapse
 from .registry import ocl_impl
 
-_TEMPLATE = TemplateLookup([os.path.join(os.path.dirname(__file__), '..', 'kernels')]) \
-    .get_template('reduce.cl.mako')             # + fused_pre.mako
-_sources = {}
 
 
 class Combine(object):
     """What one reduction kernel computes: dtypes and the OpenCL code of each stage.
 
     ``argmax``: (value, index) pairs instead of a scalar op; ``identity``: the OpenCL
-    literal the accumulator starts from.
+    literal the accumulator starts from. Two combines computing the same are equal (the
+    key of :meth:`source`'s memo).
     """
 
     def __init__(self, scalar_op, in_dtype, acc_dtype, out_dtype, identity, argmax=False,
@@ -97,6 +93,15 @@ class Combine(object):
         if pre is not None:
             supports.append(pre[0])
         self.support = '\n'.join(s for s in supports if s)
+        self._facts = (type(scalar_op), self.support, self.absorb_body, self.combine_body,
+                       self.finish_body, in_dtype, acc_dtype, out_dtype, identity, argmax,
+                       pairs_in, pre)
+
+    def __eq__(self, other):
+        return isinstance(other, Combine) and self._facts == other._facts
+
+    def __hash__(self):
+        return hash(self._facts)
 
     @property
     def partial_dtype(self):
@@ -139,6 +144,7 @@ class Combine(object):
             return 'and' if isinstance(op, ts.AND) else 'or'
         return None
 
+    @kernels.memoize
     def source(self, mode='generic', kd=0, rd=0, r_contig=True, L=1, V=1, U=1, T=1, NB=1,
                CX=1, RY=1, aligned=False, idx32=True, single=False, fence=None):
         """Render (memoized) the kernel; returns (source, kernel name). ``single``: a rows
@@ -147,14 +153,6 @@ class Combine(object):
         vkind = self.vector_kind() if V > 1 else None
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
-        key = (self.support, self.absorb_body, self.combine_body, self.finish_body,
-               self.in_dtype, self.acc_dtype, self.out_dtype, self.identity, self.argmax,
-               self.pairs_in, self.pre, mode, kd, rd, r_contig, L, V, U, T, NB, CX, RY, aligned,
-               idx32, single, fence)
-        hit = _sources.get(key)
-        if hit is not None:
-            return hit
-        name = 'reduce_%d' % (len(_sources) + 1)
         pre_ins = list(self.pre[2]) if self.pre is not None else []
         fp64 = any(d in ('float64', 'complex128') for d in
                    [self.in_dtype, self.acc_dtype, self.out_dtype] + pre_ins)
@@ -165,9 +163,10 @@ class Combine(object):
         acc_size = 4 if acc_t == 'float' else min(np.dtype(self.acc_dtype).itemsize, 8)
         uacc_t = acc_t if acc_t.startswith('u') or acc_t in ('float', 'double') else 'u' + acc_t
         load_t = 'float' if self.in_dtype == 'float16' else in_t
-        src = _TEMPLATE.render(
-            name=name, support=pragma + self.support, absorb_body=self.absorb_body,
-            combine_body=self.combine_body, finish_body=self.finish_body,
+        return kernels.render(
+            'reduce.cl.mako', 'reduce', support=pragma + self.support,
+            absorb_body=self.absorb_body, combine_body=self.combine_body,
+            finish_body=self.finish_body,
             in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype, True), acc_t=acc_t,
             out_t=oscalar.ctype(self.out_dtype, True),
             out_ct=oscalar.compute_ctype(self.out_dtype, True),
@@ -183,8 +182,6 @@ class Combine(object):
             fused=[dict(t=oscalar.ctype(d), ct=oscalar.compute_ctype(d), half=d == 'float16')
                    for d in pre_ins],
             pre_body=self.pre[1] if self.pre is not None else '')
-        _sources[key] = (src, name)
-        return src, name
 
 
 def max_identity(dtype, maximum=True):

@@ -19,16 +19,14 @@ decide the result's shape by their values: the plan downloads the mask, uploads 
 nonzero positions as frame constants (integer-array indexing from there), and a host step
 of every replay downloads the mask again and re-plans when it changed.
 """
-import os
-
 import numpy as np
-from mako.template import Template
 import theano.scalar as ts
 from theano.gof import Constant
 from theano.tensor import basic as tbasic
 from theano.tensor import subtensor as tsub
 from theano.tensor.type import TensorType
 
+from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
@@ -39,9 +37,6 @@ from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import ocl_impl
 from .shape import frame_constant
 
-_TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
-                                           'subtensor.cl.mako'))
-_sources = {}
 _STORE = {1: 'uchar', 2: 'ushort', 4: 'uint', 8: 'ulong'}
 
 
@@ -131,17 +126,17 @@ def _inc_subtensor(op, node, dev):
 
 
 # -------------------------------------------------------------------- integer arrays
-def _kernel(mode, **kw):
-    key = (mode,) + tuple(sorted((k, repr(v)) for k, v in kw.items()))
-    hit = _sources.get(key)
-    if hit is None:
-        name = '%s_%d' % (mode, len(_sources) + 1)
-        fp64 = 'double' in repr(kw)
-        support = kw.pop('support', '')
-        if fp64 and 'cl_khr_fp64' not in support:
-            support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' + support
-        hit = _sources[key] = (_TEMPLATE.render(name=name, mode=mode, support=support, **kw), name)
-    return hit
+@kernels.memoize
+def _kernel(mode, idx_dtypes, x=None, y=None, support='', **kw):
+    """(source, kernel name) of the ``mode`` kernel ('gather' or 'scatter'): ``idx_dtypes``
+    of the index arrays, ``x``/``y`` the dtypes of the scatter's operands; ``kw``: the
+    template's other parameters."""
+    kw['idxs'] = [_operand(d) for d in idx_dtypes]
+    if x is not None:
+        kw.update(x=_operand(x), y=_operand(y))
+    if 'double' in repr(kw) + support and 'cl_khr_fp64' not in support:
+        support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' + support
+    return kernels.render('subtensor.cl.mako', mode, mode=mode, support=support, **kw)
 
 
 def _operand(dtype):
@@ -209,8 +204,8 @@ class ArrayIndex(object):
             args += [np.int64(s) for s in self.index_strides(e, bdims_only)]
         return args
 
-    def index_operands(self):
-        return [_operand(e.dtype) for _, e in self.arrays]
+    def index_dtypes(self):
+        return tuple(e.dtype.name for _, e in self.arrays)
 
 
 def error_buffer(ctx):
@@ -255,7 +250,7 @@ def plan_gather(ctx, node, x, entries):
     if out.size == 0:
         return out
     xv = ai.xv
-    src, name = _kernel('gather', ndim=len(ai.dims), idxs=ai.index_operands(),
+    src, name = _kernel('gather', ai.index_dtypes(), ndim=len(ai.dims),
                         store=_STORE[x.itemsize])
     args = [np.int64(out.size)]
     for n, (w, i) in zip(ai.shape, ai.dims):
@@ -385,8 +380,8 @@ class ScatterImpl(DeviceImpl):
         npar = 1
         for pos, _ in pdims:
             npar *= ai.shape[pos]
-        src, name = _kernel('scatter', npd=len(pdims), nsd=len(sdims), idxs=ai.index_operands(),
-                            x=_operand(x.dtype), y=_operand(y.dtype), body=self.body,
+        src, name = _kernel('scatter', ai.index_dtypes(), x.dtype.name, y.dtype.name,
+                            npd=len(pdims), nsd=len(sdims), body=self.body,
                             support=self.support)
         args = [np.int64(npar), np.int64(size // npar)]
         for pos, i in pdims:

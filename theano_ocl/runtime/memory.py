@@ -7,7 +7,8 @@ last call and at most ``OCLFunction.max_frames`` others, whose buffers together 
 the pool gives them back to the driver when it holds more than ``device.TRIM_KEEP``.
 Under memory pressure every function's cached frames are dropped before an allocation
 fails. Host memory: compiled programs are memoized per device up to ``max_programs`` (least
-recently used dropped), rendered kernel sources up to ``kernels.MAX_RENDERED``.
+recently used dropped), rendered kernel sources up to ``kernels.MAX_RENDERED``, and as
+many per family source function (``kernels.memoize``).
 """
 import gc
 import weakref
