@@ -374,3 +374,30 @@ def test_info_without_platform(tmp_path):
         pytest.skip('the OpenCL ICD loader here ignores OCL_ICD_VENDORS')
     assert p.returncode == 1
     assert 'pocl-opencl-icd' in p.stderr
+
+
+SCAN_SCRIPT = textwrap.dedent('''
+    import json, sys
+    import numpy as np
+    import theano_ocl
+    import theano, theano.tensor as T
+    x = T.vector('x')
+    r, _ = theano.scan(lambda v, acc: acc + v, sequences=x,
+                       outputs_info=T.constant(np.float64(0)))
+    outs = {}
+    for mode in ('FAST_RUN', 'OCL'):
+        f = theano.function([x], r, mode=mode)
+        outs[mode] = f(np.arange(5.0)).tolist()
+    print(json.dumps(dict(outs=outs, ext=repr(sys.modules.get(
+        'theano.scan_module.scan_perform_ext', 'absent')))))
+''')
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason='the Cython scan module compiles there')
+def test_scan_runs_its_python_loop_on_python_311(tmp_path):
+    """Theano's Cython scan_perform does not compile on Python 3.11 and fails with a plain
+    Exception; importing theano_ocl (or the start-up hook) makes Scan use its Python loop,
+    under the C backend and in theano_ocl's host fallback."""
+    res = _last_json(_run_script(SCAN_SCRIPT, tmp_path, _env(_flags(floatX='float64'))).stdout)
+    assert res['ext'] == 'None'
+    assert res['outs'] == {'FAST_RUN': [0.0, 1.0, 3.0, 6.0, 10.0], 'OCL': [0.0, 1.0, 3.0, 6.0, 10.0]}

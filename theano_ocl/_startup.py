@@ -15,7 +15,10 @@ over to :func:`find_theano_spec`. From there on:
      1.0.5's import fails on it). A value the user sets is never touched. With ``''`` Theano
      calls numpy's BLAS through numpy's C API.
 
-2. when the ``theano`` package has finished importing, the hook removes itself and calls
+2. on Python 3.11, Theano's Cython ``scan_perform`` (which no longer compiles there) is
+   marked absent, so Scan runs its Python loop (:data:`SCAN_PERFORM_EXT`);
+
+3. when the ``theano`` package has finished importing, the hook removes itself and calls
    ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``.
    A failure there is reported as a warning and never breaks ``import theano``.
 
@@ -175,12 +178,26 @@ def _quiet_openblas_threads():
     os.environ.setdefault('OPENBLAS_THREAD_TIMEOUT', OPENBLAS_THREAD_TIMEOUT)
 
 
+#: Theano 1.0.5's Cython ``scan_perform`` no longer compiles on Python 3.11
+#: (``longintrepr.h`` is gone) and fails with a plain Exception, not the ImportError that
+#: makes Scan fall back to its Python loop: every function containing ``theano.scan``
+#: failed, under the C backend and in theano_ocl's host fallback alike. A ``None`` entry
+#: in ``sys.modules`` turns that import into an ImportError, so Scan runs its Python loop.
+SCAN_PERFORM_EXT = 'theano.scan_module.scan_perform_ext'
+
+
+def _scan_python_loop():
+    if sys.version_info >= (3, 11):
+        sys.modules.setdefault(SCAN_PERFORM_EXT, None)
+
+
 def install_hook():
     """Put the hook first on ``sys.meta_path`` (once). Returns True when it is installed."""
     global _hook
     if 'theano' in sys.modules:
         return False
     _quiet_openblas_threads()
+    _scan_python_loop()
     # the .pth bootstrap finder has nothing left to do once this module is loaded
     sys.meta_path[:] = [f for f in sys.meta_path
                         if not getattr(f, '_theano_ocl_bootstrap', False)]
@@ -392,6 +409,7 @@ def apply_theano_patches():
     Returns True when the linker and mode are registered by now.
     """
     _bind_to_package()
+    _scan_python_loop()
     theano = sys.modules.get('theano')
     if theano is None:
         install_hook()
