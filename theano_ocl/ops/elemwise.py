@@ -26,7 +26,7 @@ from ..runtime.context import provide
 from ..runtime.memory import download, upload
 from ..runtime.plans import Batch
 from .base import DeviceImpl, launch_geometry
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
                                            'elemwise.cl.mako'))
@@ -371,6 +371,7 @@ def fusable(impl):
 
 
 class ElemwiseImpl(DeviceImpl):
+    host_when = 'the scalar op has no OpenCL code for these dtypes (the scalar-op table below)'
     complex_ok = True
 
     def __init__(self, node, dev, support, body, checked=False):
@@ -439,6 +440,7 @@ class ElemwiseImpl(DeviceImpl):
 
 
 @ocl_impl.register(Elemwise)
+@implemented_by(ElemwiseImpl)
 def _elemwise(op, node, dev):
     in_dtypes = [i.type.dtype for i in node.inputs]
     out_dtypes = [o.type.dtype for o in node.outputs]

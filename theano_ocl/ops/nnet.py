@@ -24,9 +24,9 @@ from theano.tensor.nnet import nnet as tnnet
 
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, launch_geometry
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES, launch_geometry
 from .elemwise import check_flag, error_flag
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 from .subtensor import host_copy
 
 _TEMPLATE = Template(filename=os.path.join(os.path.dirname(__file__), '..', 'kernels',
@@ -108,6 +108,9 @@ def _broadcast_rows(d, N):
 
 
 class _NnetImpl(DeviceImpl):
+    dtypes = INT_DTYPES + FLOAT_DTYPES    # float values, integer class indices
+    host_when = 'an output that is not a float'
+
     def describe(self):
         return '%s kernel' % type(self.node.op).__name__
 
@@ -238,6 +241,7 @@ def _index_error(ctx, t, D):
 
 
 def _factory(cls, *extra):
+    @implemented_by(cls)
     def factory(op, node, dev):
         for v in node.inputs + node.outputs:
             if v.type.dtype.startswith('complex'):

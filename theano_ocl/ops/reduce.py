@@ -58,7 +58,7 @@ from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import Fused, collapse
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 _TEMPLATE = TemplateLookup([os.path.join(os.path.dirname(__file__), '..', 'kernels')]) \
     .get_template('reduce.cl.mako')             # + fused_pre.mako
@@ -700,6 +700,8 @@ def _reduced_input(ctx, x, axes, argmax=False):
 
 class ReduceImpl(DeviceImpl):
     """CAReduce (and subclasses) on the device."""
+    host_when = ('complex reductions other than sums and products; a scalar op with no '
+                 'identity')
 
     fusable_inputs = (0,)       # an elementwise producer is computed in the kernel
     complex_ok = True           # sums and products (the factory refuses the others)
@@ -755,6 +757,7 @@ def _axes(axis, ndim):
 
 
 @ocl_impl.register(CAReduce)
+@implemented_by(ReduceImpl)
 def _careduce(op, node, dev):
     in_dtype = node.inputs[0].type.dtype
     out_dtype = node.outputs[0].type.dtype
@@ -780,6 +783,7 @@ def _careduce(op, node, dev):
 
 @ocl_impl.register(MaxAndArgmax)
 @ocl_impl.register(Argmax)
+@implemented_by(ArgmaxImpl)
 def _argmax(op, node, dev):
     in_dtype = node.inputs[0].type.dtype
     if in_dtype.startswith('complex'):
