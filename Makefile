@@ -7,6 +7,7 @@
 #   make test-full   pytest tests/ + the full Theano conformance run (hours on 2 cores)
 #   make info        python -m theano_ocl info (the OpenCL devices)
 #   make bench       python -m theano_ocl bench $(BENCH_ARGS) (e.g. BENCH_ARGS='--quick --record')
+#   make docs        the documentation site (Sphinx, docs/ -> docs/_build/html; warnings fail)
 #   make pth         regenerate theano_ocl_startup.pth from theano_ocl/_startup.py
 #   make bootstrap   only set up .venv
 #   make clean-venv  remove .venv
@@ -15,7 +16,7 @@ VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 CONFORMANCE := tests/conformance/run.py
 
-.PHONY: all bootstrap demo test test-full info bench pth clean-venv
+.PHONY: all bootstrap demo test test-full info bench docs pth clean-venv
 
 all: test
 
@@ -52,6 +53,9 @@ info: bootstrap
 
 bench: bootstrap
 	$(PY) -m theano_ocl bench $(BENCH_ARGS)
+
+docs: bootstrap
+	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html
 
 pth:
 	python3 scripts/render_pth.py

@@ -70,6 +70,8 @@ setup(
         'clblast': ['pyclblast'],
         # python -m theano_ocl bench (progress bar) and --plot / render (the plots)
         'bench': ['tqdm', 'matplotlib'],
+        # make docs / tests/test_docs.py (Sphinx 9 needs Python >= 3.11)
+        'docs': ['sphinx>=9,<10', 'myst-parser>=5,<6'],
     },
     cmdclass={'build_py': build_py_with_pth},
     classifiers=[

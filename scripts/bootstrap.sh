@@ -21,9 +21,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$(pwd)
 VENV=${VENV:-$REPO/.venv}
 # tqdm, matplotlib: bench/demo.py's model comes from theano_ocl.benchmarks, whose CLI
-# (python -m theano_ocl bench / render) draws a progress bar and plots
+# (python -m theano_ocl bench / render) draws a progress bar and plots; sphinx, myst-parser:
+# make docs, and tests/test_docs.py builds the site in the CI suite
 REQS=(numpy==1.23.5 theano==1.0.5 scipy==1.15.3 pyopencl mako pytest pynose parameterized six
-      tqdm matplotlib==3.8.4)
+      tqdm matplotlib==3.8.4 sphinx==9.0.4 myst-parser==5.2.0)
 PTH=theano_ocl_startup.pth
 STAMP="$VENV/.theano_ocl-bootstrap.stamp"
 
@@ -97,7 +98,7 @@ key=$( { printf '%s\n' "${REQS[@]}"; "$VPY" -c 'import sys; print(sys.version)';
 if [ "${BOOTSTRAP_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$key" ] \
         && "$VPY" -c 'import importlib.util as u, sys
 sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' numpy theano scipy pyopencl mako \
-           pytest nose parameterized six tqdm matplotlib theano_ocl >/dev/null 2>&1; then
+           pytest nose parameterized six tqdm matplotlib sphinx myst_parser theano_ocl >/dev/null 2>&1; then
     say "Python packages up to date (stamp $STAMP)"
 else
     rm -f "$STAMP"

@@ -1,7 +1,8 @@
 """Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use;
 ``bench`` times theano_ocl against Theano C and ``render`` draws the docs' benchmark tables
 and plots from the recorded runs (:mod:`theano_ocl.benchmarks.cli`);
-``cache [info|clear]`` shows or clears the on-disk kernel cache.
+``cache [info|clear]`` shows or clears the on-disk kernel cache; ``ops-table`` writes the
+supported-ops page from the registry (:mod:`theano_ocl.ops.catalog`).
 
 ``info`` reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly
 and works before Theano is set up (``cache`` imports Theano for its compiledir). Exit
@@ -110,6 +111,9 @@ def main(argv=None):
     p_cache.add_argument('action', nargs='?', choices=['info', 'clear'], default='info')
     from .benchmarks import cli as bench_cli
     bench_cli.add_parsers(sub)
+    p_ops = sub.add_parser('ops-table', help='the supported-ops page (docs/ops.md), from the registry')
+    p_ops.add_argument('--out', metavar='FILE', help='write it here (default: stdout)')
+    p_ops.add_argument('--check', metavar='FILE', help='exit 1 when FILE differs from it')
     args = parser.parse_args(argv)
     if args.command == 'info':
         return cmd_info(args)
@@ -119,6 +123,9 @@ def main(argv=None):
         return bench_cli.cmd_bench(args)
     if args.command == 'render':
         return bench_cli.cmd_render(args)
+    if args.command == 'ops-table':
+        from .ops import catalog
+        return catalog.main(args)
     parser.print_help()
     return 2
 

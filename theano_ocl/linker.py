@@ -31,13 +31,13 @@ from theano.tensor.type_other import SliceType, NoneTypeT
 from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
+from .ops.base import DEVICE_DTYPES
 from .ops.registry import ocl_impl
 from .runtime import settings
 from . import shared as shared_mod
 from .vm import OCLFunction, Task
 
-DTYPES = ('bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64',
-          'float16', 'float32', 'float64', 'complex64', 'complex128')
+DTYPES = DEVICE_DTYPES
 
 
 class Program(object):
@@ -165,6 +165,8 @@ def _dtype_reason(dtype, impl, dev):
     if dtype not in DTYPES:
         return 'dtype %s is not supported on devices' % dtype
     if dtype.startswith('complex') and not impl.complex_ok:
+        return 'no device %s for dtype %s' % (impl.describe(), dtype)
+    if impl.dtypes is not None and dtype not in impl.dtypes:
         return 'no device %s for dtype %s' % (impl.describe(), dtype)
     if not dev.supports_dtype(dtype):
         return 'the device has no float64 (cl_khr_fp64)'

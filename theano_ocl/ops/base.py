@@ -1,5 +1,11 @@
 """What every device implementation shares: the planning interface and launch sizing."""
 
+INT_DTYPES = ('int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64')
+FLOAT_DTYPES = ('float16', 'float32', 'float64')
+COMPLEX_DTYPES = ('complex64', 'complex128')
+#: dtypes device buffers can hold (the linker keeps tensors of other dtypes on the host)
+DEVICE_DTYPES = ('bool',) + INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
+
 
 class DeviceImpl(object):
     """Device implementation of one Apply node.
@@ -19,6 +25,12 @@ class DeviceImpl(object):
     #: whether the implementation takes complex64/complex128 values (views, copies and the
     #: kernels that know complex arithmetic); the linker keeps other nodes on the host
     complex_ok = False
+    #: the dtypes of the node's device tensors this implementation takes (None: every one of
+    #: DEVICE_DTYPES, complex ones where ``complex_ok``); the supported-ops page lists them
+    dtypes = None
+    #: when the op's factory leaves a node on the host instead (``NoDeviceImplementation``),
+    #: in words, beyond the dtypes; the supported-ops page lists it
+    host_when = ''
 
     def __init__(self, node, dev):
         self.node = node

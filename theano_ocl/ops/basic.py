@@ -9,7 +9,7 @@ from theano.compile.ops import DeepCopyOp, ViewOp, OutputGuard
 from theano.ifelse import IfElse
 
 from .base import DeviceImpl
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 
 class PassThrough(DeviceImpl):
@@ -22,6 +22,7 @@ class PassThrough(DeviceImpl):
 @ocl_impl.register(DeepCopyOp)
 @ocl_impl.register(ViewOp)
 @ocl_impl.register(OutputGuard)
+@implemented_by(PassThrough)
 def _pass_through(op, node, dev):
     return PassThrough(node, dev)
 
@@ -43,6 +44,8 @@ class IfElseImpl(DeviceImpl):
     complex_ok = True
     host_inputs = (0,)
     branch_input = 0
+    host_when = ('eager (both branches run) where a task between a branch and the IfElse '
+                 'overwrites in place a value the branch reads')
 
     def __init__(self, node, dev):
         super(IfElseImpl, self).__init__(node, dev)
@@ -54,5 +57,6 @@ class IfElseImpl(DeviceImpl):
 
 
 @ocl_impl.register(IfElse)
+@implemented_by(IfElseImpl)
 def _ifelse(op, node, dev):
     return IfElseImpl(node, dev)

@@ -49,8 +49,8 @@ from ..errors import NoDeviceImplementation
 from ..runtime import settings
 from . import gemm_small
 from .elemwise import Fused, fmap
-from .base import DeviceImpl
-from .registry import ocl_impl
+from .base import COMPLEX_DTYPES, DeviceImpl, FLOAT_DTYPES, INT_DTYPES
+from .registry import implemented_by, ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
 
@@ -681,6 +681,7 @@ def _plan_combine(ctx, C, T, alpha, beta, Z):
 # --------------------------------------------------------------------------- the ops
 class BlasImpl(DeviceImpl):
     """Shared by the BLAS ops: the backend is chosen once, at link time."""
+    dtypes = INT_DTYPES + FLOAT_DTYPES + COMPLEX_DTYPES
     complex_ok = True
 
     def __init__(self, node, dev):
@@ -804,9 +805,10 @@ class BatchedDotImpl(BlasImpl):
 
 
 def _impl(cls):
+    @implemented_by(cls)
     def factory(op, node, dev):
         for v in node.inputs + node.outputs:
-            if v.type.dtype == 'bool':
+            if v.type.dtype not in cls.dtypes:
                 raise NoDeviceImplementation('no device %s for dtype %s' % (type(op).__name__, v.type.dtype))
         return cls(node, dev)
     return factory

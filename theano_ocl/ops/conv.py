@@ -34,7 +34,7 @@ from ..errors import NoDeviceImplementation
 from ..runtime import settings
 from .base import DeviceImpl, launch_geometry
 from .blas import as_batch, choose_backend, plan_gemm
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 ALGORITHMS = ('direct', 'gemm')
 
@@ -221,6 +221,9 @@ def _top_fnp(ctx, geo, top):
 
 # --------------------------------------------------------------------------- the ops
 class CorrImpl(DeviceImpl):
+    dtypes = ('float32', 'float64')   # as Theano C
+    host_when = 'unshared=True (a filter per output position); image and filters of different dtypes'
+
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.algorithm, self.blas = choose_algorithm(dev, node.outputs[0].type.dtype)
@@ -320,11 +323,12 @@ def _zeros(ctx, out):
 
 
 def _factory(cls):
+    @implemented_by(cls)
     def factory(op, node, dev):
         if op.unshared:
             raise NoDeviceImplementation('%s with unshared=True' % type(op).__name__)
         dtype = node.outputs[0].type.dtype
-        if dtype not in ('float32', 'float64') or \
+        if dtype not in cls.dtypes or \
                 any(v.type.dtype != dtype for v in node.inputs[:2]):
             raise NoDeviceImplementation('%s of %s (Theano C takes float32/float64 only)'
                                          % (type(op).__name__, dtype))

@@ -24,7 +24,7 @@ from ..runtime.context import provide
 from ..runtime.memory import download, upload
 from ..runtime.plans import Batch
 from .base import DeviceImpl, launch_geometry
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 
 def batch_key(support, body, outs, ins, ndim, contig):
@@ -359,6 +359,7 @@ def fusable(impl):
 
 
 class ElemwiseImpl(DeviceImpl):
+    host_when = 'the scalar op has no OpenCL code for these dtypes (the scalar-op table below)'
     complex_ok = True
 
     def __init__(self, node, dev, support, body, checked=False):
@@ -427,6 +428,7 @@ class ElemwiseImpl(DeviceImpl):
 
 
 @ocl_impl.register(Elemwise)
+@implemented_by(ElemwiseImpl)
 def _elemwise(op, node, dev):
     in_dtypes = [i.type.dtype for i in node.inputs]
     out_dtypes = [o.type.dtype for o in node.outputs]

@@ -18,9 +18,9 @@ from theano.tensor.extra_ops import (Bartlett, CpuContiguous, CumOp, DiffOp, Fil
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, launch_geometry
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES, launch_geometry
 from .elemwise import check_flag, error_flag, plan_elementwise
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 from .shape import HostComputed, frame_constant, reshaped
 from .subtensor import plan_gather
 
@@ -52,6 +52,7 @@ class RepeatImpl(DeviceImpl):
 
 
 @ocl_impl.register(RepeatOp)
+@implemented_by(RepeatImpl)
 def _repeat(op, node, dev):
     return RepeatImpl(node, dev)
 
@@ -64,12 +65,14 @@ class ContiguousImpl(DeviceImpl):
 
 
 @ocl_impl.register(CpuContiguous)
+@implemented_by(ContiguousImpl)
 def _contiguous(op, node, dev):
     return ContiguousImpl(node, dev)
 
 
 class CumImpl(DeviceImpl):
     """cumsum / cumprod along an axis (or of the flattened array): a work-item per line."""
+    dtypes = INT_DTYPES + ('float32', 'float64')    # numpy accumulates the others in another type
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -100,9 +103,10 @@ class CumImpl(DeviceImpl):
 
 
 @ocl_impl.register(CumOp)
+@implemented_by(CumImpl)
 def _cum(op, node, dev):
     dt = node.inputs[0].dtype
-    if dt in ('bool', 'float16') or dt.startswith('complex'):
+    if dt not in CumImpl.dtypes:
         raise NoDeviceImplementation('%s of %s (numpy accumulates it in another type)'
                                      % (op, dt))
     return CumImpl(node, dev)
@@ -110,6 +114,7 @@ def _cum(op, node, dev):
 
 class DiffImpl(DeviceImpl):
     """n-th discrete difference along an axis: n elementwise subtractions of shifted views."""
+    dtypes = INT_DTYPES + FLOAT_DTYPES    # numpy differences bools with not_equal
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -141,9 +146,10 @@ class DiffImpl(DeviceImpl):
 
 
 @ocl_impl.register(DiffOp)
+@implemented_by(DiffImpl)
 def _diff(op, node, dev):
     dt = node.inputs[0].dtype
-    if dt == 'bool' or dt.startswith('complex'):
+    if dt not in DiffImpl.dtypes:
         raise NoDeviceImplementation('%s of %s (numpy takes not_equal)' % (op, dt))
     return DiffImpl(node, dev)
 
@@ -193,12 +199,14 @@ class FillDiagonalImpl(DeviceImpl):
 
 
 @ocl_impl.register(FillDiagonal)
+@implemented_by(FillDiagonalImpl)
 def _fill_diagonal(op, node, dev):
     oscalar.ctype(node.inputs[0].dtype)
     return FillDiagonalImpl(node, dev, False)
 
 
 @ocl_impl.register(FillDiagonalOffset)
+@implemented_by(FillDiagonalImpl)
 def _fill_diagonal_offset(op, node, dev):
     oscalar.ctype(node.inputs[0].dtype)
     return FillDiagonalImpl(node, dev, True)
@@ -285,11 +293,13 @@ class RavelMultiIndexImpl(DeviceImpl):
 
 
 @ocl_impl.register(UnravelIndex)
+@implemented_by(UnravelIndexImpl)
 def _unravel(op, node, dev):
     return UnravelIndexImpl(node, dev)
 
 
 @ocl_impl.register(RavelMultiIndex)
+@implemented_by(RavelMultiIndexImpl)
 def _ravel(op, node, dev):
     return RavelMultiIndexImpl(node, dev)
 
@@ -297,6 +307,7 @@ def _ravel(op, node, dev):
 class SearchsortedImpl(DeviceImpl):
     """searchsorted(x, v, side, sorter): a binary search per value, numpy's answers on an
     unsorted x too (kernels/searchsorted.cl.mako: check, search, serial)."""
+    dtypes = ('bool',) + INT_DTYPES + ('float32', 'float64')
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -344,12 +355,14 @@ class SearchsortedImpl(DeviceImpl):
 
 
 @ocl_impl.register(SearchsortedOp)
+@implemented_by(SearchsortedImpl)
 def _searchsorted(op, node, dev):
-    if any(v.dtype == 'float16' or v.dtype.startswith('complex') for v in node.inputs):
+    if any(v.dtype not in SearchsortedImpl.dtypes for v in node.inputs):
         raise NoDeviceImplementation('%s of float16/complex values' % op)
     return SearchsortedImpl(node, dev)
 
 
 @ocl_impl.register(Bartlett)
+@implemented_by(HostComputed)
 def _bartlett(op, node, dev):
     return HostComputed(node, dev)

@@ -22,9 +22,9 @@ from theano.tensor.nnet import nnet as tnnet
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, launch_geometry
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES, launch_geometry
 from .elemwise import check_flag, error_flag
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 from .subtensor import host_copy
 
 ROW_KINDS = ('softmax', 'log_softmax', 'softmax_grad', 'xent_softmax_1hot')
@@ -99,6 +99,9 @@ def _broadcast_rows(d, N):
 
 
 class _NnetImpl(DeviceImpl):
+    dtypes = INT_DTYPES + FLOAT_DTYPES    # float values, integer class indices
+    host_when = 'an output that is not a float'
+
     def describe(self):
         return '%s kernel' % type(self.node.op).__name__
 
@@ -229,6 +232,7 @@ def _index_error(ctx, t, D):
 
 
 def _factory(cls, *extra):
+    @implemented_by(cls)
     def factory(op, node, dev):
         for v in node.inputs + node.outputs:
             if v.type.dtype.startswith('complex'):

@@ -17,8 +17,8 @@ from theano.tensor.signal import pool as tpool
 from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, launch_geometry
-from .registry import ocl_impl
+from .base import DeviceImpl, INT_DTYPES, launch_geometry
+from .registry import implemented_by, ocl_impl
 
 
 def _strided(d):
@@ -68,6 +68,9 @@ def _params(op, ws, stride, pad):
 
 
 class _PoolImpl(DeviceImpl):
+    dtypes = INT_DTYPES + ('float32', 'float64')
+    host_when = ('the old interface (window, stride and padding as op parameters, not inputs); '
+                 'inputs of mixed dtypes')
     #: positions of ws, stride, pad among the node's inputs
     param_inputs = ()
 
@@ -154,6 +157,7 @@ class AveragePoolGradImpl(_PoolImpl):
 
 
 def _factory(cls, *extra):
+    @implemented_by(cls)
     def factory(op, node, dev):
         if len(node.inputs) != cls.param_inputs[-1] + 1:
             raise NoDeviceImplementation('%s with the old interface (no ws/stride/pad '
@@ -163,7 +167,7 @@ def _factory(cls, *extra):
             raise NoDeviceImplementation('%s of mixed dtypes %s' % (type(op).__name__,
                                                                      sorted(dtypes)))
         dtype = dtypes.pop()
-        if dtype in ('bool', 'float16') or dtype.startswith('complex'):
+        if dtype not in cls.dtypes:
             raise NoDeviceImplementation('%s of %s' % (type(op).__name__, dtype))
         return cls(node, dev, *extra)
     return factory

@@ -16,8 +16,8 @@ from theano.sandbox.rng_mrg import mrg_uniform
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl
-from .registry import ocl_impl
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES
+from .registry import implemented_by, ocl_impl
 
 _M1 = 2147483647
 
@@ -39,6 +39,7 @@ def kernel_source(dtype, fp64):
 
 class MRGUniformImpl(DeviceImpl):
     """Inputs: rstate (device int32 matrix, one 6-int state per stream), size (host)."""
+    dtypes = ('int32',) + FLOAT_DTYPES    # the int32 stream state, the samples
     host_inputs = (1,)
 
     def __init__(self, node, dev):
@@ -84,6 +85,7 @@ class MRGUniformImpl(DeviceImpl):
 
 
 @ocl_impl.register(mrg_uniform)
+@implemented_by(MRGUniformImpl)
 def _mrg_uniform(op, node, dev):
     dtype = node.outputs[1].type.dtype
     if dtype not in _NORM:
@@ -95,6 +97,10 @@ class MultinomialImpl(DeviceImpl):
     """``MultinomialFromUniform`` and ``ChoiceFromUniform``: inputs pvals (matrix), unis
     (vector), n (host scalar: samples per row). One work-item per row; the same samples as
     Theano's C code for the same uniforms (running sums in double)."""
+    dtypes = INT_DTYPES + FLOAT_DTYPES
+    host_when = ('the device has no cl_khr_fp64 (Theano\'s C code sums probabilities in double); '
+                 'pvals or unis not floats; a float16 output; ChoiceFromUniform without '
+                 'replacement of float16 pvals')
     host_inputs = (2,)
 
     def __init__(self, node, dev, choice):
@@ -154,6 +160,7 @@ def _correct_division(dev):
 
 
 def _multinomial_factory(choice):
+    @implemented_by(MultinomialImpl)
     def factory(op, node, dev):
         if not dev.has_fp64:
             raise NoDeviceImplementation('%s sums probabilities in double (Theano\'s C code); '

@@ -56,7 +56,7 @@ from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import Fused, collapse
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 
 
@@ -697,6 +697,8 @@ def _reduced_input(ctx, x, axes, argmax=False):
 
 class ReduceImpl(DeviceImpl):
     """CAReduce (and subclasses) on the device."""
+    host_when = ('complex reductions other than sums and products; a scalar op with no '
+                 'identity')
 
     fusable_inputs = (0,)       # an elementwise producer is computed in the kernel
     complex_ok = True           # sums and products (the factory refuses the others)
@@ -752,6 +754,7 @@ def _axes(axis, ndim):
 
 
 @ocl_impl.register(CAReduce)
+@implemented_by(ReduceImpl)
 def _careduce(op, node, dev):
     in_dtype = node.inputs[0].type.dtype
     out_dtype = node.outputs[0].type.dtype
@@ -777,6 +780,7 @@ def _careduce(op, node, dev):
 
 @ocl_impl.register(MaxAndArgmax)
 @ocl_impl.register(Argmax)
+@implemented_by(ArgmaxImpl)
 def _argmax(op, node, dev):
     in_dtype = node.inputs[0].type.dtype
     if in_dtype.startswith('complex'):

@@ -5,6 +5,12 @@ the factory returns an object with a ``plan(ctx, inputs) -> outputs`` method (se
 :class:`theano_ocl.ops.base.DeviceImpl`) or raises ``NoDeviceImplementation``
 with the reason the node must run on the host. Adding a family never touches the
 linker.
+
+A factory also says which :class:`~theano_ocl.ops.base.DeviceImpl` classes it returns
+(:func:`implemented_by`, or ``factory.impls`` set by a family's factory maker): the
+supported-ops page (:mod:`theano_ocl.ops.catalog`) lists them with their ``dtypes`` and
+``host_when``. A factory that never returns one (the op always stays on the host)
+declares ``impls = ()`` and says why in its docstring.
 """
 from functools import singledispatch
 
@@ -22,3 +28,11 @@ def ocl_impl(op, node, dev):
 
 ocl_impl.register = _dispatch.register
 ocl_impl.registry = _dispatch.registry
+
+
+def implemented_by(*impls):
+    """Declare the DeviceImpl classes a factory returns (read by the supported-ops page)."""
+    def deco(factory):
+        factory.impls = impls
+        return factory
+    return deco

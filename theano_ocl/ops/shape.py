@@ -23,7 +23,7 @@ from ..errors import NoDeviceImplementation
 from ..runtime.memory import upload
 from .base import DeviceImpl
 from .elemwise import check_flag, error_flag, plan_elementwise, strided_copy
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 
 
 def frame_constant(ctx, value):
@@ -91,6 +91,7 @@ class DimShuffleView(DeviceImpl):
 
 
 @ocl_impl.register(DimShuffle)
+@implemented_by(DimShuffleView)
 def _dimshuffle(op, node, dev):
     return DimShuffleView(node, dev)
 
@@ -110,6 +111,7 @@ class ReshapeView(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Reshape)
+@implemented_by(ReshapeView)
 def _reshape(op, node, dev):
     return ReshapeView(node, dev)
 
@@ -128,6 +130,7 @@ class FlattenView(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Flatten)
+@implemented_by(FlattenView)
 def _flatten(op, node, dev):
     return FlattenView(node, dev)
 
@@ -147,6 +150,7 @@ class SpecifyShapeView(DeviceImpl):
 
 
 @ocl_impl.register(SpecifyShape)
+@implemented_by(SpecifyShapeView)
 def _specify_shape(op, node, dev):
     return SpecifyShapeView(node, dev)
 
@@ -161,6 +165,7 @@ class AssertView(DeviceImpl):
     outputs are fetched (``check_flag``): no call waits for it, and a failed call commits
     no update.
     """
+    host_when = 'a complex condition'
     complex_ok = True       # the value is only viewed
 
     def __init__(self, node, dev):
@@ -187,6 +192,7 @@ class AssertView(DeviceImpl):
 
 
 @ocl_impl.register(Assert)
+@implemented_by(AssertView)
 def _assert(op, node, dev):
     return AssertView(node, dev)
 
@@ -204,6 +210,7 @@ class RebroadcastView(DeviceImpl):
 
 
 @ocl_impl.register(Rebroadcast)
+@implemented_by(RebroadcastView)
 def _rebroadcast(op, node, dev):
     return RebroadcastView(node, dev)
 
@@ -231,6 +238,7 @@ class AllocFill(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Alloc)
+@implemented_by(AllocFill)
 def _alloc(op, node, dev):
     return AllocFill(node, dev)
 
@@ -247,6 +255,7 @@ class AllocEmptyImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.AllocEmpty)
+@implemented_by(AllocEmptyImpl)
 def _alloc_empty(op, node, dev):
     return AllocEmptyImpl(node, dev)
 
@@ -272,12 +281,15 @@ class HostComputed(DeviceImpl):
 @ocl_impl.register(tbasic.Tri)
 @ocl_impl.register(tbasic.ARange)
 @ocl_impl.register(tbasic.TensorFromScalar)
+@implemented_by(HostComputed)
 def _host_computed(op, node, dev):
     return HostComputed(node, dev)
 
 
 @ocl_impl.register(tbasic.ScalarFromTensor)
+@implemented_by()
 def _scalar_from_tensor(op, node, dev):
+    """Its output is a Scalar, which lives on the host (Theano scalars have no device storage)."""
     raise NoDeviceImplementation('ScalarFromTensor gives a Scalar, which lives on the host')
 
 
@@ -314,6 +326,7 @@ class JoinImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Join)
+@implemented_by(JoinImpl)
 def _join(op, node, dev):
     return JoinImpl(node, dev)
 
@@ -326,6 +339,7 @@ class MakeVectorImpl(DeviceImpl):
 
 
 @ocl_impl.register(MakeVector)
+@implemented_by(MakeVectorImpl)
 def _make_vector(op, node, dev):
     return MakeVectorImpl(node, dev)
 
@@ -357,6 +371,7 @@ class SplitViews(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Split)
+@implemented_by(SplitViews)
 def _split(op, node, dev):
     return SplitViews(node, dev)
 
@@ -392,6 +407,7 @@ class ExtractDiagImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.ExtractDiag)
+@implemented_by(ExtractDiagImpl)
 def _extract_diag(op, node, dev):
     return ExtractDiagImpl(node, dev)
 
@@ -425,5 +441,6 @@ class AllocDiagImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.AllocDiag)
+@implemented_by(AllocDiagImpl)
 def _alloc_diag(op, node, dev):
     return AllocDiagImpl(node, dev)

@@ -34,7 +34,7 @@ from ..runtime.context import Replan
 from ..runtime.memory import download, upload
 from .base import DeviceImpl, launch_geometry
 from .elemwise import check_flag, error_flag, plan_elementwise
-from .registry import ocl_impl
+from .registry import implemented_by, ocl_impl
 from .shape import frame_constant
 
 _STORE = {1: 'uchar', 2: 'ushort', 4: 'uint', 8: 'ulong'}
@@ -78,6 +78,7 @@ class SubtensorView(DeviceImpl):
 
 
 @ocl_impl.register(tsub.Subtensor)
+@implemented_by(SubtensorView)
 def _subtensor(op, node, dev):
     return SubtensorView(node, dev)
 
@@ -121,6 +122,7 @@ class IncSubtensorImpl(DeviceImpl):
 
 
 @ocl_impl.register(tsub.IncSubtensor)
+@implemented_by(IncSubtensorImpl)
 def _inc_subtensor(op, node, dev):
     return IncSubtensorImpl(node, dev)
 
@@ -231,6 +233,8 @@ def check_errors(ctx, err, node, arr_index):
 
 class GatherImpl(DeviceImpl):
     """AdvancedSubtensor1 (x[ivector]) and AdvancedSubtensor (slices and int arrays)."""
+    host_when = ('an index that is neither an integer array, a boolean mask nor a constant '
+                 'slice; a 0-d boolean index (it adds an axis)')
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -277,6 +281,7 @@ class PermuteRowsImpl(DeviceImpl):
     the output's index along d (0 where x has length 1 there). Negative entries of y count
     from the end of the row and out-of-range ones raise IndexError, as numpy's ``x[y]`` in
     Theano's perform."""
+    host_when = 'the inverse permutation (a scatter whose order decides duplicates)'
 
     def describe(self):
         return 'gather kernel (%s)' % self.node.op
@@ -296,6 +301,7 @@ class PermuteRowsImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.PermuteRowElements)
+@implemented_by(PermuteRowsImpl)
 def _permute_rows(op, node, dev):
     inverse = node.inputs[2]
     if not (isinstance(inverse, Constant) and int(inverse.data) == 0):
@@ -310,6 +316,7 @@ class ChooseImpl(DeviceImpl):
     [0, len(choices)), as numpy; wrap: modulo; clip: clamped) in an elementwise launch,
     then the gather ``choices[a', I_0, ..., I_{n-1}]`` (I_d the output's index along d, 0
     where choices has length 1 there)."""
+    host_when = 'choices given as a typed list'
 
     def describe(self):
         return 'gather kernel (%s)' % self.node.op
@@ -341,6 +348,7 @@ class ChooseImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Choose)
+@implemented_by(ChooseImpl)
 def _choose(op, node, dev):
     if not isinstance(node.inputs[1].type, TensorType):
         raise NoDeviceImplementation('choices given as a typed list have no device kernel')
@@ -349,6 +357,7 @@ def _choose(op, node, dev):
 
 class ScatterImpl(DeviceImpl):
     """AdvancedIncSubtensor1 and AdvancedIncSubtensor (set or inc)."""
+    host_when = GatherImpl.host_when
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -449,6 +458,7 @@ class NonzeroImpl(DeviceImpl):
 
 
 @ocl_impl.register(tbasic.Nonzero)
+@implemented_by(NonzeroImpl)
 def _nonzero(op, node, dev):
     return NonzeroImpl(node, dev)
 
@@ -470,6 +480,7 @@ def _check_indices(node, first):
 @ocl_impl.register(tsub.AdvancedSubtensor1)
 @ocl_impl.register(tsub.AdvancedSubtensor)
 @ocl_impl.register(tsub.AdvancedBooleanSubtensor)
+@implemented_by(GatherImpl)
 def _gather(op, node, dev):
     _check_indices(node, 1)
     return GatherImpl(node, dev)
@@ -478,6 +489,7 @@ def _gather(op, node, dev):
 @ocl_impl.register(tsub.AdvancedIncSubtensor1)
 @ocl_impl.register(tsub.AdvancedIncSubtensor)
 @ocl_impl.register(tsub.AdvancedBooleanIncSubtensor)
+@implemented_by(ScatterImpl)
 def _scatter(op, node, dev):
     _check_indices(node, 2)
     return ScatterImpl(node, dev)
