@@ -371,7 +371,7 @@ def fuse_producers(prog, tasks, need_host, update_sources):
         if task.kind != 'dev':
             continue
         destroyed_here = destroyed[c][0]
-        for j in getattr(task.impl, 'fusable_inputs', ()):
+        for j in task.impl.fusable_inputs:
             v = task.node.inputs[j]
             if v.owner is None or j in destroyed_here or j in task.host_inputs:
                 continue
@@ -444,7 +444,7 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
                 continue
             p = tasks[pos[v.owner]]
             if p.kind != 'dev' or p.fused_into is not None or \
-                    not getattr(p.impl, 'takes_epilogue', False):
+                    not p.impl.takes_epilogue:
                 continue
             if v in prog.keep_vars or v in need_host or v in update_sources or \
                     list(v.clients) != [(task.node, j)] or len(p.node.outputs) != 1:

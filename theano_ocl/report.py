@@ -23,7 +23,7 @@ def placements(f):
         if task.kind == 'dev':
             desc = task.impl.describe()
             if task.fused_into is not None:
-                if getattr(task.impl, 'takes_epilogue', False):
+                if task.impl.takes_epilogue:
                     desc = ('%s, planned at %s, whose output its kernel computes (epilogue; '
                             'small products only)' % (desc, task.fused_into.node.op))
                 else:
