@@ -67,7 +67,10 @@ def test_alternating_branches_shapes_and_dtypes(dtype):
     outs = ifelse(c, then, other)
     xv, yv = rand((N,), dtype), rand((N,), dtype, np.random.RandomState(1))
     calls = [(xv, yv, cv) for cv in (1, 0, 1, 0, 7, -2, 0)]
-    _run_both([x, y, c], outs + [outs[0].sum()], calls, device_nodes=('Elemwise',))
+    _, f_o = _run_both([x, y, c], outs + [outs[0].sum()], calls, device_nodes=('Elemwise',))
+    # one key, each branch planned once: the flips run the other branch's alternate frame
+    assert len(f_o.fn.frames) == 1 and f_o.fn.replans == 1, (f_o.fn.frames, f_o.fn.replans)
+    assert [len(fr.alternates) for fr in f_o.fn.frames.values()] == [1]
 
 
 def test_condition_computed_on_device_and_on_host():
@@ -79,7 +82,10 @@ def test_condition_computed_on_device_and_on_host():
     b = ifelse(T.gt(x.shape[0], N), x[:N] * 3, T.concatenate([x, x])[::2] - 1)
     xv = rand((N + 2,), 'float64')
     calls = [(xv, -1e9), (xv, 1e9), (xv[:N], -1e9), (xv[:N], 1e9), (xv, 1e9)]
-    _run_both([x, thr], [a, b], calls, device_nodes=('Sum', 'Join'))
+    _, f_o = _run_both([x, thr], [a, b], calls, device_nodes=('Sum', 'Join'))
+    # two keys (the shapes decide b's branch), each planned once per outcome of a's
+    # device condition: the last call, back to the first shape, plans nothing
+    assert len(f_o.fn.frames) == 2 and f_o.fn.replans == 2, (f_o.fn.frames, f_o.fn.replans)
 
 
 def test_untaken_branch_never_runs():

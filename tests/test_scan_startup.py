@@ -130,7 +130,9 @@ def test_empty_compiledir_theano_then_theano_ocl(tmp_path, compiledir):
 def test_linker_flag_without_importing_theano_ocl(tmp_path, compiledir):
     """An unchanged script under THEANO_FLAGS=linker=ocl: the .pth hook alone suffices."""
     p = _run_modes(tmp_path, _flags(base_compiledir=compiledir, linker='ocl'), [''])
-    _check(p.stdout, p.stderr, 1, linker='OCLLinker')
+    res = _check(p.stdout, p.stderr, 1)
+    # the default mode linked the scan function with theano_ocl's linker: the flag worked
+    assert [run['linker'] for run in res['runs']] == ['OCLLinker'], res['runs']
 
 
 @pytest.mark.skipif(shutil.which('g++') is None,
