@@ -54,12 +54,17 @@ def test_kernel_build_failure_shows_numbered_source_and_log():
     assert 'build log' in msg and 'undefined_name' in msg.split('build log')[1]
 
 
-def test_out_of_memory_is_a_memory_error_and_function_survives(monkeypatch):
+def _doubling_after_one_call():
+    """f(x) = 2 x updating a counter vector s, called once (s = 1): (f, s, device)."""
     x = T.fvector('x')
     s = theano.shared(np.zeros(4, 'f4'), 's')
     f = theano.function([x], x * 2, updates={s: s + 1}, mode=ocl())
-    dev = f.fn.dev
     f(np.ones(16, 'f4'))
+    return f, s, f.fn.dev
+
+
+def test_out_of_memory_is_a_memory_error_and_function_survives(monkeypatch):
+    f, s, dev = _doubling_after_one_call()
     # the device's memory is full: a MemoryError naming the sizes, nothing committed
     monkeypatch.setattr(dev, 'memory_limit', dev.pool.active_bytes + 1000)
     with pytest.raises(MemoryError) as e:
@@ -73,11 +78,7 @@ def test_out_of_memory_is_a_memory_error_and_function_survives(monkeypatch):
 
 def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
     # Theano C computes it: so does theano_ocl, on the host, with a warning
-    x = T.fvector('x')
-    s = theano.shared(np.zeros(4, 'f4'), 's')
-    f = theano.function([x], x * 2, updates={s: s + 1}, mode=ocl())
-    dev = f.fn.dev
-    f(np.ones(16, 'f4'))
+    f, s, dev = _doubling_after_one_call()
     monkeypatch.setattr(dev, 'max_alloc', 1000)
     with pytest.warns(RuntimeWarning, match='largest allocation'):
         out = f(np.ones(100000, 'f4'))
