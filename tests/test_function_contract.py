@@ -242,9 +242,9 @@ def test_hot_tiny_calls_never_overwrite_returned_arrays():
 
 def test_hot_commits_run_as_one_batched_copy():
     """Once a frame is hot, its update copies into shared variables run as one batched
-    launch (vm.CommitPlan); values, coherence flags, set_value and failed calls behave as
+    launch (planner.CommitPlan); values, coherence flags, set_value and failed calls behave as
     before."""
-    from theano_ocl.vm import CommitPlan
+    from theano_ocl.planner import CommitPlan
 
     def build(mode):
         rng = np.random.RandomState(4)

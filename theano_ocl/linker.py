@@ -35,9 +35,33 @@ from .ops.base import DEVICE_DTYPES
 from .ops.registry import ocl_impl
 from .runtime import settings
 from . import shared as shared_mod
-from .vm import OCLFunction, Task
+from .vm import OCLFunction
 
 DTYPES = DEVICE_DTYPES
+
+
+class Task(object):
+    """Link-time decision for one Apply node: where it runs and how its values move.
+
+    kind: 'dev' (a device implementation), 'host' (Theano's own thunk: a fallback,
+    or cheap shape arithmetic), 'shape' (Shape/Shape_i read off device arrays).
+    """
+
+    def __init__(self, node, kind, impl=None, thunk=None, reason=None, meta=False):
+        self.node = node
+        self.kind = kind
+        self.impl = impl
+        self.thunk = thunk
+        self.reason = reason
+        self.meta = meta                # host task doing shape arithmetic, not a fallback
+        self.host_inputs = frozenset(getattr(impl, 'host_inputs', ())) if impl is not None else frozenset()
+        self.download_outputs = []      # output vars a later host consumer needs
+        self.upload_outputs = []        # output vars (of host tasks) needed on the device
+        self.release = []               # device vars whose last use is this task
+        self.replay = True              # False: its result is decided by the frame key
+        self.fused_into = None          # the consumer task that computes this node's output
+        self.fused = {}                 # input index -> producer task folded into this one
+        self.regions = ()               # (IfElse task, branch) it runs for (lazy_branches)
 
 
 class Program(object):

@@ -40,7 +40,7 @@ from . import kernels
 from .ops import elemwise as ew
 from .ops import gemm_small
 from .ops.base import launch_geometry
-from .runtime import plans, settings
+from .runtime import plans, settings, steps
 
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
@@ -401,3 +401,74 @@ def plan_steps(steps, dev, queue, min_group=2, cpu_group=None):
             fns.append(_make_batch(dev, queue, chunk, holds, bound, None, cpu_group))
             after += 1
     return BatchedPlan(fns, before, after, bound, holds)
+
+
+# --------------------------------------------------------------------------- commits
+def commit_copy_step(vm, prepare):
+    """A frame commit as a planner step when it is a plain device copy into a resident
+    shared variable whose placement is as planned (a ``plans.Copy``, or a host step that
+    does nothing when the value was computed in place); else None."""
+    res, d = getattr(prepare, 'resident', (None, None))
+    dst = res.darr if res is not None else None
+    if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
+            or not d.is_c_contiguous():
+        return None
+    if d.root is dst.root and d.offset == dst.offset:
+        return plans.HostStep(steps.nothing, -1, reads=(), writes=())
+    cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
+
+    def run():
+        return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
+                               src_offset=d.boff, dst_offset=dst.boff)
+    return plans.Copy(run, -1, dst, d)
+
+
+class CommitPlan(object):
+    """A frame's commits with the device copies into residents batched (planner.py; 12
+    copies of an MLP step -> 1 launch on a GPU) and the residents' coherence flags set as
+    ``Resident.prepare_device_commit``'s action would; the other commits (host values,
+    downloads) stay prepare -> action pairs.
+
+    On CPU devices copies over ``CPU_BATCH_MAX_BYTES`` stay the driver's own copies (a
+    memcpy; through the batched kernel the MLP step's 14 MB of commits cost 2 ms more)."""
+    CPU_BATCH_MAX_BYTES = 1 << 16
+
+    def __init__(self, vm, frame):
+        self.marks = []
+        self.prepares = []
+        small, big = [], []
+        for prepare in frame.commits:
+            step = commit_copy_step(vm, prepare)
+            if step is None:
+                self.prepares.append(prepare)
+                continue
+            res, d = prepare.resident
+            self.marks.append((res, res.darr))
+            if vm.dev.is_cpu and step.kind == 'copy' and d.nbytes > self.CPU_BATCH_MAX_BYTES:
+                big.append(plans.Copy(step.fn, -1, step.dst, step.src, merge=False))
+            else:
+                small.append(step)
+        # the commits are independent (sources overlapping a destination were staged)
+        from . import planner
+        self.plan = planner.plan_steps(small + big, vm.dev, vm.queue,
+                                       cpu_group=vm.settings.cpu_group)
+        self.copies = list(self.plan.fns) + [self._mark]
+
+    def pays(self):
+        return self.plan.n_launches_after < self.plan.n_launches_before
+
+    def valid(self):
+        for res, darr in self.marks:
+            if res.darr is not darr:      # re-placed (set_value of another shape, device)
+                return False
+        return self.plan.valid()
+
+    def actions(self):
+        """This call's commit actions: the other commits' reads first (they may fail)."""
+        if not self.prepares:
+            return self.copies
+        return self.copies + [prepare() for prepare in self.prepares]
+
+    def _mark(self):
+        for res, _ in self.marks:
+            res.mark_device_newer()

@@ -34,7 +34,8 @@ from . import planner
 from .darray import DArray, Root
 from .device import get_device, NoOpenCLPlatform
 from .runtime import commit, faults
-from .vm import CommitPlan, Replan, bind_site
+from .planner import CommitPlan
+from .runtime.context import Replan, bind_site
 
 
 class SimulatorError(ValueError):

@@ -31,7 +31,7 @@ from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults, plans
+from .runtime import commit, faults, steps
 from .runtime.context import (BranchFlip, Frame, PlanContext, Replan, RunOnHost,  # noqa: F401
                               bind_site, family)
 from .runtime.host_tier import HostTier
@@ -41,31 +41,6 @@ from .runtime.settings import Settings, active
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
 MAX_CACHED_FRAME_BYTES = 256 << 20
-
-class Task(object):
-    """Link-time decision for one Apply node: where it runs and how its values move.
-
-    kind: 'dev' (a device implementation), 'host' (Theano's own thunk: a fallback,
-    or cheap shape arithmetic), 'shape' (Shape/Shape_i read off device arrays).
-    """
-
-    def __init__(self, node, kind, impl=None, thunk=None, reason=None, meta=False):
-        self.node = node
-        self.kind = kind
-        self.impl = impl
-        self.thunk = thunk
-        self.reason = reason
-        self.meta = meta                # host task doing shape arithmetic, not a fallback
-        self.host_inputs = frozenset(getattr(impl, 'host_inputs', ())) if impl is not None else frozenset()
-        self.download_outputs = []      # output vars a later host consumer needs
-        self.upload_outputs = []        # output vars (of host tasks) needed on the device
-        self.release = []               # device vars whose last use is this task
-        self.replay = True              # False: its result is decided by the frame key
-        self.fused_into = None          # the consumer task that computes this node's output
-        self.fused = {}                 # input index -> producer task folded into this one
-        self.regions = ()               # (IfElse task, branch) it runs for (lazy_branches)
-
-
 
 def _arrays_match(arrays):
     """True when every (cell, shape) pair holds an ndarray of that shape."""
@@ -109,7 +84,7 @@ class OCLFunction(object):
         self.output_mode = output_mode
         self.storage_map = program.storage_map
         self.nodes = [t.node for t in program.tasks]
-        self.thunks = [t.thunk if t.thunk is not None else _NodeThunk(t, program.storage_map)
+        self.thunks = [t.thunk if t.thunk is not None else steps.NodeThunk(t, program.storage_map)
                        for t in program.tasks]
         self.position_of_error = -1
         self.frames = collections.OrderedDict()
@@ -182,15 +157,7 @@ class OCLFunction(object):
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
                     return self._run_in_thread()
-                try:
-                    self._run_steps(frame)
-                except BranchFlip:
-                    frame = self._other_branch(frame)
-                except Replan:
-                    key = frame.key
-                    self._drop(key)
-                    self.replans += 1
-                    frame = self._plan(key)
+                frame = self._run_or_replan(frame, self._run_steps)
             else:
                 self._hot = None      # set again once this call's frame has run
                 key = self._key()
@@ -202,14 +169,7 @@ class OCLFunction(object):
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
                         return self._run_in_thread()
-                    try:
-                        self._replay(frame)
-                    except BranchFlip:
-                        frame = self._other_branch(frame)
-                    except Replan:
-                        self._drop(key)
-                        self.replans += 1
-                        frame = None
+                    frame = self._run_or_replan(frame, self._replay)
                 if frame is None:
                     frame = self._plan(key)
                 guard = frame.guard
@@ -249,6 +209,19 @@ class OCLFunction(object):
         if self.profiler is not None:            # profile hook (profiling.py)
             self.profiler.end_call()
         return outputs
+
+    def _run_or_replan(self, frame, run):
+        """``run(frame)``; the frame that ran: ``frame``, another IfElse branch's frame of
+        its key (``BranchFlip``), or a new plan of its key (``Replan``: an assumption broke)."""
+        try:
+            run(frame)
+            return frame
+        except BranchFlip:
+            return self._other_branch(frame)
+        except Replan:
+            self._drop(frame.key)
+            self.replans += 1
+            return self._plan(frame.key)
 
     def _commit(self, frame):
         """Apply the frame's updates (after its outputs were fetched and checks passed),
@@ -469,7 +442,8 @@ class OCLFunction(object):
     def _commit_plan(self, frame):
         """The frame's commits as a CommitPlan when batching merges some of its copies,
         else False."""
-        plan = CommitPlan(self, frame)
+        from . import planner      # (imports the op families, hence theano)
+        plan = planner.CommitPlan(self, frame)
         return plan if plan.pays() else False
 
     @_planning
@@ -606,7 +580,7 @@ class OCLFunction(object):
             cell = self.program.storage_map[cond]
             branch = taken[x_task] = branch_taken(cell[0])
             if not isinstance(cond, Constant) and cond not in self.program.key_determined:
-                ctx.host_step(_branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
+                ctx.host_step(steps.branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
                 self._run_new(ctx.frame, ctx)
         return branch
 
@@ -687,7 +661,7 @@ class OCLFunction(object):
                 frame.root_to_input[id(d.root)] = i
                 self._set_dval(dvals, live, var, d)
                 if i in prog.host_read_inputs:
-                    ctx.host_step(_sync_host_step(res), 'download', reads=(d,), writes=())
+                    ctx.host_step(steps.sync_host_step(res), 'download', reads=(d,), writes=())
             elif kind == 'dev':
                 v = cell[0]
                 if v is None:
@@ -697,12 +671,12 @@ class OCLFunction(object):
                     frame.input_roots[i] = d.root
                     frame.root_to_input[id(d.root)] = i
                     if i in prog.host_read_inputs:
-                        ctx.host_step(_host_copy_of_device_input(self, cell), 'download',
+                        ctx.host_step(steps.host_copy_of_device_input(self, cell), 'download',
                                       reads=(d,), writes=())
                 else:
                     d = ctx.alloc(np.shape(v), var.type.dtype)
                     frame.input_roots[i] = d.root
-                    ctx.host_step(_upload_input_step(self.dev, self.queue, d, cell), 'upload',
+                    ctx.host_step(steps.upload_input_step(self.dev, self.queue, d, cell), 'upload',
                                   reads=(), writes=(d,))
                 self._set_dval(dvals, live, var, d)
         for var, d in self.const_dvals.items():
@@ -722,7 +696,7 @@ class OCLFunction(object):
                 value = prog.storage_map[var][0]
                 ins.append(value)
                 if var.owner is not None and var not in prog.key_determined and j != branch:
-                    ctx.host_step(_guard_host_value(prog.storage_map[var], value, var), 'guard',
+                    ctx.host_step(steps.guard_host_value(prog.storage_map[var], value, var), 'guard',
                                   reads=(), writes=())
             elif branch is not None:
                 ins.append(dvals.get(var))     # None: of the branch not taken (_decide)
@@ -788,7 +762,7 @@ class OCLFunction(object):
         for var in task.upload_outputs:
             value = storage_map[var][0]
             d = ctx.alloc(np.shape(value), var.type.dtype)
-            ctx.host_step(_upload_guarded_step(self.dev, self.queue, d, storage_map[var], var),
+            ctx.host_step(steps.upload_guarded_step(self.dev, self.queue, d, storage_map[var], var),
                           'upload', reads=(), writes=(d,))
             self._set_dval(dvals, live, var, d)
         self._run_new(ctx.frame, ctx)
@@ -809,25 +783,25 @@ class OCLFunction(object):
         donated = set()
         for j, var in enumerate(prog.fgraph.outputs):
             if j in prog.update_outputs:
-                fetchers.append(_none)
+                fetchers.append(steps.none)
                 continue
             d = dvals.get(var)
             cell = prog.storage_map[var]
             if d is None:
-                fetchers.append(_host_value(cell, prog.residents.get(prog.input_index.get(var)), self))
+                fetchers.append(steps.host_value(cell, prog.residents.get(prog.input_index.get(var)), self))
                 continue
             if self.output_mode == 'device':
                 donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
                           and id(d.root) not in donated)
                 donated.add(id(d.root))
-                fetchers.append(_donate_output(self, frame, d) if donate
-                                else _device_output(self, ctx, d))
+                fetchers.append(steps.donate_output(self, frame, d) if donate
+                                else steps.device_output(self, ctx, d))
             else:
-                fetchers.append(_host_output(self.dev, self.queue, ctx.contiguous(d)))
+                fetchers.append(steps.host_output(self.dev, self.queue, ctx.contiguous(d)))
         for i, var in prog.write_back:
             d = dvals.get(var)
             src = ctx.contiguous(d) if d is not None else None
-            ctx.host_step(_write_back_step(self.dev, self.queue, src, prog.storage_map[var],
+            ctx.host_step(steps.write_back_step(self.dev, self.queue, src, prog.storage_map[var],
                                            prog.input_cells[i]), 'download',
                           reads=() if src is None else (src,), writes=())
         self._run_new(frame, ctx)
@@ -855,19 +829,19 @@ class OCLFunction(object):
                         ctx.copy(tmp, d)
                         d = tmp
                     d = ctx.contiguous(d)
-                    pending.append(_commit_host_from_device(self.dev, self.queue, d, cell))
+                    pending.append(steps.commit_host_from_device(self.dev, self.queue, d, cell))
                 else:
-                    pending.append(_commit_host(cell, prog.storage_map[var]))
+                    pending.append(steps.commit_host(cell, prog.storage_map[var]))
                 continue
             res = prog.residents[i]
             if d is None:
-                pending.append(_commit_resident_from_host(res, self.dev, self.queue, prog.storage_map[var]))
+                pending.append(steps.commit_resident_from_host(res, self.dev, self.queue, prog.storage_map[var]))
                 continue
             if id(d.root) in dests or not d.is_c_contiguous():
                 tmp = ctx.alloc(d.shape, d.dtype)
                 ctx.copy(tmp, d)
                 d = tmp
-            pending.append(_commit_resident(res, self.dev, self.queue, d))
+            pending.append(steps.commit_resident(res, self.dev, self.queue, d))
         # staging copies run with the steps; commits run after outputs were fetched
         for step in ctx.new_steps:
             frame.steps.append(step)
@@ -904,286 +878,6 @@ class OCLFunction(object):
             self.dev.trim()
         except Exception:       # pragma: no cover - interpreter shutdown
             pass
-
-
-class _NodeThunk(object):
-    """What Theano's error reporting expects of a thunk, for device-run nodes."""
-
-    def __init__(self, task, storage_map):
-        self.task = task
-        self.inputs = [storage_map[v] for v in task.node.inputs]
-        self.outputs = [storage_map[v] for v in task.node.outputs]
-
-    def __call__(self):  # pragma: no cover - never called; the VM runs device nodes
-        raise RuntimeError('device node %s is run by the theano_ocl VM' % (self.task.node,))
-
-
-def _none():
-    return None
-
-
-
-
-def _same_value(a, b):
-    if a is b:
-        return True
-    try:
-        a = np.asarray(a)
-        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
-    except Exception:
-        return False
-
-
-def _guard_host_value(cell, planned, var):
-    planned = np.array(planned, copy=True)
-
-    def run():
-        if not _same_value(cell[0], planned):
-            raise Replan(var)
-    return run
-
-
-def _branch_guard(cell, branch, var):
-    from .ops.basic import branch_taken
-
-    def run():
-        if branch_taken(cell[0]) != branch:
-            raise BranchFlip(var)
-    return run
-
-
-def _upload_input_step(dev, queue, d, cell):
-    # the caller's array: the call waits for the copy before it returns (dev.pending_uploads,
-    # settled at the end of every call), so the caller may change the array right after --
-    # a call returning device arrays does not otherwise wait for anything
-    def run():
-        ev = upload(dev, queue, d, cell[0])
-        if ev is not None:
-            dev.pending_upload(ev)
-    return run
-
-
-def _upload_guarded_step(dev, queue, d, cell, var):
-    shape = d.shape
-
-    def run():
-        v = cell[0]
-        if np.shape(v) != shape:
-            raise Replan(var)
-        # a host node's output: its thunk may write the next value into the same array
-        # (Theano's C code reuses output storage) while this copy is still queued, so the
-        # copy reads a snapshot
-        upload(dev, queue, d, np.array(v, order='C'))
-    return run
-
-
-def _sync_host_step(res):
-    def run():
-        res.sync_to_host()
-    return run
-
-
-def _host_copy_of_device_input(vm, cell):
-    def run():
-        v = cell[0]
-        if da.is_device_array(v):
-            cell[0] = v.get(queue=vm.queue)
-    return run
-
-
-def _write_back_step(dev, queue, d, value_cell, input_cell):
-    """Copy an input's destroyed value (device DArray ``d``, or the host value in
-    ``value_cell``) into the caller's array, as Theano's in-place ops leave it."""
-    def run():
-        host = input_cell[0]
-        if not isinstance(host, np.ndarray) or not host.flags.writeable:
-            return
-        if d is not None:
-            if host.shape != d.shape or host.dtype != d.dtype:
-                return
-            if host.flags.c_contiguous:
-                download(dev, queue, d, host)
-            else:
-                host[...] = download(dev, queue, d)
-        else:
-            value = value_cell[0]
-            if value is not None and value is not host and np.shape(value) == host.shape:
-                host[...] = value
-    return run
-
-
-def _host_value(cell, res, vm):
-    def run():
-        if res is not None:
-            res.sync_to_host()
-        return cell[0]
-    return run
-
-
-def _host_output(dev, queue, d):
-    def run():
-        return download(dev, queue, d)
-    return run
-
-
-def _donate_output(vm, frame, d):
-    """Hand the frame's output buffer to the caller and give the frame a fresh one.
-
-    Cheaper than a copy: one pooled allocation and a re-bind of the kernel arguments
-    that referred to the buffer.
-    """
-    dev, queue = vm.dev, vm.queue
-    root = d.root
-    make = da.array_factory(queue, d.shape, d.dtype)
-    sites = frame.root_sites[id(root)]
-    allocate = dev.pool.allocate
-
-    def run():
-        out = make(root.buf, root.origin)
-        moved = root.origin
-        nbytes = root.nbytes
-        try:
-            # the pool directly: this size was allocated (and checked) when planning
-            buf = allocate(nbytes)
-        except Exception:
-            buf = dev.alloc(nbytes)     # frees held blocks and retries; else MemoryError
-        root.move(buf)
-        if moved:
-            for site in sites:
-                bind_site(site, root)
-        else:
-            # same origin (0): only the buffer argument changes (a set_arg costs ~4 us on PoCL)
-            buf = root.buf
-            for site in sites:
-                site[0].set_arg(site[1], buf)
-        return out
-    return run
-
-
-def _device_output(vm, ctx, d):
-    """Outputs kept on the device get a fresh buffer per call: the frame's buffers are reused."""
-    dev, queue = vm.dev, vm.queue
-    shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
-    contiguous = d.is_c_contiguous()
-    make = da.array_factory(queue, shape, dtype)
-
-    def run():
-        buf = dev.alloc(nbytes)
-        out = make(buf)
-        if nbytes:
-            if contiguous:
-                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.boff)
-            else:
-                family('strided_copy_now')(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
-        return out
-    return run
-
-
-def _commit_host(cell, value_cell):
-    def prepare():
-        value = value_cell[0]
-
-        def apply():
-            cell[0] = value
-        return apply
-    return prepare
-
-
-def _commit_host_from_device(dev, queue, d, cell):
-    def prepare():
-        value = download(dev, queue, d)
-
-        def apply():
-            cell[0] = value
-        return apply
-    return prepare
-
-
-def _commit_resident(res, dev, queue, d):
-    def prepare():
-        return res.prepare_device_commit(dev, queue, d)
-    prepare.resident = (res, d)
-    return prepare
-
-
-def _nothing():
-    return None
-
-
-def commit_copy_step(vm, prepare):
-    """A frame commit as a planner step when it is a plain device copy into a resident
-    shared variable whose placement is as planned (a ``plans.Copy``, or a host step that
-    does nothing when the value was computed in place); else None."""
-    res, d = getattr(prepare, 'resident', (None, None))
-    dst = res.darr if res is not None else None
-    if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
-            or not d.is_c_contiguous():
-        return None
-    if d.root is dst.root and d.offset == dst.offset:
-        return plans.HostStep(_nothing, -1, reads=(), writes=())
-    cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
-
-    def run():
-        return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
-                               src_offset=d.boff, dst_offset=dst.boff)
-    return plans.Copy(run, -1, dst, d)
-
-
-class CommitPlan(object):
-    """A frame's commits with the device copies into residents batched (planner.py; 12
-    copies of an MLP step -> 1 launch on a GPU) and the residents' coherence flags set as
-    ``Resident.prepare_device_commit``'s action would; the other commits (host values,
-    downloads) stay prepare -> action pairs.
-
-    On CPU devices copies over ``CPU_BATCH_MAX_BYTES`` stay the driver's own copies (a
-    memcpy; through the batched kernel the MLP step's 14 MB of commits cost 2 ms more)."""
-    CPU_BATCH_MAX_BYTES = 1 << 16
-
-    def __init__(self, vm, frame):
-        self.marks = []
-        self.prepares = []
-        small, big = [], []
-        for prepare in frame.commits:
-            step = commit_copy_step(vm, prepare)
-            if step is None:
-                self.prepares.append(prepare)
-                continue
-            res, d = prepare.resident
-            self.marks.append((res, res.darr))
-            if vm.dev.is_cpu and step.kind == 'copy' and d.nbytes > self.CPU_BATCH_MAX_BYTES:
-                big.append(plans.Copy(step.fn, -1, step.dst, step.src, merge=False))
-            else:
-                small.append(step)
-        # the commits are independent (sources overlapping a destination were staged)
-        from . import planner
-        self.plan = planner.plan_steps(small + big, vm.dev, vm.queue,
-                                       cpu_group=vm.settings.cpu_group)
-        self.copies = list(self.plan.fns) + [self._mark]
-
-    def pays(self):
-        return self.plan.n_launches_after < self.plan.n_launches_before
-
-    def valid(self):
-        for res, darr in self.marks:
-            if res.darr is not darr:      # re-placed (set_value of another shape, device)
-                return False
-        return self.plan.valid()
-
-    def actions(self):
-        """This call's commit actions: the other commits' reads first (they may fail)."""
-        if not self.prepares:
-            return self.copies
-        return self.copies + [prepare() for prepare in self.prepares]
-
-    def _mark(self):
-        for res, _ in self.marks:
-            res.mark_device_newer()
-
-
-def _commit_resident_from_host(res, dev, queue, value_cell):
-    def prepare():
-        return res.prepare_host_commit(value_cell[0])
-    return prepare
 
 
 _startup.register_deferred(__name__)    # when importing this module deferred registration

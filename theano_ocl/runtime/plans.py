@@ -17,7 +17,7 @@ order; nothing else looks inside a plan's callable.
 ``Check``    reads a device error flag after the call, before its updates commit
 ===========  =====================================================================
 
-Commits are not plans of a frame's step list: ``vm.CommitPlan`` and ``runtime.commit``
+Commits are not plans of a frame's step list: ``planner.CommitPlan`` and ``runtime.commit``
 apply them, all or nothing, once every step and check succeeded.
 """
 from ..darray import DArray

@@ -1,0 +1,219 @@
+"""What the executor records around the op families' plans: the uploads of a call's inputs,
+the guards on host values, the fetchers of its outputs and the prepare steps of its commits
+(``vm.OCLFunction`` plans them into each frame; ``runtime.commit`` applies the commits)."""
+import numpy as np
+
+from .. import darray as da
+from ..darray import DArray, Root
+from .context import BranchFlip, Replan, bind_site, family
+from .memory import download, upload
+
+
+class NodeThunk(object):
+    """What Theano's error reporting expects of a thunk, for device-run nodes."""
+
+    def __init__(self, task, storage_map):
+        self.task = task
+        self.inputs = [storage_map[v] for v in task.node.inputs]
+        self.outputs = [storage_map[v] for v in task.node.outputs]
+
+    def __call__(self):  # pragma: no cover - never called; the VM runs device nodes
+        raise RuntimeError('device node %s is run by the theano_ocl VM' % (self.task.node,))
+
+
+def none():
+    return None
+
+
+
+
+def same_value(a, b):
+    if a is b:
+        return True
+    try:
+        a = np.asarray(a)
+        return a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+    except Exception:
+        return False
+
+
+def guard_host_value(cell, planned, var):
+    planned = np.array(planned, copy=True)
+
+    def run():
+        if not same_value(cell[0], planned):
+            raise Replan(var)
+    return run
+
+
+def branch_guard(cell, branch, var):
+    from ..ops.basic import branch_taken
+
+    def run():
+        if branch_taken(cell[0]) != branch:
+            raise BranchFlip(var)
+    return run
+
+
+def upload_input_step(dev, queue, d, cell):
+    # the caller's array: the call waits for the copy before it returns (dev.pending_uploads,
+    # settled at the end of every call), so the caller may change the array right after --
+    # a call returning device arrays does not otherwise wait for anything
+    def run():
+        ev = upload(dev, queue, d, cell[0])
+        if ev is not None:
+            dev.pending_upload(ev)
+    return run
+
+
+def upload_guarded_step(dev, queue, d, cell, var):
+    shape = d.shape
+
+    def run():
+        v = cell[0]
+        if np.shape(v) != shape:
+            raise Replan(var)
+        # a host node's output: its thunk may write the next value into the same array
+        # (Theano's C code reuses output storage) while this copy is still queued, so the
+        # copy reads a snapshot
+        upload(dev, queue, d, np.array(v, order='C'))
+    return run
+
+
+def sync_host_step(res):
+    def run():
+        res.sync_to_host()
+    return run
+
+
+def host_copy_of_device_input(vm, cell):
+    def run():
+        v = cell[0]
+        if da.is_device_array(v):
+            cell[0] = v.get(queue=vm.queue)
+    return run
+
+
+def write_back_step(dev, queue, d, value_cell, input_cell):
+    """Copy an input's destroyed value (device DArray ``d``, or the host value in
+    ``value_cell``) into the caller's array, as Theano's in-place ops leave it."""
+    def run():
+        host = input_cell[0]
+        if not isinstance(host, np.ndarray) or not host.flags.writeable:
+            return
+        if d is not None:
+            if host.shape != d.shape or host.dtype != d.dtype:
+                return
+            if host.flags.c_contiguous:
+                download(dev, queue, d, host)
+            else:
+                host[...] = download(dev, queue, d)
+        else:
+            value = value_cell[0]
+            if value is not None and value is not host and np.shape(value) == host.shape:
+                host[...] = value
+    return run
+
+
+def host_value(cell, res, vm):
+    def run():
+        if res is not None:
+            res.sync_to_host()
+        return cell[0]
+    return run
+
+
+def host_output(dev, queue, d):
+    def run():
+        return download(dev, queue, d)
+    return run
+
+
+def donate_output(vm, frame, d):
+    """Hand the frame's output buffer to the caller and give the frame a fresh one.
+
+    Cheaper than a copy: one pooled allocation and a re-bind of the kernel arguments
+    that referred to the buffer.
+    """
+    dev, queue = vm.dev, vm.queue
+    root = d.root
+    make = da.array_factory(queue, d.shape, d.dtype)
+    sites = frame.root_sites[id(root)]
+    allocate = dev.pool.allocate
+
+    def run():
+        out = make(root.buf, root.origin)
+        moved = root.origin
+        nbytes = root.nbytes
+        try:
+            # the pool directly: this size was allocated (and checked) when planning
+            buf = allocate(nbytes)
+        except Exception:
+            buf = dev.alloc(nbytes)     # frees held blocks and retries; else MemoryError
+        root.move(buf)
+        if moved:
+            for site in sites:
+                bind_site(site, root)
+        else:
+            # same origin (0): only the buffer argument changes (a set_arg costs ~4 us on PoCL)
+            buf = root.buf
+            for site in sites:
+                site[0].set_arg(site[1], buf)
+        return out
+    return run
+
+
+def device_output(vm, ctx, d):
+    """Outputs kept on the device get a fresh buffer per call: the frame's buffers are reused."""
+    dev, queue = vm.dev, vm.queue
+    shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
+    contiguous = d.is_c_contiguous()
+    make = da.array_factory(queue, shape, dtype)
+
+    def run():
+        buf = dev.alloc(nbytes)
+        out = make(buf)
+        if nbytes:
+            if contiguous:
+                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.boff)
+            else:
+                family('strided_copy_now')(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
+        return out
+    return run
+
+
+def commit_host(cell, value_cell):
+    def prepare():
+        value = value_cell[0]
+
+        def apply():
+            cell[0] = value
+        return apply
+    return prepare
+
+
+def commit_host_from_device(dev, queue, d, cell):
+    def prepare():
+        value = download(dev, queue, d)
+
+        def apply():
+            cell[0] = value
+        return apply
+    return prepare
+
+
+def commit_resident(res, dev, queue, d):
+    def prepare():
+        return res.prepare_device_commit(dev, queue, d)
+    prepare.resident = (res, d)
+    return prepare
+
+
+def nothing():
+    return None
+
+
+def commit_resident_from_host(res, dev, queue, value_cell):
+    def prepare():
+        return res.prepare_host_commit(value_cell[0])
+    return prepare
