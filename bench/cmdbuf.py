@@ -102,7 +102,7 @@ def main():
     main_ = sim._main
     vm = main_.vm
     frame = vm.last_frame
-    fns, commits, info = main_._plans_for(frame, True)
+    fns, commits, info = vm.executor.plans_for(frame, True)
     queue = vm.queue
     cb = CommandBuffer(dev, queue)
     for fn in list(fns) + list(commits):

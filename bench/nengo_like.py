@@ -113,7 +113,7 @@ def detail(sim, reps=20):
     """Each launch of the batched step plan alone: enqueue + finish, median microseconds."""
     import statistics
     main = sim._main
-    fns, commits, info = main._plans_for(main.vm.last_frame, True)
+    fns, commits, info = main.vm.executor.plans_for(main.vm.last_frame, True)
     q = main.vm.queue
     print('batched plan: %d step launches, %d commit launches' % (len(fns), len(commits)))
     total = 0.0

@@ -414,7 +414,7 @@ def commit_copy_step(vm, prepare):
             or not d.is_c_contiguous():
         return None
     if d.root is dst.root and d.offset == dst.offset:
-        return plans.HostStep(steps.nothing, -1, reads=(), writes=())
+        return plans.HostStep(steps.none, -1, reads=(), writes=())
     cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
 
     def run():

@@ -12,33 +12,25 @@ Re-linking takes the route of Theano's ``Function.copy``: a copy of ``f.maker.fg
 so shared variables are the same cells and their device copies (``shared.Resident``) are
 shared with ``f`` and with every method. ``f`` itself is not touched.
 
-``run_steps`` replays the device frame of one call ``n`` times with no host round trip:
-per-step inputs are uploaded once (leading axis ``n``) and each step copies its slice
-into the frame's input buffer (or re-points the kernels at it); probes are copied into
-device buffers every ``probe_every`` steps and downloaded once at the end. Independent
-same-kernel launches (and the updates' commit copies) are merged by
-:mod:`theano_ocl.planner`. See docs/simulator.md for when each view of the state is
-current.
+``run_steps`` is the re-linked function's ``OCLFunction.run(n, ...)``, the one executor
+(:mod:`theano_ocl.runtime.executor`): the device frame of one call replayed ``n`` times with
+no host round trip, per-step inputs uploaded once (leading axis ``n``) and sliced per step,
+probes gathered on the device and downloaded once. This module only turns names into
+indices and checks the per-step arrays. See docs/simulator.md for when each view of the
+state is current.
 """
 import copy
-import time
-import warnings
 
 import numpy as np
-import theano
 from theano import gof
 from theano.compile import function_module as fm
 from theano.compile.sharedvalue import SharedVariable
 
-from . import planner
-from .darray import DArray, Root
 from .device import get_device, NoOpenCLPlatform
-from .runtime import commit, faults
-from .planner import CommitPlan
-from .runtime.context import Replan, bind_site
+from .runtime.executor import RunStepsError
 
 
-class SimulatorError(ValueError):
+class SimulatorError(RunStepsError):
     """A request the simulator cannot honour (input, shape, method or probe mismatch)."""
 
 
@@ -92,89 +84,6 @@ def _shared_inputs(f):
             if isinstance(i.variable, SharedVariable)]
 
 
-def _closure(fn):
-    """A step closure's free variables by name (empty when not a closure)."""
-    code = getattr(fn, '__code__', None)
-    cells = getattr(fn, '__closure__', None) or ()
-    if code is None:
-        return {}
-    return {name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)}
-
-
-def _refs_root(fn, root):
-    for v in _closure(fn).values():
-        if isinstance(v, DArray) and v.root is root:
-            return True
-    return False
-
-
-#: buffers up to this size are gathered into a frame's slab
-SLAB_ROOT_MAX = 1 << 20
-
-
-def gather_into_slab(vm, frame):
-    """Move the frame's small buffers (intermediates, constants, resident shared variables) into
-    regions of one slab buffer, once per frame.
-
-    The planner can then bind each operand of a batched launch once (the slab) with
-    offsets in its table, instead of one buffer argument per merged operation: a launch
-    with hundreds of buffer arguments costs ~0.5 us per argument on NVIDIA's driver, and
-    PoCL takes at most 1024 bytes of arguments. A region is a Root whose ``buf`` is the
-    slab and ``origin`` its place there, not an OpenCL sub-buffer (NVIDIA charges ~50 ns
-    per live sub-buffer of a buffer on every launch using it). Contents are copied; the
-    kernels of this frame are re-bound here, other frames re-bind on their next call (the
-    same path as a re-placed shared variable). Shared variables already in another
-    frame's slab stay there.
-    """
-    if frame.slab is not None:
-        return frame.slab
-    dev, queue = vm.dev, vm.queue
-    cl = dev.cl
-    prog = vm.program
-    align = max(int(dev.device.mem_base_addr_align) // 8, 128)
-    consts = {id(d.root) for d in vm.const_dvals.values()}
-    roots = [(r, None) for r in frame.arena + frame.owned
-             + [d.root for d in vm.const_dvals.values()]
-             if 0 < r.nbytes <= SLAB_ROOT_MAX and not r.slab]
-    for i, root in frame.input_roots.items():
-        if prog.input_kinds[i] == 'resident' and 0 < root.nbytes <= SLAB_ROOT_MAX \
-                and root.buf is not None and not root.slab:
-            roots.append((root, i))
-    places, total = [], 0
-    for root, i in roots:
-        places.append(total)
-        total += -(-root.nbytes // align) * align
-    if len(roots) < 2 or total > dev.max_alloc:
-        frame.slab = False
-        return False
-    try:
-        slab = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, total)
-    except cl.Error:
-        frame.slab = False
-        return False
-    olds = []
-    for (root, i), origin in zip(roots, places):
-        old = root.buf
-        cl.enqueue_copy(queue, slab, old, byte_count=root.nbytes, src_offset=root.origin,
-                        dst_offset=origin)
-        olds.append(old)
-        root.move(slab, origin, slab=True)
-        for site in frame.root_sites.get(id(root), ()):
-            bind_site(site, root)
-        if i is not None:
-            frame.input_bufs[i] = slab
-            for site in frame.rebind_sites.get(i, ()):
-                bind_site(site, root)
-    queue.finish()
-    # a constant's old buffer still holds its value and the other frames' kernels may be
-    # bound to it: kept; the others go back to the pool once unreferenced
-    vm.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)
-    del olds
-    frame.slab = slab          # the roots hold it; frames never release it
-    frame.batched = None       # the VM's own batched plan bound the old buffers: plan again
-    return slab
-
-
 class Method(object):
     """One function re-linked on the simulator's device: callable like the original,
     and ``run_steps`` to run it many times with no host round trip."""
@@ -184,9 +93,7 @@ class Method(object):
         self.name = name
         self.original = f
         self.function = _relink(f, sim.device_spec)
-        self.vm = self.function.fn
-        self._stages = {}            # input index -> pyopencl array the frame reads
-        self._plans = {}             # id(frame) -> (frame, plan of steps, plan of commits)
+        self.vm = self.function.fn   # the OCLFunction: run_steps is its run(n, ...)
         self.stats = {}
 
     def __call__(self, *args, **kwargs):
@@ -239,7 +146,6 @@ class Method(object):
     # ----------------------------------------------------------------- run_steps
     def run_steps(self, n, inputs=None, probes=None, probe_every=1, batch='auto', feed='copy'):
         """Run the function ``n`` times; updates apply every step; see SimulatorOCL.run_steps."""
-        import pyopencl.array as cla
         n = int(n)
         k = int(probe_every)
         if n < 0 or k < 1:
@@ -253,297 +159,13 @@ class Method(object):
             probe_idx = list(range(len(maker.outputs)))
         else:
             probe_idx = [self._output_index(p) for p in ([probes] if single else probes)]
-        per_step = self._per_step_inputs(n, inputs)
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
-        cells = prog.input_cells
-        # the per-step inputs' cells get each step's value: their own values come back after
-        saved = [(cells[i], cells[i][0]) for i in per_step]
-        n_slots = n // k
-        host_probes = {}
-        try:
-            if n == 0:
-                return self._probe_result([np.empty((0,))] * len(probe_idx), probe_idx, single, 0)
-            # ------------------------------------------------------ inputs, step 0
-            feeds, host_feeds, rebinds, bigs = [], [], [], []
-            for i, arr in per_step.items():
-                kind = prog.input_kinds[i]
-                cell = cells[i]
-                if kind == 'dev':
-                    big = cla.to_device(queue, np.ascontiguousarray(arr))
-                    bigs.append(big)
-                    stage = self._stage(i, arr.shape[1:], arr.dtype)
-                    nbytes = stage.nbytes
-                    if nbytes:
-                        dev.cl.enqueue_copy(queue, stage.base_data, big.base_data,
-                                            byte_count=nbytes, src_offset=0)
-                    cell[0] = stage
-                    feeds.append((i, stage, big, nbytes))
-                else:
-                    host_feeds.append((cell, arr))
-                    cell[0] = arr[0]
-            t_start = time.perf_counter()
-            outs0 = vm()
-            t_first = time.perf_counter()
-            frame = vm.last_frame
-            key1 = vm._key()
-            if key1 != frame.key:
-                raise SimulatorError(self._shape_change(frame.key, key1))
-            # ------------------------------------------------------ probes
-            probe_bufs = []
-            for j in probe_idx:
-                var = prog.fgraph.outputs[j]
-                d = frame.dvals.get(var)
-                if d is None:
-                    host_probes[j] = []
-                    probe_bufs.append(None)
-                    continue
-                buf = dev.alloc(max(d.nbytes * n_slots, 1))
-                probe_bufs.append((buf, d))
-                if k == 1 and d.nbytes:
-                    host0 = np.ascontiguousarray(outs0[j], dtype=d.dtype)
-                    dev.cl.enqueue_copy(queue, buf, host0, dst_offset=0)
-            if k == 1:
-                for j in host_probes:
-                    host_probes[j].append(np.array(outs0[j], copy=True))
-            # ------------------------------------------------------ feeding, plans
-            feed_mode = self._feed_mode(feed, frame, feeds)
-            if feed_mode == 'rebind':
-                for i, stage, big, nbytes in feeds:
-                    for kernel, argi, off, _ in frame.rebind_sites.get(i, ()):
-                        kernel.set_arg(argi, big.base_data)
-                        rebinds.append((kernel, argi, off, stage.dtype.itemsize, nbytes,
-                                        stage.base_data))
-                feeds = []
-            if rebinds:
-                batch = False     # batched kernels bind the input buffer itself
-            t_plan = time.perf_counter()
-            steps_fns, commit_actions, info = self._plans_for(frame, batch)
-            t_plan = time.perf_counter() - t_plan
-            hsteps = [s for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard')]
-            host_steps = len(hsteps)
-            if host_steps:
-                tasks = prog.tasks
-                ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
-                              if 0 <= s.task < len(tasks)})
-                warnings.warn('run_steps: the frame has %d host steps (of %s; host fallbacks: '
-                              '%s); every step returns to the host for them' % (
-                                  host_steps, ', '.join(ops) or '?', self._fallbacks()),
-                              stacklevel=3)
-            self.stats = dict(info, host_steps=host_steps, feed=feed_mode, steps=n,
-                              first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
-            t_loop = time.perf_counter()
-            # a device check (bad index, integer division by zero) is read once after the
-            # loop, not every step; should one fail, the state before step 1 comes back
-            # and the steps run again reading the flags after each, so the call ends as n
-            # separate calls would: at the failing step, with the steps before it committed
-            snapshot = self._snapshot() if frame.checks else None
-
-            def loop(first, check_each):
-                enqueue_copy = dev.cl.enqueue_copy
-                slot = first if k == 1 else first // k
-                hooked = faults.hook is not None
-                step = first
-                try:
-                    for step in range(first, n):
-                        if hooked:
-                            faults.at('run_steps step %d' % step)
-                        for i, stage, big, nbytes in feeds:
-                            enqueue_copy(queue, stage.base_data, big.base_data,
-                                         byte_count=nbytes, src_offset=step * nbytes)
-                        for kernel, argi, off, itemsize, nbytes, _ in rebinds:
-                            kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
-                        for cell, arr in host_feeds:
-                            cell[0] = arr[step]
-                        for fn in steps_fns:
-                            fn()
-                        if (step + 1) % k == 0:
-                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
-                            slot += 1
-                        if check_each and frame.checks:
-                            self._checked(frame, step)
-                        if hooked:
-                            faults.at('run_steps step %d commit' % step)
-                        # one commit per step, all of its updates or none (runtime/commit.py)
-                        commit.apply(commit_actions())
-                        self.stats['steps_done'] = step + 1
-                except Replan as e:
-                    raise SimulatorError(
-                        '%s: step %d: a host value or shape the device plan relied on changed '
-                        '(%s); the state holds the result of %d steps' % (
-                            self._what(), step, e, step)) from None
-
-            try:
-                loop(1, False)
-                queue.finish()
-                self.stats['loop_s'] = time.perf_counter() - t_loop
-                if frame.checks:
-                    try:
-                        vm.run_checks(frame)
-                    except Exception:
-                        self._restore(snapshot)
-                        self.stats['steps_done'] = 1
-                        loop(1, True)
-                        raise AssertionError('run_steps: a device check failed once and not '
-                                             'when the steps ran again')  # pragma: no cover
-            except BaseException as e:
-                if not isinstance(e, Exception):
-                    vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
-                raise
-            finally:
-                # the frame's kernels point at the input buffer again for later calls
-                for kernel, argi, off, itemsize, nbytes, stage_buf in rebinds:
-                    kernel.set_arg(argi, stage_buf)
-                    kernel.set_arg(argi + 1, np.int64(off // itemsize))
-            results = []
-            for j, pb in zip(probe_idx, probe_bufs):
-                if pb is None:
-                    results.append(np.array(host_probes[j]).reshape(
-                        (n_slots,) + np.shape(host_probes[j][0]) if host_probes[j] else (0,)))
-                    continue
-                buf, d = pb
-                host = np.empty((n_slots,) + d.shape, d.dtype)
-                if host.size:
-                    dev.cl.enqueue_copy(queue, host, buf, is_blocking=True)
-                results.append(host)
-            return self._probe_result(results, probe_idx, single, n_slots)
-        finally:
-            for c, v in saved:
-                c[0] = v
-
-    def _checked(self, frame, step):
-        try:
-            self.vm.run_checks(frame)
-        except Exception as e:
-            e.args = ('%s [SimulatorOCL.run_steps: at step %d; the shared variables hold the '
-                      'state after steps 0..%d]' % (e.args[0] if e.args else e, step, step - 1),
-                      ) + tuple(e.args[1:])
-            raise
-
-    def _snapshot(self):
-        """Device copies of the updated shared variables' values (and the host values of
-        the others), to go back to the state before a run of steps."""
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
-        saved = []
-        for i, _ in prog.updates:
-            res = prog.residents.get(i)
-            if res is None:
-                saved.append((i, None, prog.input_cells[i][0]))
-                continue
-            d = res.ensure_device(dev, queue)
-            copy = None
-            if d.nbytes:
-                copy = dev.alloc(d.nbytes)
-                dev.cl.enqueue_copy(queue, copy, d.root.buf, byte_count=d.nbytes,
-                                    src_offset=d.boff)
-            saved.append((i, (res, d, copy), None))
-        return saved
-
-    def _restore(self, saved):
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
-        for i, dev_value, host_value in saved:
-            if dev_value is None:
-                prog.input_cells[i][0] = host_value
-                continue
-            res, d, copy = dev_value
-            if copy is not None:
-                dev.cl.enqueue_copy(queue, d.root.buf, copy, byte_count=d.nbytes,
-                                    dst_offset=d.boff)
-            res.mark_device_newer()
-
-    def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot):
-        cl = self.vm.dev.cl
-        queue = self.vm.queue
-        for j, pb in zip(probe_idx, probe_bufs):
-            if pb is None:
-                host_probes[j].append(np.array(frame.outputs[j](), copy=True))
-                continue
-            buf, d = pb
-            if not d.nbytes:
-                continue
-            if d.is_c_contiguous():
-                cl.enqueue_copy(queue, buf, d.root.buf, byte_count=d.nbytes,
-                                src_offset=d.boff, dst_offset=slot * d.nbytes)
-            else:
-                from .ops.elemwise import strided_copy_now
-                dst = DArray(Root(buf, d.nbytes), d.shape, d.dtype, offset=slot * d.nbytes)
-                strided_copy_now(self.vm.dev, queue, dst, d)
-
-    def _probe_result(self, results, probe_idx, single, n_slots):
-        if single:
-            return results[0]
-        return results
-
-    def _stage(self, i, shape, dtype):
-        import pyopencl.array as cla
-        stage = self._stages.get(i)
-        if stage is None or stage.shape != tuple(shape) or stage.dtype != dtype:
-            vm = self.vm
-            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            stage = cla.Array(vm.queue, tuple(shape), dtype, data=vm.dev.alloc(nbytes))
-            self._stages[i] = stage
-        return stage
-
-    def _feed_mode(self, feed, frame, feeds):
-        if feed == 'copy' or not feeds:
-            return 'copy'
-        # re-pointing kernels is exact only when launches are the input's only readers
-        ok = True
-        for i, stage, big, nbytes in feeds:
-            root = frame.input_roots.get(i)
-            if root is None or i in self.vm.program.host_read_inputs:
-                ok = False
-            for s in frame.steps:
-                if s.kind != 'launch' and s.touches(root):
-                    ok = False
-            for fn in list(frame.outputs) + list(frame.commits):
-                if _refs_root(fn, root):
-                    ok = False
-        if feed == 'rebind' and not ok:
-            raise SimulatorError("%s: feed='rebind' is not possible here: an input is read by "
-                                 "a copy, a host step or an output; use feed='copy'" % self._what())
-        if feed == 'auto':
-            sites = sum(len(frame.rebind_sites.get(i, ())) for i, _, _, _ in feeds)
-            return 'rebind' if ok and sites <= len(feeds) else 'copy'
-        return 'rebind'
-
-    def _plans_for(self, frame, batch):
-        """(step callables, per-step commit actions, launch counts) for replaying ``frame``;
-        ``commit_actions()`` prepares one step's commit (runtime/commit.py)."""
-        vm = self.vm
-        commits = frame.commits
-        unbatched = sum(1 for s in frame.steps if s.kind in ('launch', 'copy')) + \
-            sum(1 for c in commits if getattr(c, 'resident', None) is not None)
-
-        def plain_commit():
-            return [prepare() for prepare in commits]
-        info = dict(launches_per_step_unbatched=unbatched)
-        if batch is False:
-            info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info
-        hit = self._plans.get(id(frame))
-        if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
-            gather_into_slab(vm, frame)
-            p_steps = planner.plan_steps(frame.steps, vm.dev, vm.queue,
-                                         cpu_group=vm.settings.cpu_group)
-            p_commits = CommitPlan(vm, frame)
-            self._plans = {id(frame): (frame, p_steps, p_commits)}
-            if frame.batched is None and p_steps.pays():
-                # ordinary calls of the frame (step 0 of run_steps, sim(...)) replay it too
-                frame.batched = p_steps
-            hit = self._plans[id(frame)]
-        _, p_steps, p_commits = hit
-        after = p_steps.n_launches_after + p_commits.plan.n_launches_after
-        if batch == 'auto' and after >= unbatched:
-            info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info
-        info.update(launches_per_step=after, batched=True)
-        return p_steps.fns, p_commits.actions, info
+        feeds = self._per_step_inputs(n, inputs)
+        self.stats = {}
+        results = self.function.fn.run(n, feeds=feeds, probes=probe_idx, probe_every=k,
+                                       batch=batch, feed=feed, stats=self.stats,
+                                       what=self._what(), error=SimulatorError,
+                                       stacklevel=3)
+        return results[0] if single else results
 
     def _per_step_inputs(self, n, inputs):
         """{input index: host array with leading axis n}, checked against the input types."""
@@ -604,31 +226,6 @@ class Method(object):
                                          'values must not change between steps' % (self._what(), name))
             out[i] = arr
         return out
-
-    def _shape_change(self, before, after):
-        prog = self.vm.program
-        parts = []
-        for (i, kind), b, a in zip(prog.input_plan, before[1:], after[1:]):
-            if b != a:
-                parts.append('%s %r: %s before the step, %s after' % (
-                    'shared variable' if kind == 'resident' else 'input',
-                    prog.fgraph.inputs[i].name or i, _fmt(b), _fmt(a)))
-        return ('%s: shapes would change between steps (%s); run_steps needs every step to '
-                'have the same shapes (a new device plan per step): call the simulator once per '
-                'step instead' % (self._what(), '; '.join(parts) or 'key changed'))
-
-    def _fallbacks(self):
-        from .report import fallback_nodes
-        names = sorted({type(n.op).__name__ for n in fallback_nodes(self.function)})
-        return ', '.join(names) or 'none'
-
-
-def _fmt(part):
-    if isinstance(part, tuple) and len(part) == 4 and part[0] == 'd':
-        return 'shape %s' % (part[1],)
-    if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
-        return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
-    return 'shape %s' % (part,)
 
 
 class SimulatorOCL(object):

@@ -6,36 +6,35 @@ Data flow of one call (``OCLFunction.__call__``), top to bottom:
    small host inputs that decide shapes (indices, sizes); a call that comes back to the
    last call's frame with its inputs as planned (the steady state) skips this and the
    lookup: the frame's guard tells it (``OCLFunction._make_guard``);
-2. if a *frame* exists for that key, replay it: a flat list of steps (kernel
-   launches with arguments bound once, uploads into fixed buffers, host nodes),
-   each guarded where its assumptions could break (then the frame is re-planned);
-3. otherwise plan a new frame while running it: each task (device node, host node,
-   transfer) allocates from the frame's arena, binds its kernels and runs;
-4. commit the updates into the shared variables' resident device buffers (never
-   before every step succeeded: a failed call leaves shared state as it was);
+2. if a *frame* exists for that key, the executor replays it (``runtime/executor.py``): a
+   flat list of typed plans (kernel launches with arguments bound once, copies, uploads
+   into fixed buffers, host nodes), guarded where its assumptions could break (then the
+   frame is re-planned), merged into a batched plan once hot (``planner.py``);
+3. otherwise build a new frame (``runtime/build.py``), which runs it this once;
+4. fetch the outputs, read the device checks, and commit the updates into the shared
+   variables' resident device buffers, all or none (``runtime/commit.py``);
 5. hand back the outputs: downloaded into fresh host arrays, or as device arrays.
 
-A frame owns its buffers; buffers of dead intermediates (64 KiB and larger) are reused
-by later tasks of the same frame (in-order queue), so steady-state calls allocate nothing.
-The same frames serve ``SimulatorOCL.run_steps``: replay N times with no host
-round trip when the frame has no host steps.
+Tiny hot frames run in this thread on Theano's own thunks (``runtime/host_tier.py``).
+``OCLFunction.run(n, ...)`` runs the same frames n times with no host round trip
+(``SimulatorOCL.run_steps`` is that call).
 """
 import collections
 import warnings
 import weakref
 
 import numpy as np
-from theano.gof.graph import Constant
 
 from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
 from .runtime import commit, faults, steps
-from .runtime.context import (BranchFlip, Frame, PlanContext, Replan, RunOnHost,  # noqa: F401
-                              bind_site, family)
+from .runtime.build import FrameBuilder
+from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
+from .runtime.executor import Executor, RunStepsError
 from .runtime.host_tier import HostTier
-from .runtime.memory import download, register_function, upload  # noqa: F401
+from .runtime.memory import register_function, upload
 from .runtime.settings import Settings, active
 
 
@@ -122,6 +121,7 @@ class OCLFunction(object):
         ref = weakref.ref(self)
         dev.add_reclaimer(lambda: False if ref() is None else ref().release_cached())
         register_function(self)
+        self.executor = Executor(self)
         # what every call reads, looked up once (a call costs a few microseconds of host
         # time: each attribute chain and method call in it shows)
         prog = program
@@ -157,7 +157,7 @@ class OCLFunction(object):
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
                     return self._run_in_thread()
-                frame = self._run_or_replan(frame, self._run_steps)
+                frame = self._run_or_replan(frame, self.executor.run_steps)
             else:
                 self._hot = None      # set again once this call's frame has run
                 key = self._key()
@@ -169,7 +169,7 @@ class OCLFunction(object):
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
                         return self._run_in_thread()
-                    frame = self._run_or_replan(frame, self._replay)
+                    frame = self._run_or_replan(frame, self.executor.replay)
                 if frame is None:
                     frame = self._plan(key)
                 guard = frame.guard
@@ -184,11 +184,11 @@ class OCLFunction(object):
             if frame.checks:
                 if hooked:
                     faults.at('checks')
-                self.run_checks(frame)
+                self.executor.run_checks(frame)
             if frame.commits:
                 if hooked:
                     faults.at('commit')
-                self._commit(frame)
+                self.executor.commit(frame)
         except RunOnHost:
             return self._run_in_thread()
         except Exception:
@@ -210,6 +210,19 @@ class OCLFunction(object):
             self.profiler.end_call()
         return outputs
 
+    def run(self, n, feeds=None, probes=None, probe_every=1, batch='auto', feed='copy',
+            probes_on='host', carry=None, stats=None, what='run', error=RunStepsError,
+            stacklevel=1):
+        """Run the function ``n`` times on the device, updates committed after each pass, with
+        no host round trip where the frame has no host steps (``runtime.executor.Executor.run``:
+        ``feeds`` {input index: array with leading axis n}, ``probes`` output indices)."""
+        with self._lock:
+            return self.executor.run(n, feeds=feeds, probes=probes, probe_every=probe_every,
+                                     batch=batch, feed=feed, probes_on=probes_on, carry=carry,
+                                     stats=stats,
+                                     what=what, error=error,
+                                     stacklevel=stacklevel + 1)
+
     def _run_or_replan(self, frame, run):
         """``run(frame)``; the frame that ran: ``frame``, another IfElse branch's frame of
         its key (``BranchFlip``), or a new plan of its key (``Replan``: an assumption broke)."""
@@ -222,18 +235,6 @@ class OCLFunction(object):
             self._drop(frame.key)
             self.replans += 1
             return self._plan(frame.key)
-
-    def _commit(self, frame):
-        """Apply the frame's updates (after its outputs were fetched and checks passed),
-        all or none (runtime/commit.py)."""
-        plan = frame.commit_plan
-        if plan is None and self.batch_after is not None and not self.profile \
-                and frame.replays >= self.batch_after:
-            plan = frame.commit_plan = self._commit_plan(frame)
-        if plan and plan.valid():
-            commit.apply(plan.actions())
-        else:
-            commit.apply([prepare() for prepare in frame.commits])
 
     # ---------------------------------------------------------------- in-thread tier
     def _run_in_thread(self):
@@ -355,99 +356,17 @@ class OCLFunction(object):
             return frame if _arrays_match(arrays) else None
         return guard
 
-    # ---------------------------------------------------------------- replay
-    def _replay(self, frame):
-        bufs = frame.input_bufs
-        inputs = self._inputs
-        dev = self.dev
-        for i, root in frame.input_roots.items():
-            cell, res = inputs[i]
-            # the buffer this input is in now (a device array's: rebound to, no copy)
-            if res is not None:
-                cur = res.ensure_device(dev, self.queue).root.buf
-            else:
-                v = cell[0]
-                cur = v.base_data if da.is_device_array(v) else None
-            if cur is not None and cur is not bufs[i]:
-                # same shapes, another buffer (a new device array, a re-placed shared
-                # variable): point the bound kernels at it instead of re-planning
-                bufs[i] = cur
-                if res is None:
-                    root.move(cur)          # origin 0, as planned: only buffers change
-                    for site in frame.rebind_sites.get(i, ()):
-                        site[0].set_arg(site[1], cur)
-                else:
-                    for site in frame.rebind_sites.get(i, ()):
-                        bind_site(site, root)
-        self._run_steps(frame)
-
-    def _run_steps(self, frame):
-        """Run a frame's recorded steps (or its batched plan) with its buffers bound."""
-        if frame.batched is not False and self.batch_after is not None and not self.profile:
-            plan = frame.batched
-            if plan is None and frame.replays >= self.batch_after:
-                plan = frame.batched = self._batched_plan(frame)
-            if plan:
-                if plan.valid():
-                    hooked = faults.hook is not None
-                    try:
-                        for k, fn in enumerate(plan.fns):
-                            if hooked:
-                                faults.at('batched step %d' % k)
-                            fn()
-                    except Replan:
-                        raise
-                    except BaseException:
-                        self.position_of_error = -1
-                        raise
-                    return
-                # a buffer the plan bound changed (a donated output, another input
-                # buffer): plans would go stale every call, so this frame stays unbatched
-                frame.batched = False
-        if self.profiler is not None:            # profile hook (profiling.py)
-            return self.profiler.run_steps(frame)
-        hooked = faults.hook is not None
-        step = None
-        try:
-            for k, step in enumerate(frame.steps):
-                if hooked:
-                    faults.at('step %d' % k)
-                step.fn()
-        except Replan:
-            raise
-        except BaseException:
-            if step is not None:
-                self.position_of_error = step.task
-            raise
-
-    def run_checks(self, frame):
-        """Read the frame's device error flags (see PlanContext.deferred_check)."""
-        if frame.checks:
-            self.queue.finish()
-        first = None
-        for check in frame.checks:
-            # every check runs (each clears its own flag), so a flag set in this call
-            # never fails a later call; the first error is raised
-            try:
-                check.fn()
-            except Exception as e:
-                if first is None:
-                    first = (check.task, e)
-        if first is not None:
-            self.position_of_error = first[0]
-            raise first[1]
-        self.position_of_error = -1
-
+    # ---------------------------------------------------------------- planners
     @_planning
-    def _commit_plan(self, frame):
+    def commit_plan(self, frame):
         """The frame's commits as a CommitPlan when batching merges some of its copies,
-        else False."""
+        else False (the executor asks once the frame is hot)."""
         from . import planner      # (imports the op families, hence theano)
         plan = planner.CommitPlan(self, frame)
         return plan if plan.pays() else False
 
     @_planning
-    def _batched_plan(self, frame):
+    def batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (planner.py),
         or False when that does not remove at least a quarter of the launches."""
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
@@ -458,64 +377,23 @@ class OCLFunction(object):
                                   cpu_group=self.settings.cpu_group)
         return plan if plan.pays() else False
 
-    # ---------------------------------------------------------------- planning
+    @_planning
+    def loop_plans(self, frame):
+        """(batched steps, batched commits) of ``frame`` for ``run``'s loop, whether or not
+        they pay (the executor compares launch counts)."""
+        from . import planner      # (imports the op families, hence theano)
+        return (planner.plan_steps(frame.steps, self.dev, self.queue,
+                                   cpu_group=self.settings.cpu_group),
+                planner.CommitPlan(self, frame))
+
+    # ---------------------------------------------------------------- building
     @_planning
     def _plan(self, key):
-        prog = self.program
-        frame = Frame(key)
-        if self.profiler is not None:            # profile hook (profiling.py)
-            self.profiler.begin_plan()
-        dvals = {}
-        live = collections.Counter()
-        taken = {}              # IfElse task -> the branch this frame runs
+        """Build (and run, this once) the frame of ``key`` (runtime/build.py); cache it."""
         try:
-            self._plan_inputs(frame, dvals, live)
-            hooked = faults.hook is not None
-            for t, task in enumerate(prog.tasks):
-                self.position_of_error = t
-                if hooked:
-                    faults.at('plan task %d' % t)
-                ctx = PlanContext(self, frame, t, self.queue)
-                ctx.node = task.node
-                if task.regions and not self._taken(task, ctx, taken):
-                    frame.skipped.add(t)    # of a branch not taken: never planned nor run
-                    continue
-                if task.kind == 'dev':
-                    if hasattr(task.impl, 'branches'):
-                        self._decide(task, ctx, taken)
-                    if task.fused_into is None:
-                        self._plan_dev(task, ctx, dvals, live)
-                elif task.kind == 'shape':
-                    self._plan_shape(task, ctx, dvals, live)
-                else:
-                    self._plan_host(task, ctx, dvals, live)
-                for var in task.release:
-                    d = dvals.get(var)
-                    if d is None or var in prog.keep_vars:
-                        continue
-                    live[id(d.root)] -= 1
-                    if live[id(d.root)] == 0 and getattr(d.root, 'arena', False) \
-                            and d.root.nbytes >= self.reuse_min_bytes:
-                        frame.free.append(d.root)
-            self.position_of_error = -1
-            self._plan_outputs(frame, dvals)
-            self._plan_commits(frame, dvals)
+            frame = FrameBuilder(self, key).build()
         except DeviceTooSmall as e:
-            frame.release()
             self._on_host(key, e)
-        except BaseException:
-            frame.release()
-            raise
-        frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
-        frame.has_host_steps = any(st.kind in ('host', 'download', 'guard') for st in frame.steps)
-        frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
-        frame.free = []
-        frame.tiny = (self.host_tier_after is not None and self.output_mode == 'host'
-                      and not self.profile
-                      and all(d.size <= self.tiny_size for d in dvals.values())
-                      and not any(da.is_device_array(prog.input_cells[i][0])
-                                  for i, k in prog.input_plan if k == 'dev'))
-        frame.nbytes = frame.owned_bytes()
         if key is not None:
             self.frames[key] = frame
             self._evict(keep=frame)
@@ -538,7 +416,7 @@ class OCLFunction(object):
                 self.frames[key] = alt
             try:
                 alt.replays += 1
-                self._replay(alt)
+                self.executor.replay(alt)
                 found = alt
             except BranchFlip:
                 tried.append(alt)
@@ -560,29 +438,6 @@ class OCLFunction(object):
         found.nbytes = found.owned_bytes() + sum(f.owned_bytes() for f in found.alternates)
         self._evict(keep=found)
         return found
-
-    def _taken(self, task, ctx, taken):
-        """Whether every branch ``task`` is of (``lazy_branches``) is taken in this frame,
-        deciding each IfElse at its first branch task, outermost first."""
-        for x_task, branch in task.regions:
-            if self._decide(x_task, ctx, taken) != branch:
-                return False
-        return True
-
-    def _decide(self, x_task, ctx, taken):
-        """The branch this frame takes at IfElse ``x_task``: its condition's value now (the
-        tasks computing it ran). Unless the key decides it, a guard re-plans the calls
-        where it turns the other way -- before any task of either branch runs."""
-        branch = taken.get(x_task)
-        if branch is None:
-            from .ops.basic import branch_taken
-            cond = x_task.node.inputs[0]
-            cell = self.program.storage_map[cond]
-            branch = taken[x_task] = branch_taken(cell[0])
-            if not isinstance(cond, Constant) and cond not in self.program.key_determined:
-                ctx.host_step(steps.branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
-                self._run_new(ctx.frame, ctx)
-        return branch
 
     def _evict(self, keep):
         """Drop the least recently used frames past ``max_frames`` or past
@@ -633,221 +488,6 @@ class OCLFunction(object):
             self._evict(keep=frame)
         self._hot = None
         raise RunOnHost()
-
-    def _run_new(self, frame, ctx, record=True):
-        for step in ctx.new_steps:
-            if record:
-                frame.steps.append(step)
-            if self.profiler is not None:        # profile hook (profiling.py)
-                self.profiler.run(step)
-            else:
-                step.fn()
-        ctx.new_steps = []
-
-    def _set_dval(self, dvals, live, var, d):
-        dvals[var] = d
-        live[id(d.root)] += 1
-
-    def _plan_inputs(self, frame, dvals, live):
-        prog = self.program
-        ctx = PlanContext(self, frame, 0, self.queue)
-        for i, var in enumerate(prog.fgraph.inputs):
-            kind = prog.input_kinds[i]
-            cell = prog.input_cells[i]
-            if kind == 'resident':
-                res = prog.residents[i]
-                d = res.ensure_device(self.dev, self.queue)
-                frame.input_roots[i] = d.root
-                frame.root_to_input[id(d.root)] = i
-                self._set_dval(dvals, live, var, d)
-                if i in prog.host_read_inputs:
-                    ctx.host_step(steps.sync_host_step(res), 'download', reads=(d,), writes=())
-            elif kind == 'dev':
-                v = cell[0]
-                if v is None:
-                    raise TypeError('input %s has no value' % (var,))
-                if da.is_device_array(v):
-                    d = da.from_pyopencl(v)
-                    frame.input_roots[i] = d.root
-                    frame.root_to_input[id(d.root)] = i
-                    if i in prog.host_read_inputs:
-                        ctx.host_step(steps.host_copy_of_device_input(self, cell), 'download',
-                                      reads=(d,), writes=())
-                else:
-                    d = ctx.alloc(np.shape(v), var.type.dtype)
-                    frame.input_roots[i] = d.root
-                    ctx.host_step(steps.upload_input_step(self.dev, self.queue, d, cell), 'upload',
-                                  reads=(), writes=(d,))
-                self._set_dval(dvals, live, var, d)
-        for var, d in self.const_dvals.items():
-            dvals[var] = d
-            live[id(d.root)] += 1
-        self._run_new(frame, ctx)
-
-    def _plan_dev(self, task, ctx, dvals, live):
-        node = task.node
-        prog = self.program
-        ins = []
-        branch = getattr(task.impl, 'branch_input', None)
-        for j, var in enumerate(node.inputs):
-            if j in task.fused:
-                ins.append(family('fused_value')(task.fused[j], dvals))
-            elif j in task.host_inputs:
-                value = prog.storage_map[var][0]
-                ins.append(value)
-                if var.owner is not None and var not in prog.key_determined and j != branch:
-                    ctx.host_step(steps.guard_host_value(prog.storage_map[var], value, var), 'guard',
-                                  reads=(), writes=())
-            elif branch is not None:
-                ins.append(dvals.get(var))     # None: of the branch not taken (_decide)
-            else:
-                ins.append(dvals[var])
-        ctx.destroyable = [j not in task.host_inputs and j not in task.fused
-                           and self._destroyable(task, node.inputs[j], dvals, live)
-                           for j in range(len(node.inputs))]
-        outs = task.impl.plan(ctx, ins)
-        if len(outs) != len(node.outputs):
-            raise AssertionError('%s planned %d outputs for %d' % (task.impl, len(outs), len(node.outputs)))
-        for var, d in zip(node.outputs, outs):
-            if d.dtype != np.dtype(var.type.dtype):
-                raise AssertionError('%s produced %s for an output of type %s' % (
-                    type(task.impl).__name__, d.dtype, var.type))
-            self._set_dval(dvals, live, var, d)
-        for var in task.download_outputs:
-            self._plan_download(ctx, dvals[var], prog.storage_map[var])
-        self._run_new(ctx.frame, ctx)
-
-    def _destroyable(self, task, var, dvals, live):
-        d = dvals.get(var)
-        if d is None or var.owner is None or var in self.program.keep_vars:
-            return False
-        if self.program.last_use.get(var) is not task:
-            return False
-        return live[id(d.root)] == 1 and getattr(d.root, 'arena', False)
-
-    def _plan_download(self, ctx, d, cell):
-        dev, queue = self.dev, self.queue
-        d = ctx.contiguous(d)
-
-        def run():
-            cell[0] = download(dev, queue, d)
-        ctx.host_step(run, 'download', reads=(d,), writes=())
-
-    def _plan_shape(self, task, ctx, dvals, live):
-        prog = self.program
-        node = task.node
-        var = node.inputs[0]
-        d = dvals.get(var)
-        cell = prog.storage_map[node.outputs[0]]
-        shape_value = task.impl.shape_value
-        if d is not None:
-            # a device value: the frame's key decides its shape
-            value = shape_value(d.shape)
-
-            def run():
-                cell[0] = value.copy()
-        else:
-            # a host value (an input only shape nodes read is not in the key): read each call
-            src = prog.storage_map[var]
-
-            def run():
-                cell[0] = shape_value(np.shape(src[0]))
-        ctx.host_step(run, 'host', reads=(), writes=())
-        self._run_new(ctx.frame, ctx, record=task.replay)
-        self._plan_uploads(task, ctx, dvals, live)
-
-    def _plan_uploads(self, task, ctx, dvals, live):
-        """Upload the outputs of a host task that device tasks consume (shape-guarded)."""
-        storage_map = self.program.storage_map
-        for var in task.upload_outputs:
-            value = storage_map[var][0]
-            d = ctx.alloc(np.shape(value), var.type.dtype)
-            ctx.host_step(steps.upload_guarded_step(self.dev, self.queue, d, storage_map[var], var),
-                          'upload', reads=(), writes=(d,))
-            self._set_dval(dvals, live, var, d)
-        self._run_new(ctx.frame, ctx)
-
-    def _plan_host(self, task, ctx, dvals, live):
-        thunk = task.thunk
-
-        def run():
-            thunk()
-        ctx.host_step(run, 'host', reads=(), writes=())      # host cells only
-        self._run_new(ctx.frame, ctx, record=task.replay)
-        self._plan_uploads(task, ctx, dvals, live)
-
-    def _plan_outputs(self, frame, dvals):
-        prog = self.program
-        ctx = PlanContext(self, frame, len(prog.tasks) - 1, self.queue)
-        fetchers = []
-        donated = set()
-        for j, var in enumerate(prog.fgraph.outputs):
-            if j in prog.update_outputs:
-                fetchers.append(steps.none)
-                continue
-            d = dvals.get(var)
-            cell = prog.storage_map[var]
-            if d is None:
-                fetchers.append(steps.host_value(cell, prog.residents.get(prog.input_index.get(var)), self))
-                continue
-            if self.output_mode == 'device':
-                donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
-                          and id(d.root) not in donated)
-                donated.add(id(d.root))
-                fetchers.append(steps.donate_output(self, frame, d) if donate
-                                else steps.device_output(self, ctx, d))
-            else:
-                fetchers.append(steps.host_output(self.dev, self.queue, ctx.contiguous(d)))
-        for i, var in prog.write_back:
-            d = dvals.get(var)
-            src = ctx.contiguous(d) if d is not None else None
-            ctx.host_step(steps.write_back_step(self.dev, self.queue, src, prog.storage_map[var],
-                                           prog.input_cells[i]), 'download',
-                          reads=() if src is None else (src,), writes=())
-        self._run_new(frame, ctx)
-        frame.outputs = fetchers
-
-    def _plan_commits(self, frame, dvals):
-        prog = self.program
-        ctx = PlanContext(self, frame, len(prog.tasks) - 1, self.queue)
-        pending = []
-        dests = set()
-        for i, j in prog.updates:
-            if prog.input_kinds[i] == 'resident':
-                dests.add(id(prog.residents[i].root))
-        # Two phases, as Theano applies updates: every commit first reads its new value
-        # (host values, downloads), then all are written; device sources living in a
-        # buffer that some commit overwrites are staged into a copy first.
-        for i, j in prog.updates:
-            var = prog.fgraph.outputs[j]
-            d = dvals.get(var)
-            cell = prog.input_cells[i]
-            if prog.input_kinds[i] != 'resident':
-                if d is not None:
-                    if id(d.root) in dests:
-                        tmp = ctx.alloc(d.shape, d.dtype)
-                        ctx.copy(tmp, d)
-                        d = tmp
-                    d = ctx.contiguous(d)
-                    pending.append(steps.commit_host_from_device(self.dev, self.queue, d, cell))
-                else:
-                    pending.append(steps.commit_host(cell, prog.storage_map[var]))
-                continue
-            res = prog.residents[i]
-            if d is None:
-                pending.append(steps.commit_resident_from_host(res, self.dev, self.queue, prog.storage_map[var]))
-                continue
-            if id(d.root) in dests or not d.is_c_contiguous():
-                tmp = ctx.alloc(d.shape, d.dtype)
-                ctx.copy(tmp, d)
-                d = tmp
-            pending.append(steps.commit_resident(res, self.dev, self.queue, d))
-        # staging copies run with the steps; commits run after outputs were fetched
-        for step in ctx.new_steps:
-            frame.steps.append(step)
-            step.fn()
-        ctx.new_steps = []
-        frame.commits = pending
 
     # ---------------------------------------------------------------- profile
     def update_profile(self, profile):

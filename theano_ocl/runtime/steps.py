@@ -25,6 +25,14 @@ def none():
     return None
 
 
+none.reads = ()
+
+
+def reading(fn, *darrays):
+    """``fn`` declaring the device buffers (Roots) it reads when it runs: the executor
+    asks (``fn.reads``) instead of looking into closures."""
+    fn.reads = tuple(d.root for d in darrays if d is not None)
+    return fn
 
 
 def same_value(a, b):
@@ -115,18 +123,18 @@ def write_back_step(dev, queue, d, value_cell, input_cell):
     return run
 
 
-def host_value(cell, res, vm):
+def host_value(cell, res):
     def run():
         if res is not None:
             res.sync_to_host()
         return cell[0]
-    return run
+    return reading(run)
 
 
 def host_output(dev, queue, d):
     def run():
         return download(dev, queue, d)
-    return run
+    return reading(run, d)
 
 
 def donate_output(vm, frame, d):
@@ -160,7 +168,7 @@ def donate_output(vm, frame, d):
             for site in sites:
                 site[0].set_arg(site[1], buf)
         return out
-    return run
+    return reading(run, d)
 
 
 def device_output(vm, ctx, d):
@@ -179,7 +187,7 @@ def device_output(vm, ctx, d):
             else:
                 family('strided_copy_now')(dev, queue, DArray(Root(buf, nbytes), shape, dtype), d)
         return out
-    return run
+    return reading(run, d)
 
 
 def commit_host(cell, value_cell):
@@ -189,7 +197,7 @@ def commit_host(cell, value_cell):
         def apply():
             cell[0] = value
         return apply
-    return prepare
+    return reading(prepare)
 
 
 def commit_host_from_device(dev, queue, d, cell):
@@ -199,21 +207,17 @@ def commit_host_from_device(dev, queue, d, cell):
         def apply():
             cell[0] = value
         return apply
-    return prepare
+    return reading(prepare, d)
 
 
 def commit_resident(res, dev, queue, d):
     def prepare():
         return res.prepare_device_commit(dev, queue, d)
     prepare.resident = (res, d)
-    return prepare
-
-
-def nothing():
-    return None
+    return reading(prepare, d)
 
 
 def commit_resident_from_host(res, dev, queue, value_cell):
     def prepare():
         return res.prepare_host_commit(value_cell[0])
-    return prepare
+    return reading(prepare)

@@ -1,0 +1,138 @@
+"""Host cost of one kernel launch through theano_ocl, against pyopencl's bare enqueue.
+
+A chain of K dependent elementwise ops (fusion off, so K kernels, none batchable) on a
+small float32 vector whose result stays on the device; the per-launch cost is the slope
+of the call time over K (so a call's fixed cost drops out). The same chain is timed in
+``SimulatorOCL.run_steps`` (the replay loop). The bare line is pyopencl's
+``enqueue_nd_range_kernel`` of one such kernel with arguments set once (no wait).
+
+    python bench/vm_launch_cost.py [--device gpu] [--repeat 5]
+"""
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def chain(T, x, k):
+    y = x
+    for j in range(k):
+        y = T.tanh(y) if j % 2 else y * np.float32(0.5) + np.float32(0.25)
+    return y
+
+
+def timed(fn, calls, repeat, finish):
+    fn()
+    finish()
+    best = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        finish()
+        best.append((time.perf_counter() - t0) / calls)
+    return sorted(best)
+
+
+def main():
+    p = common.parser(__doc__)
+    p.add_argument('--calls', type=int, default=400)
+    args = p.parse_args()
+    import theano
+    import theano.tensor as T
+    import theano_ocl
+    from theano_ocl.device import get_device
+    dev = get_device(args.device)
+    common.header('host cost of a launch through theano_ocl', dev)
+    n = 256
+    xv = np.random.RandomState(0).rand(n).astype('float32')
+    ks = (1, 17, 65)
+    rows = []
+    call_t = {}
+    launches = {}
+    step_t = {}
+    for k in ks:
+        x = theano.shared(xv, name='x')
+        # Theano's own elementwise fusion off as well: K nodes, K kernels
+        mode = theano_ocl.OCLMode(device=args.device, outputs='device',
+                                  fuse=False).excluding('fusion')
+        f = theano.function([], chain(T, x, k), mode=mode)
+        dev.queue.finish()
+
+        def call():
+            f()
+        ts = timed(call, args.calls, args.repeat, dev.queue.finish)
+        dev.queue.finish()
+        call_t[k] = ts
+        launches[k] = f.fn.last_frame.n_launches
+        g = theano.function([], [], updates=[(x, chain(T, x, k))], mode=theano.Mode('c').excluding('fusion'))
+        sim = theano_ocl.SimulatorOCL(g, device=args.device, batch=False)
+        sim.run_steps(2)
+        dev.queue.finish()
+        ss = []
+        for _ in range(args.repeat):
+            t0 = time.perf_counter()
+            sim.run_steps(args.calls)
+            dev.queue.finish()
+            ss.append((time.perf_counter() - t0) / args.calls)
+        step_t[k] = sorted(ss)
+        rows.append({'K nodes': k, 'launches': launches[k], 'call us (min)': ts[0] * 1e6,
+                     'call us (median)': ts[len(ts) // 2] * 1e6,
+                     'run_steps us/step (min)': step_t[k][0] * 1e6})
+    common.table(rows, list(rows[0]))
+    lo, hi = ks[0], ks[-1]
+    for name, t in (('call', call_t), ('run_steps', step_t)):
+        slopes = sorted((b - a) / (launches[hi] - launches[lo]) * 1e6
+                        for a, b in zip(t[lo], t[hi]))
+        print('%s: host cost per launch %.2f-%.2f us (min-max over %d repeats)' % (
+            name, slopes[0], slopes[-1], len(slopes)))
+    # bare pyopencl
+    cl = dev.cl
+    prg = cl.Program(dev.context, '__kernel void k(__global float *a, const float s) '
+                     '{ size_t i = get_global_id(0); a[i] = a[i] * s; }').build()
+    buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, n * 4)
+    kern = cl.Kernel(prg, 'k')
+    kern.set_args(buf, np.float32(1.0))
+    q = dev.queue
+
+    def bare():
+        cl.enqueue_nd_range_kernel(q, kern, (n,), None)
+    bs = []
+    for _ in range(args.repeat):
+        q.finish()
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            bare()
+        bs.append((time.perf_counter() - t0) / args.calls * 1e6)
+        q.finish()
+    bs.sort()
+    print('pyopencl enqueue_nd_range_kernel: %.2f-%.2f us per launch' % (bs[0], bs[-1]))
+    # the same launch through the ICD loader by ctypes, no event object
+    import ctypes
+    import ctypes.util
+    lib = ctypes.CDLL(ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1')
+    enq = lib.clEnqueueNDRangeKernel
+    enq.restype = ctypes.c_int32
+    enq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                    ctypes.c_void_p]
+    gs = (ctypes.c_size_t * 1)(n)
+    qp, kp = q.int_ptr, kern.int_ptr
+    cs = []
+    for _ in range(args.repeat):
+        q.finish()
+        t0 = time.perf_counter()
+        for _ in range(args.calls):
+            enq(qp, kp, 1, None, gs, None, 0, None, None)
+        cs.append((time.perf_counter() - t0) / args.calls * 1e6)
+        q.finish()
+    cs.sort()
+    print('ctypes clEnqueueNDRangeKernel (no event): %.2f-%.2f us per launch' % (cs[0], cs[-1]))
+
+
+if __name__ == '__main__':
+    main()

@@ -1,0 +1,81 @@
+"""The one executor's n-pass form, ``OCLFunction.run`` (runtime/executor.py), against the
+same function called n times under Theano C: per-step feeds from host or device arrays, a
+state carried from an output into an input (what a device Scan needs), probes kept on the
+device, and the requests it refuses."""
+import numpy as np
+import pyopencl.array as cla
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.runtime.executor import RunStepsError
+
+from helpers import assert_close
+
+
+def _recurrence(dtype):
+    x = T.vector('x', dtype=dtype)
+    h = T.vector('h', dtype=dtype)
+    a = np.asarray(0.9, dtype=dtype)
+    h_new = T.tanh(h * a + x)
+    return [x, h], [h_new, (h_new * h_new).sum()]
+
+
+def _case(dtype, n, m, seed):
+    """Per-step inputs, the initial state, Theano C's histories of h and y (the function
+    called n times) and the OCL function."""
+    rng = np.random.RandomState(seed)
+    xs = rng.uniform(-1, 1, (n, m)).astype(dtype)
+    h0 = rng.uniform(-1, 1, m).astype(dtype)
+    inputs, outputs = _recurrence(dtype)
+    f_c = theano.function(inputs, outputs, mode='FAST_RUN')
+    hs, ys = [], []
+    h = h0
+    for x in xs:
+        h, y = f_c(x, h)
+        hs.append(h)
+        ys.append(y)
+    f_o = theano.function(inputs, outputs, mode=theano_ocl.OCLMode())
+    return xs, h0, np.array(hs), np.array(ys), f_o
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('where', ['host', 'device'])
+def test_run_with_carried_state_matches_theano_c(dtype, where):
+    dev = theano_ocl.get_device()
+    if dtype == 'float64' and not dev.has_fp64:
+        pytest.skip('the device has no float64')
+    n = 13
+    xs, h0, want_h, want_y, f_o = _case(dtype, n, 37, 3)
+    feed = xs if where == 'host' else cla.to_device(dev.queue, xs)
+    stats = {}
+    got_h, got_y = f_o.fn.run(n, feeds={0: feed}, probes=[0, 1], carry={1: (0, h0)},
+                              probes_on=where, stats=stats)
+    if where == 'device':
+        assert isinstance(got_h, cla.Array)
+        got_h, got_y = got_h.get(), got_y.get()
+    assert stats['steps_done'] == n
+    assert_close(got_h, want_h, what='h history')
+    assert_close(got_y, want_y, what='y history')
+    # the function is still an ordinary function afterwards
+    assert_close(f_o(xs[0], h0)[0], want_h[0], what='a call after run')
+
+
+def test_run_probe_every_and_zero_steps():
+    n = 12
+    xs, h0, want_h, _, f_o = _case('float32', n, 5, 4)
+    got = f_o.fn.run(n, feeds={0: xs}, probes=[0], probe_every=4, carry={1: (0, h0)})[0]
+    assert_close(got, want_h[3::4], what='every 4th h')
+    empty = f_o.fn.run(0, feeds={0: xs[:0]}, probes=[0], carry={1: (0, h0)})
+    assert len(empty) == 1 and empty[0].shape[0] == 0
+
+
+def test_run_refuses_a_carry_that_does_not_fit():
+    inputs, outputs = _recurrence('float32')
+    f_o = theano.function(inputs, outputs, mode=theano_ocl.OCLMode())
+    xs = np.zeros((3, 4), 'float32')
+    with pytest.raises(RunStepsError, match='output 1 cannot carry into input 1'):
+        f_o.fn.run(3, feeds={0: xs}, carry={1: (1, np.zeros(4, 'float32'))})
+    with pytest.raises(RunStepsError, match='carry into input 0'):
+        f_o.fn.run(3, feeds={0: xs}, carry={0: (0, np.zeros(4, 'float32'))})

@@ -1,0 +1,345 @@
+"""Building a frame: the plans of one input signature, recorded from the linked program.
+
+:class:`FrameBuilder` walks the program's tasks in order. For each it records typed plans
+(``runtime.plans``) into the new :class:`~theano_ocl.runtime.context.Frame`: the inputs'
+uploads and host copies, each device node's launches (its family's ``plan``), host nodes
+with the uploads of what device nodes read from them, shape nodes, the output fetchers
+and the commits' prepare steps. Buffers come from the frame's arena; a dead intermediate's
+buffer (``reuse_min_bytes`` and larger) serves a later task (the one buffer-reuse rule:
+an in-order queue makes that safe).
+
+The first call of a signature runs each task's plans as soon as they are recorded (a host
+node's value may decide the shapes of the device nodes after it: the values a plan needs
+exist when it is built); later calls replay the frame (``runtime.executor``). IfElse
+branches: only the taken branch's tasks are recorded, behind a guard on the condition.
+"""
+import collections
+
+import numpy as np
+from theano.gof.graph import Constant
+
+from .. import darray as da
+from . import faults, steps
+from .context import Frame, PlanContext, family
+from .memory import download
+
+
+class FrameBuilder(object):
+    """Records (and runs, the first time) the frame of one key for one linked function
+    (``vm``: the OCLFunction: its program, device, queue, settings and profiler)."""
+
+    def __init__(self, vm, key):
+        self.vm = vm
+        self.prog = vm.program
+        self.frame = Frame(key)
+        self.dvals = {}                          # variable -> DArray of this frame
+        self.live = collections.Counter()        # id(root) -> live values in it
+        self.taken = {}                          # IfElse task -> branch this frame runs
+
+    def build(self):
+        """The frame, recorded and run once; buffers are released on any error."""
+        vm, prog, frame = self.vm, self.prog, self.frame
+        if vm.profiler is not None:              # profile hook (profiling.py)
+            vm.profiler.begin_plan()
+        try:
+            self._inputs()
+            hooked = faults.hook is not None
+            for t, task in enumerate(prog.tasks):
+                vm.position_of_error = t
+                if hooked:
+                    faults.at('plan task %d' % t)
+                ctx = PlanContext(vm, frame, t, vm.queue)
+                ctx.node = task.node
+                if task.regions and not self._taken(task, ctx):
+                    frame.skipped.add(t)    # of a branch not taken: never planned nor run
+                    continue
+                if task.kind == 'dev':
+                    if hasattr(task.impl, 'branches'):
+                        self._decide(task, ctx)
+                    if task.fused_into is None:
+                        self._device(task, ctx)
+                elif task.kind == 'shape':
+                    self._shape(task, ctx)
+                else:
+                    self._host(task, ctx)
+                self._release(task)
+            vm.position_of_error = -1
+            self._outputs()
+            self._commits()
+        except BaseException:
+            frame.release()
+            raise
+        self._finish()
+        return frame
+
+    # ---------------------------------------------------------------- bookkeeping
+    def _set(self, var, d):
+        self.dvals[var] = d
+        self.live[id(d.root)] += 1
+
+    def _release(self, task):
+        """Values whose last reader was ``task``: their arena buffers become reusable."""
+        live, keep = self.live, self.prog.keep_vars
+        for var in task.release:
+            d = self.dvals.get(var)
+            if d is None or var in keep:
+                continue
+            live[id(d.root)] -= 1
+            if live[id(d.root)] == 0 and getattr(d.root, 'arena', False) \
+                    and d.root.nbytes >= self.vm.reuse_min_bytes:
+                self.frame.free.append(d.root)
+
+    def _run_new(self, ctx, record=True):
+        """Record the plans ``ctx`` collected and run them (the first call's values)."""
+        profiler = self.vm.profiler
+        for step in ctx.new_steps:
+            if record:
+                self.frame.steps.append(step)
+            if profiler is not None:             # profile hook (profiling.py)
+                profiler.run(step)
+            else:
+                step.fn()
+        ctx.new_steps = []
+
+    def _finish(self):
+        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
+        frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
+        frame.has_host_steps = any(st.kind in ('host', 'download', 'guard') for st in frame.steps)
+        frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
+        frame.free = []
+        frame.tiny = (vm.host_tier_after is not None and vm.output_mode == 'host'
+                      and not vm.profile
+                      and all(d.size <= vm.tiny_size for d in dvals.values())
+                      and not any(da.is_device_array(prog.input_cells[i][0])
+                                  for i, k in prog.input_plan if k == 'dev'))
+        frame.nbytes = frame.owned_bytes()
+
+    # ---------------------------------------------------------------- IfElse
+    def _taken(self, task, ctx):
+        """Whether every branch ``task`` is of (``lazy_branches``) is taken in this frame,
+        deciding each IfElse at its first branch task, outermost first."""
+        for x_task, branch in task.regions:
+            if self._decide(x_task, ctx) != branch:
+                return False
+        return True
+
+    def _decide(self, x_task, ctx):
+        """The branch this frame takes at IfElse ``x_task``: its condition's value now (the
+        tasks computing it ran). Unless the key decides it, a guard re-plans the calls
+        where it turns the other way -- before any task of either branch runs."""
+        branch = self.taken.get(x_task)
+        if branch is None:
+            from ..ops.basic import branch_taken
+            cond = x_task.node.inputs[0]
+            cell = self.prog.storage_map[cond]
+            branch = self.taken[x_task] = branch_taken(cell[0])
+            if not isinstance(cond, Constant) and cond not in self.prog.key_determined:
+                ctx.host_step(steps.branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
+                self._run_new(ctx)
+        return branch
+
+    # ---------------------------------------------------------------- inputs
+    def _inputs(self):
+        vm, prog, frame = self.vm, self.prog, self.frame
+        ctx = PlanContext(vm, frame, 0, vm.queue)
+        for i, var in enumerate(prog.fgraph.inputs):
+            kind = prog.input_kinds[i]
+            cell = prog.input_cells[i]
+            if kind == 'resident':
+                res = prog.residents[i]
+                d = res.ensure_device(vm.dev, vm.queue)
+                frame.input_roots[i] = d.root
+                frame.root_to_input[id(d.root)] = i
+                self._set(var, d)
+                if i in prog.host_read_inputs:
+                    ctx.host_step(steps.sync_host_step(res), 'download', reads=(d,), writes=())
+            elif kind == 'dev':
+                v = cell[0]
+                if v is None:
+                    raise TypeError('input %s has no value' % (var,))
+                if da.is_device_array(v):
+                    d = da.from_pyopencl(v)
+                    frame.input_roots[i] = d.root
+                    frame.root_to_input[id(d.root)] = i
+                    if i in prog.host_read_inputs:
+                        ctx.host_step(steps.host_copy_of_device_input(vm, cell), 'download',
+                                      reads=(d,), writes=())
+                else:
+                    d = ctx.alloc(np.shape(v), var.type.dtype)
+                    frame.input_roots[i] = d.root
+                    ctx.host_step(steps.upload_input_step(vm.dev, vm.queue, d, cell), 'upload',
+                                  reads=(), writes=(d,))
+                self._set(var, d)
+        for var, d in vm.const_dvals.items():
+            self._set(var, d)
+        self._run_new(ctx)
+
+    # ---------------------------------------------------------------- tasks
+    def _device(self, task, ctx):
+        node = task.node
+        prog, dvals = self.prog, self.dvals
+        ins = []
+        branch = getattr(task.impl, 'branch_input', None)
+        for j, var in enumerate(node.inputs):
+            if j in task.fused:
+                ins.append(family('fused_value')(task.fused[j], dvals))
+            elif j in task.host_inputs:
+                value = prog.storage_map[var][0]
+                ins.append(value)
+                if var.owner is not None and var not in prog.key_determined and j != branch:
+                    ctx.host_step(steps.guard_host_value(prog.storage_map[var], value, var),
+                                  'guard', reads=(), writes=())
+            elif branch is not None:
+                ins.append(dvals.get(var))     # None: of the branch not taken (_decide)
+            else:
+                ins.append(dvals[var])
+        ctx.destroyable = [j not in task.host_inputs and j not in task.fused
+                           and self._destroyable(task, node.inputs[j])
+                           for j in range(len(node.inputs))]
+        outs = task.impl.plan(ctx, ins)
+        if len(outs) != len(node.outputs):
+            raise AssertionError('%s planned %d outputs for %d' % (
+                task.impl, len(outs), len(node.outputs)))
+        for var, d in zip(node.outputs, outs):
+            if d.dtype != np.dtype(var.type.dtype):
+                raise AssertionError('%s produced %s for an output of type %s' % (
+                    type(task.impl).__name__, d.dtype, var.type))
+            self._set(var, d)
+        for var in task.download_outputs:
+            self._download(ctx, dvals[var], prog.storage_map[var])
+        self._run_new(ctx)
+
+    def _destroyable(self, task, var):
+        """Whether ``task`` may overwrite ``var``'s buffer: its last reader, the only value
+        living there, an intermediate of the frame's arena."""
+        d = self.dvals.get(var)
+        if d is None or var.owner is None or var in self.prog.keep_vars:
+            return False
+        if self.prog.last_use.get(var) is not task:
+            return False
+        return self.live[id(d.root)] == 1 and getattr(d.root, 'arena', False)
+
+    def _download(self, ctx, d, cell):
+        dev, queue = self.vm.dev, self.vm.queue
+        d = ctx.contiguous(d)
+
+        def run():
+            cell[0] = download(dev, queue, d)
+        ctx.host_step(run, 'download', reads=(d,), writes=())
+
+    def _shape(self, task, ctx):
+        prog = self.prog
+        node = task.node
+        var = node.inputs[0]
+        d = self.dvals.get(var)
+        cell = prog.storage_map[node.outputs[0]]
+        shape_value = task.impl.shape_value
+        if d is not None:
+            # a device value: the frame's key decides its shape
+            value = shape_value(d.shape)
+
+            def run():
+                cell[0] = value.copy()
+        else:
+            # a host value (an input only shape nodes read is not in the key): read each call
+            src = prog.storage_map[var]
+
+            def run():
+                cell[0] = shape_value(np.shape(src[0]))
+        ctx.host_step(run, 'host', reads=(), writes=())
+        self._run_new(ctx, record=task.replay)
+        self._uploads(task, ctx)
+
+    def _host(self, task, ctx):
+        thunk = task.thunk
+
+        def run():
+            thunk()
+        ctx.host_step(run, 'host', reads=(), writes=())      # host cells only
+        self._run_new(ctx, record=task.replay)
+        self._uploads(task, ctx)
+
+    def _uploads(self, task, ctx):
+        """Upload the outputs of a host task that device tasks consume (shape-guarded)."""
+        storage_map = self.prog.storage_map
+        dev, queue = self.vm.dev, self.vm.queue
+        for var in task.upload_outputs:
+            value = storage_map[var][0]
+            d = ctx.alloc(np.shape(value), var.type.dtype)
+            ctx.host_step(steps.upload_guarded_step(dev, queue, d, storage_map[var], var),
+                          'upload', reads=(), writes=(d,))
+            self._set(var, d)
+        self._run_new(ctx)
+
+    # ---------------------------------------------------------------- outputs, commits
+    def _outputs(self):
+        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
+        ctx = PlanContext(vm, frame, len(prog.tasks) - 1, vm.queue)
+        fetchers = []
+        donated = set()
+        for j, var in enumerate(prog.fgraph.outputs):
+            if j in prog.update_outputs:
+                fetchers.append(steps.none)
+                continue
+            d = dvals.get(var)
+            cell = prog.storage_map[var]
+            if d is None:
+                fetchers.append(steps.host_value(cell, prog.residents.get(prog.input_index.get(var))))
+                continue
+            if vm.output_mode == 'device':
+                donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
+                          and id(d.root) not in donated)
+                donated.add(id(d.root))
+                fetchers.append(steps.donate_output(vm, frame, d) if donate
+                                else steps.device_output(vm, ctx, d))
+            else:
+                fetchers.append(steps.host_output(vm.dev, vm.queue, ctx.contiguous(d)))
+        for i, var in prog.write_back:
+            d = dvals.get(var)
+            src = ctx.contiguous(d) if d is not None else None
+            ctx.host_step(steps.write_back_step(vm.dev, vm.queue, src, prog.storage_map[var],
+                                                prog.input_cells[i]), 'download',
+                          reads=() if src is None else (src,), writes=())
+        self._run_new(ctx)
+        frame.outputs = fetchers
+
+    def _commits(self):
+        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
+        dev, queue = vm.dev, vm.queue
+        ctx = PlanContext(vm, frame, len(prog.tasks) - 1, queue)
+        pending = []
+        dests = set()
+        for i, j in prog.updates:
+            if prog.input_kinds[i] == 'resident':
+                dests.add(id(prog.residents[i].root))
+        # Two phases, as Theano applies updates: every commit first reads its new value
+        # (host values, downloads), then all are written; device sources living in a
+        # buffer that some commit overwrites are staged into a copy first.
+        for i, j in prog.updates:
+            var = prog.fgraph.outputs[j]
+            d = dvals.get(var)
+            cell = prog.input_cells[i]
+            if prog.input_kinds[i] != 'resident':
+                if d is not None:
+                    if id(d.root) in dests:
+                        tmp = ctx.alloc(d.shape, d.dtype)
+                        ctx.copy(tmp, d)
+                        d = tmp
+                    d = ctx.contiguous(d)
+                    pending.append(steps.commit_host_from_device(dev, queue, d, cell))
+                else:
+                    pending.append(steps.commit_host(cell, prog.storage_map[var]))
+                continue
+            res = prog.residents[i]
+            if d is None:
+                pending.append(steps.commit_resident_from_host(res, dev, queue,
+                                                               prog.storage_map[var]))
+                continue
+            if id(d.root) in dests or not d.is_c_contiguous():
+                tmp = ctx.alloc(d.shape, d.dtype)
+                ctx.copy(tmp, d)
+                d = tmp
+            pending.append(steps.commit_resident(res, dev, queue, d))
+        # staging copies run with the steps; commits run after outputs were fetched
+        self._run_new(ctx)
+        frame.commits = pending

@@ -1,0 +1,598 @@
+"""The one executor: runs a linked function's frame once per call, or ``n`` times.
+
+Every way of running a frame goes through :class:`Executor`:
+
+* ``replay(frame)`` / ``run_steps(frame)``: one pass of the frame's plans (its batched
+  plan once hot), after re-pointing kernels at inputs that arrived in other buffers;
+* ``run_checks(frame)``: the device error flags of that pass (bad index, division by zero);
+* ``commit(frame)``: the updates, all or none (``runtime.commit``);
+* ``run(n, feeds=..., probes=...)``: ``n`` passes with no host round trip. Pass 0 is an
+  ordinary call of the function (it plans the frame when needed); passes 1..n-1 replay
+  that frame. Per-step inputs (host or device arrays with a leading axis ``n``) are on the
+  device once; each pass copies its slice into the frame's input buffer (``feed='copy'``)
+  or re-points the kernels at it (``'rebind'``). Outputs asked for (``probes``) go into
+  preallocated per-step slots of device buffers, every ``probe_every`` passes, and come back
+  once at the end (or stay on the device). State lives in the shared variables' device
+  buffers; each pass commits its updates.
+
+``OCLFunction.__call__`` (vm.py) is the one-pass form; ``SimulatorOCL.run_steps`` and its
+methods are thin public API over ``OCLFunction.run``.
+"""
+import time
+import warnings
+
+import numpy as np
+
+from . import commit, faults
+from .context import Replan, bind_site
+from ..darray import DArray, Root
+
+
+class RunStepsError(ValueError):
+    """A request ``run`` cannot honour (inputs, shapes, probes)."""
+
+
+#: buffers up to this size are gathered into a frame's slab
+SLAB_ROOT_MAX = 1 << 20
+
+
+class Executor(object):
+    """Runs the frames of one linked function ``vm`` (an ``OCLFunction``: its device,
+    queue, program, profiler and planners)."""
+
+    def __init__(self, vm):
+        self.vm = vm
+        self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
+        self.loop_plans = {}       # id(frame) -> (frame, batched steps, batched commits)
+
+    # ------------------------------------------------------------------ one pass
+    def replay(self, frame):
+        """One pass of ``frame`` with its input buffers re-bound to this call's."""
+        vm = self.vm
+        bufs = frame.input_bufs
+        inputs = vm._inputs
+        dev, queue = vm.dev, vm.queue
+        for i, root in frame.input_roots.items():
+            cell, res = inputs[i]
+            # the buffer this input is in now (a device array's: rebound to, no copy)
+            if res is not None:
+                cur = res.ensure_device(dev, queue).root.buf
+            else:
+                v = cell[0]
+                cur = v.base_data if hasattr(v, 'base_data') else None
+            if cur is not None and cur is not bufs[i]:
+                # same shapes, another buffer (a new device array, a re-placed shared
+                # variable): point the bound kernels at it instead of re-planning
+                bufs[i] = cur
+                if res is None:
+                    root.move(cur)          # origin 0, as planned: only buffers change
+                    for site in frame.rebind_sites.get(i, ()):
+                        site[0].set_arg(site[1], cur)
+                else:
+                    for site in frame.rebind_sites.get(i, ()):
+                        bind_site(site, root)
+        self.run_steps(frame)
+
+    def run_steps(self, frame):
+        """One pass of the frame's recorded plans (or its batched plan) as they are bound."""
+        vm = self.vm
+        if frame.batched is not False and vm.batch_after is not None and not vm.profile:
+            plan = frame.batched
+            if plan is None and frame.replays >= vm.batch_after:
+                plan = frame.batched = vm.batched_plan(frame)
+            if plan:
+                if plan.valid():
+                    hooked = faults.hook is not None
+                    try:
+                        for k, fn in enumerate(plan.fns):
+                            if hooked:
+                                faults.at('batched step %d' % k)
+                            fn()
+                    except Replan:
+                        raise
+                    except BaseException:
+                        vm.position_of_error = -1
+                        raise
+                    return
+                # a buffer the plan bound changed (a donated output, another input
+                # buffer): plans would go stale every call, so this frame stays unbatched
+                frame.batched = False
+        if vm.profiler is not None:              # profile hook (profiling.py)
+            return vm.profiler.run_steps(frame)
+        hooked = faults.hook is not None
+        step = None
+        try:
+            for k, step in enumerate(frame.steps):
+                if hooked:
+                    faults.at('step %d' % k)
+                step.fn()
+        except Replan:
+            raise
+        except BaseException:
+            if step is not None:
+                vm.position_of_error = step.task
+            raise
+
+    def run_checks(self, frame):
+        """Read the frame's device error flags (see PlanContext.deferred_check)."""
+        vm = self.vm
+        if frame.checks:
+            vm.queue.finish()
+        first = None
+        for check in frame.checks:
+            # every check runs (each clears its own flag), so a flag set in this call
+            # never fails a later call; the first error is raised
+            try:
+                check.fn()
+            except Exception as e:
+                if first is None:
+                    first = (check.task, e)
+        if first is not None:
+            vm.position_of_error = first[0]
+            raise first[1]
+        vm.position_of_error = -1
+
+    def commit(self, frame):
+        """Apply the frame's updates (after its outputs were fetched and checks passed),
+        all or none (runtime/commit.py)."""
+        vm = self.vm
+        plan = frame.commit_plan
+        if plan is None and vm.batch_after is not None and not vm.profile \
+                and frame.replays >= vm.batch_after:
+            plan = frame.commit_plan = vm.commit_plan(frame)
+        if plan and plan.valid():
+            commit.apply(plan.actions())
+        else:
+            commit.apply([prepare() for prepare in frame.commits])
+
+    # ------------------------------------------------------------------ n passes
+    def run(self, n, feeds=None, probes=None, probe_every=1, batch='auto', feed='copy',
+            probes_on='host', carry=None, stats=None, what='run', error=RunStepsError,
+            stacklevel=1):
+        """Run the function ``n`` times, updates committed after every pass.
+
+        ``feeds``: {input index: array with leading axis n} (numpy or pyopencl arrays,
+        already of the input's dtype); inputs left out keep their value. ``probes``: output
+        indices, each sampled after passes ``k-1, 2k-1, ...`` (``k = probe_every``) into a
+        slot of a buffer with leading axis ``n // k``; returned as host arrays, or as
+        pyopencl arrays with ``probes_on='device'``. ``carry``: {input index: (output index,
+        initial value)}: the input takes ``initial value`` in pass 0 and the output of pass
+        ``t`` in pass ``t+1`` (a device copy; state of a recurrence, as Scan carries it).
+        ``stats``: a dict filled as the passes
+        run (``steps_done`` stays true when a pass fails). ``error``: the exception class
+        of the requests it cannot honour; ``what`` names the caller in messages (and
+        ``stacklevel`` counts its frames, for the warning about host steps).
+        """
+        import pyopencl.array as cla
+        vm = self.vm
+        prog = vm.program
+        dev, queue = vm.dev, vm.queue
+        cl = dev.cl
+        k = int(probe_every)
+        n = int(n)
+        feeds = feeds or {}
+        carry = carry or {}
+        probe_idx = list(range(len(prog.fgraph.outputs))) if probes is None else list(probes)
+        stats = {} if stats is None else stats
+        cells = prog.input_cells
+        saved = [(cells[i], cells[i][0]) for i in list(feeds) + list(carry)]
+        n_slots = n // k
+        host_probes = {}
+        try:
+            if n == 0:
+                return [np.empty((0,))] * len(probe_idx)
+            # ---------------------------------------------------- inputs, pass 0
+            copies, host_feeds, rebinds, bigs = [], [], [], []
+            for i, arr in feeds.items():
+                cell = cells[i]
+                if prog.input_kinds[i] == 'dev':
+                    big = arr if hasattr(arr, 'base_data') else \
+                        cla.to_device(queue, np.ascontiguousarray(arr))
+                    bigs.append(big)
+                    stage = self._stage(i, arr.shape[1:], arr.dtype)
+                    nbytes = stage.nbytes
+                    src0 = big.offset if hasattr(big, 'offset') else 0
+                    if nbytes:
+                        cl.enqueue_copy(queue, stage.base_data, big.base_data,
+                                        byte_count=nbytes, src_offset=src0)
+                    cell[0] = stage
+                    copies.append((i, stage, big, nbytes, src0))
+                else:
+                    host_feeds.append((cell, arr))
+                    cell[0] = arr[0]
+            carried = []
+            for i, (j, init) in carry.items():
+                if prog.input_kinds[i] != 'dev' or i in feeds:
+                    raise error('%s: carry into input %d: not a device input of this function, '
+                                'or fed per step' % (what, i))
+                init = np.asarray(init, dtype=prog.fgraph.inputs[i].type.dtype) \
+                    if not hasattr(init, 'base_data') else init
+                stage = self._stage(i, init.shape, init.dtype)
+                if stage.nbytes:
+                    if hasattr(init, 'base_data'):
+                        cl.enqueue_copy(queue, stage.base_data, init.base_data,
+                                        byte_count=stage.nbytes, src_offset=init.offset)
+                    else:
+                        cl.enqueue_copy(queue, stage.base_data, np.ascontiguousarray(init))
+                cell = cells[i]
+                cell[0] = stage
+                carried.append((i, j, stage))
+            t_start = time.perf_counter()
+            outs0 = vm()
+            t_first = time.perf_counter()
+            frame = vm.last_frame
+            key1 = vm._key()
+            if key1 != frame.key:
+                raise error(self.shape_change(frame.key, key1, what))
+            carries = []
+            for i, j, stage in carried:
+                d = frame.dvals.get(prog.fgraph.outputs[j])
+                if d is None or d.shape != stage.shape or d.dtype != stage.dtype \
+                        or not d.is_c_contiguous():
+                    raise error('%s: output %d cannot carry into input %d: %s on the device, '
+                                'the input is %s %s' % (
+                                    what, j, i, 'not' if d is None else '%s %s' % (
+                                        d.dtype, d.shape), stage.dtype, stage.shape))
+                if stage.nbytes and not (d.root.buf == stage.base_data and d.boff == stage.offset):
+                    carries.append((stage.base_data, d, stage.nbytes))
+                    # pass 0's state into pass 1's inputs: the value pass 0 returned (a
+                    # device output may have been handed over with its buffer)
+                    v0 = outs0[j]
+                    if hasattr(v0, 'base_data'):
+                        cl.enqueue_copy(queue, stage.base_data, v0.base_data,
+                                        byte_count=stage.nbytes, src_offset=v0.offset)
+                    else:
+                        cl.enqueue_copy(queue, stage.base_data,
+                                        np.ascontiguousarray(v0, dtype=stage.dtype))
+            # ---------------------------------------------------- probes
+            probe_bufs = []
+            for j in probe_idx:
+                d = frame.dvals.get(prog.fgraph.outputs[j])
+                if d is None:
+                    host_probes[j] = []
+                    probe_bufs.append(None)
+                    continue
+                buf = dev.alloc(max(d.nbytes * n_slots, 1))
+                probe_bufs.append((buf, d))
+                if k == 1 and d.nbytes:
+                    v0 = outs0[j]
+                    if hasattr(v0, 'base_data'):
+                        cl.enqueue_copy(queue, buf, v0.base_data, byte_count=d.nbytes,
+                                        src_offset=v0.offset)
+                    else:
+                        cl.enqueue_copy(queue, buf, np.ascontiguousarray(v0, dtype=d.dtype),
+                                        dst_offset=0)
+            if k == 1:
+                for j in host_probes:
+                    host_probes[j].append(np.array(outs0[j], copy=True))
+            # ---------------------------------------------------- feeding, plans
+            feed_mode = self.feed_mode(feed, frame, copies, what, error)
+            if feed_mode == 'rebind':
+                for i, stage, big, nbytes, src0 in copies:
+                    for kernel, argi, off, _ in frame.rebind_sites.get(i, ()):
+                        kernel.set_arg(argi, big.base_data)
+                        rebinds.append((kernel, argi, off + src0, stage.dtype.itemsize, nbytes,
+                                        stage.base_data, off))
+                copies = []
+            if rebinds:
+                batch = False     # batched kernels bind the input buffer itself
+            t_plan = time.perf_counter()
+            step_fns, commit_actions, info = self.plans_for(frame, batch)
+            t_plan = time.perf_counter() - t_plan
+            host_steps = self._warn_host_steps(frame, what, stacklevel + 3)
+            stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
+                         first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
+            t_loop = time.perf_counter()
+            # a device check (bad index, integer division by zero) is read once after the
+            # loop, not every pass; should one fail, the state before pass 1 comes back
+            # and the passes run again reading the flags after each, so the run ends as n
+            # separate calls would: at the failing pass, with the passes before it committed
+            snapshot = self.snapshot() if frame.checks else None
+
+            def loop(first, check_each):
+                enqueue_copy = cl.enqueue_copy
+                slot = first if k == 1 else first // k
+                hooked = faults.hook is not None
+                step = first
+                try:
+                    for step in range(first, n):
+                        if hooked:
+                            faults.at('run_steps step %d' % step)
+                        for i, stage, big, nbytes, src0 in copies:
+                            enqueue_copy(queue, stage.base_data, big.base_data,
+                                         byte_count=nbytes, src_offset=src0 + step * nbytes)
+                        for kernel, argi, off, itemsize, nbytes, _, _ in rebinds:
+                            kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
+                        for cell, arr in host_feeds:
+                            cell[0] = arr[step]
+                        for fn in step_fns:
+                            fn()
+                        for dst, d, nbytes in carries:
+                            enqueue_copy(queue, dst, d.root.buf, byte_count=nbytes,
+                                         src_offset=d.boff)
+                        if (step + 1) % k == 0:
+                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
+                            slot += 1
+                        if check_each and frame.checks:
+                            self._checked(frame, step)
+                        if hooked:
+                            faults.at('run_steps step %d commit' % step)
+                        # one commit per pass, all of its updates or none (runtime/commit.py)
+                        commit.apply(commit_actions())
+                        stats['steps_done'] = step + 1
+                except Replan as e:
+                    raise error(
+                        '%s: step %d: a host value or shape the device plan relied on changed '
+                        '(%s); the state holds the result of %d steps' % (
+                            what, step, e, step)) from None
+
+            try:
+                loop(1, False)
+                queue.finish()
+                stats['loop_s'] = time.perf_counter() - t_loop
+                if frame.checks:
+                    try:
+                        self.run_checks(frame)
+                    except Exception:
+                        self.restore(snapshot)
+                        stats['steps_done'] = 1
+                        loop(1, True)
+                        raise AssertionError('run_steps: a device check failed once and not '
+                                             'when the steps ran again')  # pragma: no cover
+            except BaseException as e:
+                if not isinstance(e, Exception):
+                    vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
+                raise
+            finally:
+                # the frame's kernels point at the input buffer again for later calls
+                for kernel, argi, _, itemsize, _, stage_buf, off in rebinds:
+                    kernel.set_arg(argi, stage_buf)
+                    kernel.set_arg(argi + 1, np.int64(off // itemsize))
+            return self._results(probe_idx, probe_bufs, host_probes, n_slots, probes_on)
+        finally:
+            for c, v in saved:
+                c[0] = v
+
+    # ------------------------------------------------------------------ parts of run
+    def _results(self, probe_idx, probe_bufs, host_probes, n_slots, probes_on):
+        import pyopencl.array as cla
+        dev, queue = self.vm.dev, self.vm.queue
+        results = []
+        for j, pb in zip(probe_idx, probe_bufs):
+            if pb is None:
+                results.append(np.array(host_probes[j]).reshape(
+                    (n_slots,) + np.shape(host_probes[j][0]) if host_probes[j] else (0,)))
+                continue
+            buf, d = pb
+            if probes_on == 'device':
+                results.append(cla.Array(queue, (n_slots,) + d.shape, d.dtype, data=buf))
+                continue
+            host = np.empty((n_slots,) + d.shape, d.dtype)
+            if host.size:
+                dev.cl.enqueue_copy(queue, host, buf, is_blocking=True)
+            results.append(host)
+        return results
+
+    def _warn_host_steps(self, frame, what, stacklevel):
+        from ..report import fallback_nodes          # (report imports theano)
+        hsteps = [s for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard')]
+        if hsteps:
+            tasks = self.vm.program.tasks
+            ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
+                          if 0 <= s.task < len(tasks)})
+            fallbacks = sorted({type(node.op).__name__ for node in fallback_nodes(self.vm)})
+            warnings.warn('%s: the frame has %d host steps (of %s; host fallbacks: %s); every '
+                          'step returns to the host for them' % (
+                              what, len(hsteps), ', '.join(ops) or '?',
+                              ', '.join(fallbacks) or 'none'), stacklevel=stacklevel)
+        return len(hsteps)
+
+    def _checked(self, frame, step):
+        try:
+            self.run_checks(frame)
+        except Exception as e:
+            e.args = ('%s [SimulatorOCL.run_steps: at step %d; the shared variables hold the '
+                      'state after steps 0..%d]' % (e.args[0] if e.args else e, step, step - 1),
+                      ) + tuple(e.args[1:])
+            raise
+
+    def snapshot(self):
+        """Device copies of the updated shared variables' values (and the host values of
+        the others), to go back to the state before a run of passes."""
+        vm = self.vm
+        prog = vm.program
+        dev, queue = vm.dev, vm.queue
+        saved = []
+        for i, _ in prog.updates:
+            res = prog.residents.get(i)
+            if res is None:
+                saved.append((i, None, prog.input_cells[i][0]))
+                continue
+            d = res.ensure_device(dev, queue)
+            copy = None
+            if d.nbytes:
+                copy = dev.alloc(d.nbytes)
+                dev.cl.enqueue_copy(queue, copy, d.root.buf, byte_count=d.nbytes,
+                                    src_offset=d.boff)
+            saved.append((i, (res, d, copy), None))
+        return saved
+
+    def restore(self, saved):
+        vm = self.vm
+        prog = vm.program
+        dev, queue = vm.dev, vm.queue
+        for i, dev_value, host_value in saved:
+            if dev_value is None:
+                prog.input_cells[i][0] = host_value
+                continue
+            res, d, copy = dev_value
+            if copy is not None:
+                dev.cl.enqueue_copy(queue, d.root.buf, copy, byte_count=d.nbytes,
+                                    dst_offset=d.boff)
+            res.mark_device_newer()
+
+    def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot):
+        cl = self.vm.dev.cl
+        queue = self.vm.queue
+        for j, pb in zip(probe_idx, probe_bufs):
+            if pb is None:
+                host_probes[j].append(np.array(frame.outputs[j](), copy=True))
+                continue
+            buf, d = pb
+            if not d.nbytes:
+                continue
+            if d.is_c_contiguous():
+                cl.enqueue_copy(queue, buf, d.root.buf, byte_count=d.nbytes,
+                                src_offset=d.boff, dst_offset=slot * d.nbytes)
+            else:
+                from .context import family
+                dst = DArray(Root(buf, d.nbytes), d.shape, d.dtype, offset=slot * d.nbytes)
+                family('strided_copy_now')(self.vm.dev, queue, dst, d)
+
+    def _stage(self, i, shape, dtype):
+        import pyopencl.array as cla
+        stage = self.stages.get(i)
+        if stage is None or stage.shape != tuple(shape) or stage.dtype != dtype:
+            vm = self.vm
+            nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+            stage = cla.Array(vm.queue, tuple(shape), dtype, data=vm.dev.alloc(nbytes))
+            self.stages[i] = stage
+        return stage
+
+    def feed_mode(self, feed, frame, copies, what, error):
+        """'copy' or 'rebind' for ``feed`` ('auto' picks): re-pointing the kernels at each
+        step's slice is exact only when launches are the input's only readers."""
+        if feed == 'copy' or not copies:
+            return 'copy'
+        ok = True
+        for i, _, _, _, _ in copies:
+            root = frame.input_roots.get(i)
+            if root is None or i in self.vm.program.host_read_inputs:
+                ok = False
+            for s in frame.steps:
+                if s.kind != 'launch' and s.touches(root):
+                    ok = False
+            for fn in list(frame.outputs) + list(frame.commits):
+                if root in fn.reads:          # declared by runtime.steps
+                    ok = False
+        if feed == 'rebind' and not ok:
+            raise error("%s: feed='rebind' is not possible here: an input is read by a copy, "
+                        "a host step or an output; use feed='copy'" % what)
+        if feed == 'auto':
+            sites = sum(len(frame.rebind_sites.get(i, ())) for i, _, _, _, _ in copies)
+            return 'rebind' if ok and sites <= len(copies) else 'copy'
+        return 'rebind'
+
+    def plans_for(self, frame, batch):
+        """(pass callables, per-pass commit actions, launch counts) for replaying ``frame``
+        in a loop; ``commit_actions()`` prepares one pass's commit (runtime/commit.py)."""
+        vm = self.vm
+        commits = frame.commits
+        unbatched = sum(1 for s in frame.steps if s.kind in ('launch', 'copy')) + \
+            sum(1 for c in commits if getattr(c, 'resident', None) is not None)
+
+        def plain_commit():
+            return [prepare() for prepare in commits]
+        info = dict(launches_per_step_unbatched=unbatched)
+        if batch is False:
+            info.update(launches_per_step=unbatched, batched=False)
+            return [s.fn for s in frame.steps], plain_commit, info
+        hit = self.loop_plans.get(id(frame))
+        if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
+            gather_into_slab(vm, frame)
+            p_steps, p_commits = vm.loop_plans(frame)
+            self.loop_plans = {id(frame): (frame, p_steps, p_commits)}
+            if frame.batched is None and p_steps.pays():
+                # ordinary calls of the frame (pass 0 of run, f(...)) replay it too
+                frame.batched = p_steps
+            hit = self.loop_plans[id(frame)]
+        _, p_steps, p_commits = hit
+        after = p_steps.n_launches_after + p_commits.plan.n_launches_after
+        if batch == 'auto' and after >= unbatched:
+            info.update(launches_per_step=unbatched, batched=False)
+            return [s.fn for s in frame.steps], plain_commit, info
+        info.update(launches_per_step=after, batched=True)
+        return p_steps.fns, p_commits.actions, info
+
+    def shape_change(self, before, after, what):
+        prog = self.vm.program
+        parts = []
+        for (i, kind), b, a in zip(prog.input_plan, before[1:], after[1:]):
+            if b != a:
+                parts.append('%s %r: %s before the step, %s after' % (
+                    'shared variable' if kind == 'resident' else 'input',
+                    prog.fgraph.inputs[i].name or i, _fmt(b), _fmt(a)))
+        return ('%s: shapes would change between steps (%s); run_steps needs every step to '
+                'have the same shapes (a new device plan per step): call the simulator once per '
+                'step instead' % (what, '; '.join(parts) or 'key changed'))
+
+
+def _fmt(part):
+    if isinstance(part, tuple) and len(part) == 4 and part[0] == 'd':
+        return 'shape %s' % (part[1],)
+    if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
+        return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
+    return 'shape %s' % (part,)
+
+
+def gather_into_slab(vm, frame):
+    """Move the frame's small buffers (intermediates, constants, resident shared variables)
+    into regions of one slab buffer, once per frame.
+
+    The planner can then bind each operand of a batched launch once (the slab) with
+    offsets in its table, instead of one buffer argument per merged operation: a launch
+    with hundreds of buffer arguments costs ~0.5 us per argument on NVIDIA's driver, and
+    PoCL takes at most 1024 bytes of arguments. A region is a Root whose ``buf`` is the
+    slab and ``origin`` its place there, not an OpenCL sub-buffer (NVIDIA charges ~50 ns
+    per live sub-buffer of a buffer on every launch using it). Contents are copied; the
+    kernels of this frame are re-bound here, other frames re-bind on their next call (the
+    same path as a re-placed shared variable). Shared variables already in another
+    frame's slab stay there.
+    """
+    if frame.slab is not None:
+        return frame.slab
+    dev, queue = vm.dev, vm.queue
+    cl = dev.cl
+    prog = vm.program
+    align = max(int(dev.device.mem_base_addr_align) // 8, 128)
+    consts = {id(d.root) for d in vm.const_dvals.values()}
+    roots = [(r, None) for r in frame.arena + frame.owned
+             + [d.root for d in vm.const_dvals.values()]
+             if 0 < r.nbytes <= SLAB_ROOT_MAX and not r.slab]
+    for i, root in frame.input_roots.items():
+        if prog.input_kinds[i] == 'resident' and 0 < root.nbytes <= SLAB_ROOT_MAX \
+                and root.buf is not None and not root.slab:
+            roots.append((root, i))
+    places, total = [], 0
+    for root, i in roots:
+        places.append(total)
+        total += -(-root.nbytes // align) * align
+    if len(roots) < 2 or total > dev.max_alloc:
+        frame.slab = False
+        return False
+    try:
+        slab = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, total)
+    except cl.Error:
+        frame.slab = False
+        return False
+    olds = []
+    for (root, i), origin in zip(roots, places):
+        old = root.buf
+        cl.enqueue_copy(queue, slab, old, byte_count=root.nbytes, src_offset=root.origin,
+                        dst_offset=origin)
+        olds.append(old)
+        root.move(slab, origin, slab=True)
+        for site in frame.root_sites.get(id(root), ()):
+            bind_site(site, root)
+        if i is not None:
+            frame.input_bufs[i] = slab
+            for site in frame.rebind_sites.get(i, ()):
+                bind_site(site, root)
+    queue.finish()
+    # a constant's old buffer still holds its value and the other frames' kernels may be
+    # bound to it: kept; the others go back to the pool once unreferenced
+    vm.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)
+    del olds
+    frame.slab = slab          # the roots hold it; frames never release it
+    frame.batched = None       # the VM's own batched plan bound the old buffers: plan again
+    return slab
