@@ -193,7 +193,7 @@ def max_identity(dtype, maximum=True):
     else:
         info = np.iinfo(dtype)
         value = info.min if maximum else info.max
-    return oscalar._literal(value, dtype)
+    return oscalar.literal(value, dtype)
 
 
 def split_axes(x, axes):
@@ -770,8 +770,8 @@ def _careduce(op, node, dev):
         identity = max_identity(acc_dtype, isinstance(scalar_op, ts.Maximum))
         needs_nonempty = True
     elif hasattr(scalar_op, 'identity'):
-        identity = oscalar._literal(scalar_op.identity, acc_dtype) if acc_dtype == 'bool' \
-            else oscalar._literal(np.asarray(scalar_op.identity).astype(acc_dtype), acc_dtype)
+        identity = oscalar.literal(scalar_op.identity, acc_dtype) if acc_dtype == 'bool' \
+            else oscalar.literal(np.asarray(scalar_op.identity).astype(acc_dtype), acc_dtype)
     else:
         raise NoDeviceImplementation('%s has no identity' % scalar_op)
     comb = Combine(scalar_op, in_dtype, acc_dtype, out_dtype, identity)
