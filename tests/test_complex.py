@@ -1,4 +1,4 @@
-"""complex64 / complex128 on the device (scalar_complex.py, the complex paths of the product
+"""complex64 / complex128 on the device (theano_ocl/scalar/complex.py, the complex paths of the product
 backends): every op against Theano's C backend (which runs numpy for most complex ops) on
 random inputs, with broadcasting, mixed real/complex operands, strided and reversed views,
 0-d and empty arrays; products on every backend this machine has."""
