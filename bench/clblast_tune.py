@@ -6,7 +6,7 @@ default parameters. This script times ``pyclblast.gemm`` on n x n x n operands f
 database's choice and for a set of valid parameter sets (a grid over tile sizes, thread
 layouts, vector widths and local-memory use, sampled with a fixed seed), and prints the
 best. ``--write FILE`` stores the winner with the device name, driver and CLBlast version
-for ``ops/blas.py`` (``clblast_tuned.json``): theano_ocl applies it only on a device of
+for ``ops/blas_clblast.py`` (``clblast_tuned.json``): theano_ocl applies it only on a device of
 that exact name and driver, and only where it measured faster than the default.
 
 Each candidate: override, one untimed call (builds the kernel), then the median of

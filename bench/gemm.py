@@ -29,7 +29,7 @@ import theano
 import theano.tensor as T
 from theano.compile.profiling import ProfileStats
 
-from theano_ocl.ops import blas
+from theano_ocl.ops import blas, blas_clblast
 from theano_ocl.runtime import settings
 from common import parser, header, table
 
@@ -68,7 +68,7 @@ if backend == 'clblast':
         return (time.perf_counter() - t0) / args.calls
     direct()
     t_db = float(np.median([direct() for _ in range(args.repeat)]))
-    tuned = blas.clblast_tuning(dev)
+    tuned = blas_clblast.clblast_tuning(dev)
     print('# CLBlast with its database parameters: %.3f ms, %.0f GFLOP/s; tuned parameters '
           'from clblast_tuned.json: %s' % (t_db * 1e3, flops / t_db / 1e9,
                                           'applied' if tuned else 'none for this device'))
@@ -91,7 +91,7 @@ def ocl_kernel():
 rows.append(dict(variant='theano_ocl (%s)' % backend, call=f_ocl, finish=dev.queue.finish,
                  kernel=None if backend == 'clblast' else ocl_kernel))
 
-if blas._pyclblast() is not None and (dev.is_gpu or backend == 'clblast'):
+if blas_clblast.load_pyclblast() is not None and (dev.is_gpu or backend == 'clblast'):
     import pyclblast
     import pyopencl.array as cla
     da, db = cla.to_device(dev.queue, a), cla.to_device(dev.queue, b)

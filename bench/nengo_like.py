@@ -1,8 +1,10 @@
 """A naive Theano port of a Nengo network: Theano C in a loop vs SimulatorOCL.run_steps,
 with the diagnostics ``python -m theano_ocl bench --only nengo`` leaves out: launches per
-step batched and not, the step loop apart from step 0 and planning, the time of each
-launch of the batched plan (``--detail``), a pickle cache of the compiled function for
-big networks (``--cache``). The network is :func:`theano_ocl.benchmarks.nengo.build`.
+step batched and not, the step loop apart from step 0 and planning, where one step's
+device time goes (``--detail``: Theano's profile of the simulator's function, per op and
+per node, with each device node's kernel time from OpenCL events), a pickle cache of the
+compiled function for big networks (``--cache``). The network is
+:func:`theano_ocl.benchmarks.nengo.build`.
 
     python bench/nengo_like.py --ensembles 50 --steps 200 [--device 0:0] [--detail]
                                [--cache nengo50.pkl]
@@ -15,7 +17,7 @@ import time
 
 import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
-X
+from theano_ocl.benchmarks.nengo import build  # noqa: F401  (also bench/cmdbuf.py's)
 
 
 F = np.float32
@@ -35,7 +37,8 @@ def main(argv=None):
     p.add_argument('--neurons', type=int, default=100)
     p.add_argument('--steps', type=int, default=200)
     p.add_argument('--device', default=None)
-    p.add_argument('--detail', action='store_true', help='time each launch of the batched plan')
+    p.add_argument('--detail', action='store_true',
+                   help="profile a step: device time per op and per node (Theano's profile)")
     p.add_argument('--no-c', action='store_true',
                    help='skip timing Theano C (its 500 steps take 30 s at E=500): for A/B runs '
                         'of a setting in separate processes, e.g. THEANO_OCL_EPILOGUE=0')
@@ -106,38 +109,30 @@ def main(argv=None):
     print('(max |err|: LIF spiking is a threshold process; a float rounding difference flips a '
           'spike and the trajectories part; the tests check the arithmetic on fixed graphs)')
     if a.detail:
-        detail(sim)
+        detail(sim, us[0])
 
 
-def detail(sim, reps=20):
-    """Each launch of the batched step plan alone: enqueue + finish, median microseconds."""
-    import statistics
-    main = sim._main
-    fns, commits, info = main.vm.executor.plans_for(main.vm.last_frame, True)
-    q = main.vm.queue
-    print('batched plan: %d step launches, %d commit launches' % (len(fns), len(commits)))
-    total = 0.0
-    for label, group in (('step', fns), ('commit', commits)):
-        for k, fn in enumerate(group):
-            ts = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                q.finish()
-                ts.append(time.perf_counter() - t0)
-            t = statistics.median(ts) * 1e6
-            total += t
-            name = getattr(getattr(fn, '__closure__', None) and _kernel_of(fn), 'function_name', '')
-            print('  %-6s %3d %9.1f us  %s' % (label, k, t, name))
-    print('sum of launches (each followed by a finish): %.1f us' % total)
-
-
-def _kernel_of(fn):
-    for c in fn.__closure__ or ():
-        v = c.cell_contents
-        if type(v).__name__ == 'Kernel':
-            return v
-    return None
+def detail(sim, u, reps=20, top=15):
+    """Where one step's time goes: the simulator's function copied with a profile
+    (Theano's ``Function.copy``: the same linked graph, its storage and shared variables
+    shared), called ``reps`` times on the step input ``u``, then Theano's profile summary:
+    device nodes' times are their kernels' and copies' from OpenCL events, host nodes'
+    their thunks' wall time (docs/profiling.md). Profiled calls launch every node on its
+    own (no batching) and keep every event, so the node times tell what each op costs the
+    device, not the batched step's wall time measured above."""
+    import io
+    g = sim.function.copy(share_memory=True, profile=True)
+    for _ in range(reps):
+        g(u)
+    out = io.StringIO()
+    g.profile.summary(file=out, n_ops_to_print=top, n_apply_to_print=top)
+    text = out.getvalue()
+    # the function-level lines, the theano_ocl section and the Class / Ops / Apply
+    # tables; not the heading nor Theano's closing tips
+    start = text.find('  Time in ')
+    end = text.find('Here are tips')
+    print('profile of %d unbatched calls (the step without run_steps\' batching):' % reps)
+    print(text[max(start, 0):end if end >= 0 else len(text)].rstrip())
 
 
 if __name__ == '__main__':

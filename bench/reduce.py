@@ -19,7 +19,8 @@ On NVIDIA's driver an event reads ~3 us more than the kernel's CUPTI record (the
 CUDA tools and torch's kernels): ``bench/reduce_cupti.py`` times these same kernels that way.
 ``--generic`` turns the fast paths off (every reduction takes the generic kernel): the
 numbers before them, on the same machine. ``--set GPU_UNROLL=8`` (repeatable) sets one of
-the geometry knobs of ``theano_ocl/ops/reduce.py`` (``CPU_*``, ``GPU_*``) for a sweep.
+the geometry knobs of ``theano_ocl/ops/reduce_geometry.py`` (``CPU_*``, ``GPU_*``; and
+``GPU_SINGLE_PASS`` of ``reduce.py``) for a sweep.
 """
 import argparse
 import os
@@ -95,20 +96,21 @@ def main():
     ap.add_argument('--reps', type=int, default=20)
     ap.add_argument('--generic', action='store_true', help='generic reduction kernel only')
     ap.add_argument('--set', action='append', default=[], metavar='KNOB=INT',
-                    help='a fast-path geometry knob of theano_ocl/ops/reduce.py')
+                    help='a fast-path geometry knob of theano_ocl/ops/reduce_geometry.py')
     ap.add_argument('--no-c', action='store_true',
                     help='check against numpy, skip timing Theano C (for knob sweeps)')
     args = ap.parse_args()
-    from theano_ocl.ops import reduce as ocl_reduce
+    from theano_ocl.ops import reduce as ocl_reduce, reduce_geometry
     if args.generic:
         ocl_reduce.FAST_PATHS = False
     knobs = []
     for item in args.set:
         name, value = item.split('=')
-        if not (name.startswith('CPU_') or name.startswith('GPU_')) or \
-                not hasattr(ocl_reduce, name):
-            ap.error('no knob %s in theano_ocl/ops/reduce.py' % name)
-        setattr(ocl_reduce, name, int(value))
+        # the geometry's knobs, and GPU_SINGLE_PASS (plan_reduce's)
+        owner = next((m for m in (reduce_geometry, ocl_reduce) if hasattr(m, name)), None)
+        if not (name.startswith('CPU_') or name.startswith('GPU_')) or owner is None:
+            ap.error('no knob %s in theano_ocl/ops/reduce_geometry.py or reduce.py' % name)
+        setattr(owner, name, int(value))
         knobs.append('%s=%s' % (name, int(value)))
 
     import pyopencl as cl

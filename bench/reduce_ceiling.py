@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 import theano_ocl  # noqa: E402  (first: makes Theano importable on numpy >= 1.22)
 import theano.scalar as ts  # noqa: E402
-from theano_ocl.ops import reduce as R  # noqa: E402
+from theano_ocl.ops import reduce as R, reduce_geometry as G  # noqa: E402
 
 PLAIN = r"""
 #if LOADQ
@@ -129,7 +129,7 @@ def main():
     res = cl.Buffer(ctx, mf.READ_WRITE, 64)
     ctr = cl.Buffer(ctx, mf.READ_WRITE, 64)
     cl.enqueue_fill_buffer(q, ctr, np.int32(0), 0, 64).wait()
-    fence = R.device_fence(dev)
+    fence = G.device_fence(dev)
     fence_code = 'asm volatile("%s;" ::: "memory");' % fence if fence else \
         'mem_fence(CLK_GLOBAL_MEM_FENCE);'
 
@@ -172,13 +172,13 @@ def main():
                    ', single pass (atom.acq_rel.gpu)'][single]
             rows.append(('plain, unroll %d, %d groups/CU%s' % (unr, per_cu, how),
                          time_plain(unr, per_cu, single)))
-    tr = R.device_traits(dev)
+    tr = G.device_traits(dev)
     comb = R.Combine(ts.add, 'float32', 'float32', 'float32', '0.0f')
-    saved = R.GPU_THREADS_PER_CU
+    saved = G.GPU_THREADS_PER_CU
     try:
         for tpc in (2048, 1024, 512):
-            R.GPU_THREADS_PER_CU = tpc
-            g = R.fast_geometry(tr, comb, [], [], [n], [1], 0)
+            G.GPU_THREADS_PER_CU = tpc
+            g = G.fast_geometry(tr, comb, [], [], [n], [1], 0)
             for single in (False, True) if g.parts > 1 and g.lsize > 1 else (False,):
                 src, name = comb.source('rows', kd=0, L=g.L, V=g.V, U=g.U, T=g.T,
                                         aligned=g.aligned, idx32=g.idx32, single=single,
@@ -188,7 +188,7 @@ def main():
                      np.int64(0)]
                 if single:
                     a += [res, np.int64(0), part, np.int64(0), ctr, np.int64(0),
-                          np.int64(g.parts), np.int32(min(g.L, R._pow2_at_least(g.parts)))]
+                          np.int64(g.parts), np.int32(min(g.L, G.pow2_at_least(g.parts)))]
                 else:
                     a += [part, np.int64(0)]
                 k.set_args(*a)
@@ -201,7 +201,7 @@ def main():
             if dev.is_cpu:
                 break
     finally:
-        R.GPU_THREADS_PER_CU = saved
+        G.GPU_THREADS_PER_CU = saved
     if args.loads and fence:
         # PTX load qualifiers (cache hints, L2 prefetch sizes) on the plain kernel
         for qual in ('.nc', '.nc.L2::128B', '.nc.L2::256B', '.nc.L1::no_allocate',

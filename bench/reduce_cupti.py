@@ -12,10 +12,13 @@ CUPTI record (an empty kernel reads ~6 us by events), so a 26 us kernel's GB/s b
 torch's GB/s by CUPTI are not comparable. This script measures both sides the same way.
 
 Two processes. This one (the project's Python, Theano and theano_ocl) compiles the four cases
-(sum all, sum axis 0, sum axis 1, argmax axis 1) with ``outputs='device'``, takes each
-launch of the planned frame (``Step.meta``: program, kernel name, grid, arguments), saves the
-PTX and every buffer the launches read into a temporary folder, times the launches by OpenCL
-events and back to back, then runs ``--cuda-python`` (a Python with cupy and torch, on the
+(sum all, sum axis 0, sum axis 1, argmax axis 1) with ``outputs='device'``, checks that the
+reduction is the function's one device node (``theano_ocl.placements``) and its result,
+plans that node again through the op registry into a frame of its own (``ops.ocl_impl``,
+``runtime.context``: the recording API the families use; its ``Launch`` plans carry the
+kernel, grid and arguments), checks those launches' result, saves the PTX and every buffer
+the launches read into a temporary folder, times the launches by OpenCL events and back to
+back, then runs ``--cuda-python`` (a Python with cupy and torch, on the
 H100 machine its ``python3``) on this file with ``--replay DIR``. That half loads each PTX
 with cupy (NVIDIA's OpenCL PTX reads the group and global offsets and the grid size from
 ``%envreg`` registers, which a CUDA launch does not set: they are replaced by 0 and
@@ -52,12 +55,16 @@ def capture(args, d):
     """Plan the cases with theano_ocl, save their launches into ``d``, time them by OpenCL
     events and back to back; returns {case: {...}}."""
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    import types
     import theano_ocl  # first: makes Theano importable on numpy >= 1.22
     import theano
     import theano.tensor as T
     import pyopencl as cl
     import pyopencl.array as cla
     from theano_ocl.darray import DArray
+    from theano_ocl.ops import ocl_impl
+    from theano_ocl.runtime.context import Frame, PlanContext
+    from theano_ocl.runtime.memory import download, upload
 
     dev = theano_ocl.get_device(args.device)
     if 'NVIDIA' not in dev.platform_name and not args.any_device:
@@ -91,30 +98,41 @@ def capture(args, d):
 
     for ci, name in enumerate(CASES):
         f = theano.function([x], exprs[name], mode=theano_ocl.OCLMode(
-            device=args.device, outputs='device'), profile=True)
-        got = f(dx).get()
+            device=args.device, outputs='device'))
         want = numpy_result(name, host)
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-2)
+        np.testing.assert_allclose(f(dx).get(), want, rtol=1e-4, atol=1e-2)
         np.save(os.path.join(d, 'want%d.npy' % ci), want)
-        steps = [st for st in f.fn.last_frame.steps if st.kind in ('launch', 'copy')]
+        on_dev = [node for node, where, _ in theano_ocl.placements(f) if where == 'device']
+        if len(on_dev) != 1:
+            raise SystemExit('%s: expected one device node, got %s' % (name, on_dev))
+        node = on_dev[0]
+        # the node planned as the linker plans it, into a frame of its own, on the
+        # profiling queue (its launches return events)
+        impl = ocl_impl(node.op, node, dev)
+        ctx = PlanContext(types.SimpleNamespace(dev=dev), Frame(None), 0, pq)
+        xin = ctx.alloc(host.shape, host.dtype)
+        upload(dev, pq, xin, host, blocking=True)
+        res = impl.plan(ctx, [xin] + [v.data for v in node.inputs[1:]])[-1]
+        steps = ctx.new_steps
         launches = []
         for si, st in enumerate(steps):
-            if st.kind != 'launch' or st.meta is None:
-                raise SystemExit('%s: step %d is a %s, not a kernel launch' % (name, si, st.kind))
-            prg, kname, gsize, lsize, kargs = st.meta
+            if st.kind != 'launch':
+                raise SystemExit('%s: plan %d is a %s, not a kernel launch' % (name, si, st.kind))
+            prg = st.kernel.get_info(cl.kernel_info.PROGRAM)
             flat = []
-            for a in kargs:
+            for a in st.args:
                 if isinstance(a, DArray):
                     flat.append(['buf', save_buffer(a.root), a.boff // a.itemsize])
                 else:
                     a = np.asarray(a)
                     flat.append(['scalar', a.dtype.str, a.item()])
-            launches.append(dict(ptx=ptx_file(prg, 'k%d_%d' % (ci, si)), name=kname,
-                                 gsize=list(gsize), lsize=list(lsize or [1]), args=flat))
+            launches.append(dict(ptx=ptx_file(prg, 'k%d_%d' % (ci, si)), name=st.name,
+                                 gsize=list(st.gsize), lsize=list(st.lsize or [1]), args=flat))
         q.finish()
         runs = [[st.fn() for st in steps] for _ in range(args.reps)]
         for evs in runs:
             cl.wait_for_events(evs)
+        np.testing.assert_allclose(download(dev, pq, res), want, rtol=1e-4, atol=1e-2)
         t_ev = statistics.median(sum(e.profile.end - e.profile.start for e in evs)
                                  for evs in runs) * 1e-9
         t_b2b = []
@@ -124,7 +142,6 @@ def capture(args, d):
                 for st in steps:
                     st.fn()
             pq.finish()
-            q.finish()
             t_b2b.append((time.perf_counter() - t0) / args.reps)
         out['cases'][name] = dict(launches=launches, event_s=t_ev,
                                   b2b_s=statistics.median(t_b2b), want='want%d.npy' % ci)

@@ -7,10 +7,11 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.ops import blas
+from theano_ocl.ops import blas, blas_clblast
 from helpers import assert_close, assert_matches_c, rand, setting
 
-BACKENDS = ['host', 'kernel', 'small'] + (['clblast'] if blas._pyclblast() is not None else [])
+BACKENDS = ['host', 'kernel', 'small'] + \
+    (['clblast'] if blas_clblast.load_pyclblast() is not None else [])
 TOL = {'float16': dict(rtol=1e-2, atol=1e-2), 'float32': dict(rtol=1e-4, atol=1e-4),
        'float64': dict(rtol=1e-10, atol=1e-10)}
 
@@ -162,7 +163,7 @@ def test_batched_dot(backend, dtype):
 def test_default_backend_choice():
     dev = theano_ocl.get_device()
     want = 'host' if (dev.is_cpu or dev.unified_memory) and not dev.is_gpu else (
-        'clblast' if blas._pyclblast() is not None else 'kernel')
+        'clblast' if blas_clblast.load_pyclblast() is not None else 'kernel')
     assert blas.choose_backend(dev, ['float32', 'float32']) == want
     assert blas.choose_backend(dev, ['int32', 'int32']) == 'kernel'
     assert blas.choose_backend(dev, ['float16', 'float16']) == 'kernel'

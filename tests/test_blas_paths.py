@@ -8,10 +8,10 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.ops import blas
+from theano_ocl.ops import blas, blas_clblast, blas_host
 from helpers import assert_matches_c, rand, setting
 
-BACKENDS = ['host'] + (['clblast'] if blas._pyclblast() is not None else [])
+BACKENDS = ['host'] + (['clblast'] if blas_clblast.load_pyclblast() is not None else [])
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
@@ -86,7 +86,7 @@ def test_training_updates_through_shared_sessions(monkeypatch):
 def test_host_f2py_fallback(monkeypatch, dtype):
     """Without the ctypes ?gemm the host backend goes through scipy's f2py wrappers."""
     setting(monkeypatch, 'blas', 'host')
-    monkeypatch.setattr(blas, '_GEMM', {'float32': None, 'float64': None})
+    monkeypatch.setattr(blas_host, '_GEMM', {'float32': None, 'float64': None})
     x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
     a = T.scalar('a', dtype)
     xv, yv, zv = _vals([(7, 9), (9, 5), (7, 5)], dtype)
@@ -94,7 +94,7 @@ def test_host_f2py_fallback(monkeypatch, dtype):
     assert_matches_c([x, y, z, a], outs, [xv, yv, zv, np.asarray(0.5, dtype)], **TOL)
 
 
-@pytest.mark.skipif(blas._pyclblast() is None, reason='pyclblast is not installed')
+@pytest.mark.skipif(blas_clblast.load_pyclblast() is None, reason='pyclblast is not installed')
 def test_clblast_plain_product_is_one_call(monkeypatch):
     """A Dot22 of contiguous float32 matrices enqueues one CLBlast call and nothing else."""
     import pyclblast
@@ -130,7 +130,7 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     from theano_ocl.runtime.memory import download, upload
     setting(monkeypatch, 'blas', be)     # no automatic small-product path
     used = []
-    for name in ('_plan_host', '_plan_clblast', '_plan_kernel'):
+    for name in ('plan_host', 'plan_clblast', '_plan_kernel'):
         monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name: (
             used.append(_n), _f(*a))[1])
     dev = theano_ocl.get_device()
@@ -166,14 +166,14 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     for st in ctx.new_steps:
         st.fn()
     got = download(dev, q, Ct).T
-    assert used == ['_plan_' + be]
+    assert used == [{'host': 'plan_host', 'clblast': 'plan_clblast', 'kernel': '_plan_kernel'}[be]]
     np.testing.assert_allclose(got, want, **TOL)
 
 
 def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
     """clblast_tuned.json entries are applied (once) to a device of that exact name, and
     CLBlast's products stay correct with them."""
-    if blas._pyclblast() is None:
+    if blas_clblast.load_pyclblast() is None:
         pytest.skip('pyclblast is not installed')
     import json
     dev = theano_ocl.get_device()
@@ -183,16 +183,16 @@ def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
                          dict(device=dev.name, params=params)]}
     path = tmp_path / 'tuned.json'
     path.write_text(json.dumps(table))
-    monkeypatch.setattr(blas, '_TUNED_FILE', str(path))
-    monkeypatch.setattr(blas, '_tuned', {})
+    monkeypatch.setattr(blas_clblast, '_TUNED_FILE', str(path))
+    monkeypatch.setattr(blas_clblast, '_tuned', {})
     setting(monkeypatch, 'blas', 'clblast')
     x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
     xv, yv = _vals([(520, 600), (600, 530)], seed=3)     # large enough for CLBlast's Xgemm
     assert_matches_c([x, y], [T.dot(x, y)], [xv, yv], rtol=1e-3, atol=1e-3)
-    applied = blas.clblast_tuning(dev)
+    applied = blas_clblast.clblast_tuning(dev)
     assert [(e['device'], e['kernel'], e['precision']) for e in applied] == \
         [(dev.name, 'Xgemm', 32)]
-    assert blas.clblast_tuning(dev) is applied                  # once per device
-    monkeypatch.setattr(blas, '_tuned', {})
+    assert blas_clblast.clblast_tuning(dev) is applied                  # once per device
+    monkeypatch.setattr(blas_clblast, '_tuned', {})
     monkeypatch.setenv('THEANO_OCL_CLBLAST_TUNED', '0')
-    assert blas.clblast_tuning(dev) == []
+    assert blas_clblast.clblast_tuning(dev) == []

@@ -1,4 +1,4 @@
-"""complex64 / complex128 on the device (scalar_complex.py, the complex paths of the product
+"""complex64 / complex128 on the device (scalar/complex.py, the complex paths of the product
 backends): every op against Theano's C backend (which runs numpy for most complex ops) on
 random inputs, with broadcasting, mixed real/complex operands, strided and reversed views,
 0-d and empty arrays; products on every backend this machine has."""
@@ -8,7 +8,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.ops import blas
+from theano_ocl.ops import blas_clblast
 from helpers import assert_close, assert_matches_c, rand, setting
 
 CDTYPES = ['complex64', 'complex128']
@@ -132,7 +132,8 @@ def test_views_copies_and_subtensors(dtype):
 
 
 # ------------------------------------------------------------------------- products
-BACKENDS = ['host', 'kernel'] + (['clblast'] if blas._pyclblast() is not None else [])
+BACKENDS = ['host', 'kernel'] + \
+    (['clblast'] if blas_clblast.load_pyclblast() is not None else [])
 
 
 @pytest.fixture(params=BACKENDS)

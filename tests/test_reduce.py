@@ -9,7 +9,7 @@ import theano.scalar as ts
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.ops import reduce as ocl_reduce
+from theano_ocl.ops import reduce as ocl_reduce, reduce_geometry
 from helpers import assert_close, assert_matches_c, ocl_mode, rand
 
 DTYPES = ['int8', 'int32', 'int64', 'uint8', 'bool', 'float16', 'float32', 'float64']
@@ -185,8 +185,8 @@ def test_every_kernel_geometry(forced, monkeypatch):
 # The geometry depends on the device (CPU: one work-item per row / per band of columns;
 # GPU: lanes per row, column tiles with row-lanes, partials when there are few outputs).
 # 'gpu-*' plan for a GPU's traits and run those kernels on whatever device the tests have.
-TRAITS = {'gpu-132cu': ocl_reduce.Traits(False, 132, 1024, 49152),
-          'gpu-2cu': ocl_reduce.Traits(False, 2, 256, 32768)}
+TRAITS = {'gpu-132cu': reduce_geometry.Traits(False, 132, 1024, 49152),
+          'gpu-2cu': reduce_geometry.Traits(False, 2, 256, 32768)}
 
 
 @pytest.fixture(params=['device', 'gpu-132cu', 'gpu-2cu'])
@@ -389,8 +389,8 @@ def test_single_pass_only_where_the_fence_is_known():
              (Dev('Intel(R) OpenCL Graphics'), None, False),
              (Dev('Portable Computing Language', is_cpu=True), None, True)]
     for dev, fence, safe in cases:
-        assert ocl_reduce.device_fence(dev) == fence, dev.platform_name
-        assert ocl_reduce.single_pass_safe(dev) == safe, dev.platform_name
+        assert reduce_geometry.device_fence(dev) == fence, dev.platform_name
+        assert reduce_geometry.single_pass_safe(dev) == safe, dev.platform_name
 
 
 def test_single_pass_handshake_source():
@@ -415,7 +415,7 @@ def test_single_pass_handshake_source():
 
 def test_fast_long_index_path(monkeypatch):
     """argmax lanes with 64-bit offsets (chunks of 2**31 elements and more)."""
-    monkeypatch.setattr(ocl_reduce, 'IDX32_LIMIT', 0)
+    monkeypatch.setattr(reduce_geometry, 'IDX32_LIMIT', 0)
     x = T.matrix('x')
     v = _nan_matrix(24, 130, np.random.RandomState(4))
     outs = [T.argmax(x, 1), T.argmax(x, 0), T.argmax(x), T.argmax(x[:, 2:], 1)]
@@ -448,7 +448,7 @@ def test_fast_gpu_knobs(knobs, monkeypatch):
     """Other GPU geometries (what a benchmark sweep may set) on the emulated H100."""
     monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: TRAITS['gpu-132cu'])
     for name, value in knobs.items():
-        monkeypatch.setattr(ocl_reduce, name, value)
+        monkeypatch.setattr(reduce_geometry, name, value)
     x = T.matrix('x')
     v = _nan_matrix(24, 1030, np.random.RandomState(5))
     w = rand((600, 1031), 'float64')

@@ -7,12 +7,12 @@ as an ``Elemwise`` whose scalar op is a ``Composite`` of up to 31 cases, so Thea
 C module per batch rather than per op (Theano's C code of a Composite is its ops' code, and
 Elemwise takes at most 32 operands). Cases where Theano has no C code (float16, ops computed
 with scipy) get Theano's Python result, as Theano itself does. Integer cases of mixed
-signedness are compared with C (scalar.py follows C's conversions there); cases where
-scalar.py deliberately follows numpy instead of C (integers mixed with floats, see its
+signedness are compared with C (theano_ocl.scalar follows C's conversions there); cases where
+theano_ocl.scalar deliberately follows numpy instead of C (integers mixed with floats, see its
 docstring) are compared with Theano's Python implementation; ``_follows_numpy`` says which.
 ``_adjust_c_reference`` and ``_adjust_python_reference`` name the values where Theano's C
 code is undefined or its Python code less precise than the dtype it declares, and what
-scalar.py gives there instead.
+theano_ocl.scalar gives there instead.
 """
 import functools
 import math
@@ -75,7 +75,7 @@ _SPECIAL_TOL = {
     SS.erfinv: {'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-13)},
     SS.erfcinv: {'float32': (1e-5, 1e-6), 'float64': (1e-12, 1e-13)},
 }
-# Ops scalar.py leaves to the host (Bessel functions: OpenCL has none).
+# Ops theano_ocl.scalar leaves to the host (Bessel functions: OpenCL has none).
 _HOST_ONLY = (SS.j0, SS.j1, SS.i0, SS.i1)
 
 
@@ -159,14 +159,14 @@ _PROMOTING_OPS = (S.Add, S.Sub, S.Mul, S.TrueDiv, S.IntDiv, S.Mod, S.Maximum, S.
 
 def _c_mixed(*dtypes):
     """Whether C converts a signed value among these integer dtypes to an unsigned common type
-    (where C's result differs from numpy's; scalar.py follows C)."""
+    (where C's result differs from numpy's; theano_ocl.scalar follows C)."""
     return (all(d not in _FLOATS for d in dtypes) and _c_promotion(*dtypes) in _UNSIGNED
             and any(d in _SIGNED for d in dtypes))
 
 
 def _follows_numpy(case):
-    """Whether scalar.py deliberately differs from Theano's C code on this case (and follows
-    Theano's Python code, that is numpy): where C's type promotion of integers and floats
+    """Whether theano_ocl.scalar deliberately differs from Theano's C code on this case (and
+    follows Theano's Python code, that is numpy): where C's type promotion of integers and floats
     differs from numpy's, where Theano's C code passes int64 through double, and trunc of
     INT_MIN (its C code negates it). Integers only (mixed signedness included) follow C."""
     op, dtypes = case.op, case.in_dtypes
@@ -260,15 +260,15 @@ def _theano_float_floordiv(x, y):
 
 def _adjust_c_reference(case):
     """Where Theano's C code is undefined or leaves its algorithm's domain, expect the value
-    scalar.py documents: Python's (numpy's, scipy's)."""
+    theano_ocl.scalar documents: Python's (numpy's, scipy's)."""
     out = case.out_dtypes[0]
     if isinstance(case.op, (S.IntDiv, S.Mod)) and (
             (out in _SIGNED and not _c_mixed(*case.in_dtypes)) or
             (isinstance(case.op, S.Mod) and out in _FLOATS and _c_mixed(*case.in_dtypes))):
         # Theano's C code negates x and y in their own type: INT_MIN overflows (undefined).
         # (A signed // or % with an unsigned common type converts the wrapped INT_MIN to that
-        # type, which gives its magnitude: scalar.py's result is C's there; the float formula
-        # of int64 % uint64 converts the wrapped value to double instead.)
+        # type, which gives its magnitude: theano_ocl.scalar's result is C's there; the float
+        # formula of int64 % uint64 converts the wrapped value to double instead.)
         edge = np.zeros(_N, bool)
         for a, d in zip(case.inputs, case.in_dtypes):
             if d in ('int32', 'int64'):
@@ -657,11 +657,11 @@ def _int_pow_inputs(dtype):
             continue
         if e >= 0:
             r = b ** e
-            # Theano's double rounds results above 2**53 (scalar.py's are exact)
+            # Theano's double rounds results above 2**53 (theano_ocl.scalar's are exact)
             if dtype in ('int64', 'uint64') and 2 ** 53 < abs(r) <= 2 ** 64:
                 continue
             # with -march=native on AVX-512, Theano converts out-of-range doubles to uint32 /
-            # uint64 as 0xff..ff, not as the x86 (SSE) conversions scalar.py documents
+            # uint64 as 0xff..ff, not as the x86 (SSE) conversions theano_ocl.scalar documents
             if dtype in ('uint32', 'uint64') and r > info.max:
                 continue
         keep.append((b, e))
@@ -820,7 +820,7 @@ def test_float_to_int_out_of_range():
 
 
 def test_psi_trigamma_nonpositive():
-    """Theano's C psi and tri_gamma give 0 for x <= 0; so does scalar.py."""
+    """Theano's C psi and tri_gamma give 0 for x <= 0; so does theano_ocl.scalar."""
     cases = [_Case(op, (np.array([-2.5, -1, -0.0, 0, 1e-7, 0.3] * 4, d),))
              for op in (SS.psi, SS.tri_gamma) for d in ('float32', 'float64')]
     _assert_all_match(_run(cases))

@@ -138,17 +138,17 @@ def op_table():
 def scalar_op_classes():
     """(with OpenCL code, without) lists of Theano's concrete scalar op classes."""
     from theano import scalar as ts
-    from .. import scalar as oscalar
+    from ..scalar import codegen
     found = set()
     for name in SCALAR_MODULES:
         mod = importlib.import_module(name)
         for value in vars(mod).values():
             if isinstance(value, ts.ScalarOp):
                 found.add(type(value))
-    found |= {c for c in oscalar._op_code.registry if c is not object}
+    found |= {c for c in codegen.op_code.registry if c is not object}
     with_code, without = [], []
     for cls in sorted(found, key=lambda c: (c.__name__, c.__module__)):
-        has = oscalar._op_code.dispatch(cls) is not oscalar._no_code
+        has = codegen.op_code.dispatch(cls) is not codegen.no_code
         (with_code if has else without).append(cls)
     return with_code, without
 
@@ -158,7 +158,7 @@ def scalar_table():
     return ['', '## Scalar ops in elementwise kernels', '',
             '`Elemwise` nodes (fused `Composite` ones included) run on the device when every '
             'scalar op in them has OpenCL code for the node\'s dtypes '
-            '(`theano_ocl/scalar.py`, `theano_ocl/scalar_complex.py` for complex values).', '',
+            '(`theano_ocl/scalar/`; `scalar/complex.py` for complex values).', '',
             '**With OpenCL code** (%d): %s.' % (
                 len(with_code), ', '.join('`%s`' % c.__name__ for c in with_code)), '',
             '**Without** (%d; an `Elemwise` of these runs on the host): %s.' % (

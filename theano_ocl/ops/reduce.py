@@ -6,36 +6,16 @@ One template (``kernels/reduce.cl.mako``) serves every reduction. The input is s
 are contiguous, dropping size-1 ones) but the reduced dims keep the op's axis order, so the
 flat reduced index is the one numpy's argmax of the transposed, reshaped input gives.
 
-Fast paths (:func:`fast_geometry`, chosen per input signature from the device's traits;
-the sizes below are the defaults of the ``CPU_*`` / ``GPU_*`` knobs):
-
-- rows -- the reduced elements of each output are contiguous (one collapsed reduced dim of
-  stride 1: ``sum(x, -1)``, a full reduction of a contiguous array, any kept layout). Loads
-  are V-element vectors at V-aligned addresses (a scalar head and tail per row). GPUs: T lanes
-  of a 256-wide work-group per row (256/T rows per group when rows are short), U = 8 vectors
-  in flight per lane (4 -> 8 on the H100: sum(x, 0) 1857 -> 1973 GB/s, argmax rows 2077 ->
-  2305, the others unchanged), a local-memory tree over the lanes. CPUs (PoCL): one work-item walks a
-  row (or a chunk) with 64-byte vectors in one accumulator vector; work-groups of up to 64
-  such items.
-- cols -- the outputs are contiguous (one collapsed kept dim of stride 1: ``sum(x, 0)``,
-  any reduced dims and strides). GPUs: each work-item owns a V-vector of columns, CX of them
-  side by side read a row's 16*CX bytes (coalesced) and RY row-lanes split the rows, combined
-  in local memory. CPUs: a work-item owns a band of whole rows' columns (accumulators in
-  32 KiB, L1) and walks its rows: long contiguous reads.
-- few outputs over a long range (a full reduction, few long rows or few row blocks): the
-  range is split in parts that write partials in the accumulator dtype. On NVIDIA GPUs the
-  same launch reduces them (``GPU_SINGLE_PASS``, :func:`single_pass_safe`): every work-group counts itself done on a
-  device counter after a global fence, and the last one reduces the partials and resets the
-  counter (rows: one counter, the last group of the launch; cols: one per column tile). A
-  second launch costs ~5 us on the H100, 15% of a 64 MB full sum. Elsewhere (and with the
-  knob off) a second launch (a rows or cols fast path over the partials) reduces them.
+The launch geometry (generic kernel, and the fast paths for rows and columns) is chosen in
+``reduce_geometry.py`` from the device's traits; its docstring describes the fast paths.
 
 Vectors exist for add, mul, max, min, and, or and argmax when the scalar code's conversion
 of the input to the accumulator is a plain C conversion (:meth:`Combine.vector_kind`); other
 scalar ops take the same geometries with scalar loads. Everything else (reduced dims not
 contiguous while the kept ones are not contiguous either, negative inner strides, argmax
-partials) takes the generic kernel: one work-item (or work-group, :func:`geometry`) per
-output and part walking its reduced range with per-element index arithmetic.
+partials) takes the generic kernel: one work-item (or work-group,
+``reduce_geometry.geometry``) per output and part walking its reduced range with
+per-element index arithmetic.
 
 Complex sums and products (``acc_dtype`` complex128 by Theano's rule) take the same
 kernels with (re, im) vector values and scalar loads (no fast-path vectors).
@@ -56,6 +36,8 @@ from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import Fused, collapse
+from .reduce_geometry import (device_fence, device_traits, fast_geometry, geometry, pow2_at_least,
+                              prod, single_pass_safe)
 from .registry import implemented_by, ocl_impl
 
 
@@ -149,7 +131,7 @@ class Combine(object):
                CX=1, RY=1, aligned=False, idx32=True, single=False, fence=None):
         """Render (memoized) the kernel; returns (source, kernel name). ``single``: a rows
         or cols kernel with parts that reduces its own partials (the last group); ``fence``:
-        the PTX instruction of the device fence on NVIDIA (:func:`device_fence`)."""
+        the PTX instruction of the device fence on NVIDIA (``reduce_geometry.device_fence``)."""
         vkind = self.vector_kind() if V > 1 else None
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
@@ -193,7 +175,7 @@ def max_identity(dtype, maximum=True):
     else:
         info = np.iinfo(dtype)
         value = info.min if maximum else info.max
-    return oscalar._literal(value, dtype)
+    return oscalar.literal(value, dtype)
 
 
 def split_axes(x, axes):
@@ -227,243 +209,10 @@ def split_axes_all(shape, strides, axes):
     return kshape, kstrides[:-1], rshape, rstrides
 
 
-def _prod(xs):
-    n = 1
-    for s in xs:
-        n *= s
-    return n
-
-
-def _pow2_at_most(n, cap):
-    L = 1
-    while L * 2 <= min(n, cap):
-        L *= 2
-    return L
-
-
-def geometry(dev, n_out, n_red, rows):
-    """(local size L, parts, interleaved) for ``n_out`` reductions of ``n_red`` elements.
-
-    ``rows``: the reduced elements are contiguous (one collapsed dim of stride 1).
-    """
-    if n_red <= 1 or n_out == 0:
-        return 1, 1, False
-    if dev.is_cpu:
-        # PoCL (measured on 4096x4096): one work-item per (output, chunk) beats local-memory
-        # trees; columns go faster split in row chunks (better locality per work-group).
-        target = max(dev.compute_units, 1) * 32
-        if rows:
-            parts = 1 if n_out >= target else max(1, min(-(-target // n_out), n_red // 4096))
-        else:
-            parts = max(1, min(max(8, -(-target // n_out)), n_red // 256))
-        return 1, parts, False
-    target = max(dev.compute_units, 1) * 2048
-    if rows and n_red >= 32:
-        L = _pow2_at_most(n_red, min(256, dev.max_work_group_size))
-        parts = 1 if n_out * L >= target else max(1, min(-(-target // (n_out * L)), n_red // (4 * L)))
-        return L, parts, parts > 1
-    parts = 1 if n_out >= target else max(1, min(-(-target // n_out), n_red // 32))
-    return 1, parts, False
-
-
-class Traits(object):
-    """The device facts the fast-path geometry depends on (tests substitute a GPU's)."""
-
-    def __init__(self, is_cpu, compute_units, max_work_group_size, local_mem_size,
-                 base_align=128):
-        self.is_cpu = is_cpu
-        self.compute_units = max(int(compute_units), 1)
-        self.max_work_group_size = int(max_work_group_size)
-        self.local_mem_size = int(local_mem_size)
-        self.base_align = int(base_align)        # bytes every buffer starts aligned to
-
-
-def device_traits(dev):
-    align = 128
-    try:
-        align = max(dev.device.mem_base_addr_align // 8, 1)
-    except Exception:
-        pass
-    return Traits(dev.is_cpu, dev.compute_units, dev.max_work_group_size, dev.local_mem_size,
-                  align)
-
-
 # False: every reduction takes the generic kernel (tests compare both).
 FAST_PATHS = True
-# Fast-path knobs (fast_geometry). CPU: work-items (rows, chunks, column bands) per core;
-# bytes of accumulators per cols work-item (a band of whole rows).
-CPU_ITEMS_PER_CORE = 8
-CPU_BAND_BYTES = 32768
-# GPU: work-group size; vectors in flight per lane (unroll); threads per compute unit the
-# grid aims at before it splits outputs in parts (rows, cols); unrolled sweeps a lane makes
-# at the least (> 1: fewer lanes per row, more rows per group); column tile width in vectors
-# (largest, smallest). Threads per CU, H100 4096x4096 float32, kernel GB/s by events, two
-# runs each (2048 / 1024 / 512): sum all 2206-2212 / 2285-2300 / 2268-2273, sum(x, 0)
-# 2151-2162 / 2191-2197 / 2251-2267; rows without parts (sum(x, 1), argmax) unchanged.
-GPU_LOCAL = 256
-GPU_UNROLL = 8
-GPU_THREADS_PER_CU = 1024
-GPU_COLS_THREADS_PER_CU = 512
-GPU_MIN_SWEEPS = 2
-GPU_COLS_CX = 32
-GPU_COLS_MIN_CX = 8
 # parts reduced by the last work-group of the same launch (else a second launch)
 GPU_SINGLE_PASS = True
-# argmax vector lanes hold int offsets below this span, else long
-IDX32_LIMIT = 2 ** 31 - 1
-
-
-class FastGeometry(object):
-    """What one fast-path launch needs: the compile-time shape of the kernel and its grid."""
-
-    def __init__(self, mode, V, U=1, T=1, L=1, NB=1, CX=1, RY=1, parts=1, chunk=1, n_cg=1,
-                 aligned=False, gsize=1, lsize=None):
-        # argmax lanes keep int offsets when a lane's span fits
-        self.idx32 = chunk + T * V < IDX32_LIMIT
-        self.mode = mode
-        self.V, self.U, self.T, self.L, self.NB, self.CX, self.RY = V, U, T, L, NB, CX, RY
-        self.parts, self.chunk, self.n_cg = parts, chunk, n_cg
-        self.aligned = aligned
-        self.gsize, self.lsize = gsize, lsize
-
-    def __repr__(self):
-        return '<%s V=%d U=%d T=%d L=%d NB=%d CX=%d RY=%d parts=%d chunk=%d>' % (
-            self.mode, self.V, self.U, self.T, self.L, self.NB, self.CX, self.RY, self.parts,
-            self.chunk)
-
-
-def _cdiv(a, b):
-    return -(-a // b)
-
-
-def _pow2_at_least(n):
-    L = 1
-    while L < n:
-        L *= 2
-    return L
-
-
-def vector_width(tr, comb):
-    """Lanes per vector load: 64 bytes of input on CPUs (one AVX-512 register), 16 bytes
-    on GPUs (one 128-bit load per work-item), fewer where the accumulator (and argmax's
-    int index) lanes would take too many registers; 1 where the op has no vector code."""
-    if comb.vector_kind() is None:
-        return 1
-    in_size = np.dtype(comb.in_dtype).itemsize
-    acc_size = 4 if comb.acc_dtype == 'float16' else np.dtype(comb.acc_dtype).itemsize
-    if tr.is_cpu:
-        V, cap = min(16, 64 // in_size), 128
-    else:
-        V, cap = min(16, 16 // in_size), 32
-    while V > 1 and (V * acc_size > cap or (comb.argmax and V * 4 > cap)):
-        V //= 2
-    return V
-
-
-def _chunked(n_red, parts, unit):
-    """(parts, chunk): chunk a multiple of ``unit`` covering n_red in at most ``parts``."""
-    parts = max(1, min(parts, n_red))
-    chunk = _cdiv(_cdiv(n_red, parts), unit) * unit
-    return _cdiv(n_red, chunk), chunk
-
-
-def _cpu_local(n_items, tr):
-    """Work-items per group on PoCL: about 16 groups per core, whole groups of items (a
-    group's work-items run one after another on one core; a group costs ~1 us to start)."""
-    L = max(1, n_items // (16 * tr.compute_units))
-    return min(L, 64)
-
-
-def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=None):
-    """The fast path for this layout (a :class:`FastGeometry`), or None (generic kernel).
-
-    rows: the reduced elements of each output are contiguous; cols: the outputs are
-    contiguous (and there are at least V of them). ``parts``: force the split of the
-    reduced range (1 for second passes). The knobs (``CPU_*``, ``GPU_*``) are module
-    attributes so a benchmark can sweep them (``bench/reduce.py --set``).
-    """
-    n_out = _prod(kshape)
-    n_red = _prod(rshape)
-    V = vector_width(tr, comb)
-    itemsize = np.dtype(comb.in_dtype).itemsize
-    if rstrides == [1]:
-        if n_red < 2 * V:
-            V = 1
-        aligned = V * itemsize <= tr.base_align
-        if tr.is_cpu:
-            target = CPU_ITEMS_PER_CORE * tr.compute_units
-            if parts is None:
-                parts = 1 if n_out >= target else \
-                    max(1, min(_cdiv(target, n_out), n_red // 16384))
-            parts, chunk = _chunked(n_red, parts, 64)
-            n_items = n_out * parts
-            L = _cpu_local(n_items, tr)
-            return FastGeometry('rows', V, 1, 1, L, parts=parts, chunk=chunk, aligned=aligned,
-                                gsize=_cdiv(n_items, L) * L, lsize=L)
-        L = _pow2_at_most(tr.max_work_group_size, GPU_LOCAL)
-        U = GPU_UNROLL
-        sweep = V * U * GPU_MIN_SWEEPS        # elements one lane reads at the least
-        target = tr.compute_units * GPU_THREADS_PER_CU
-        if parts is None:
-            lanes = min(L, _pow2_at_least(_cdiv(n_red, sweep)))
-            parts = 1 if n_out * lanes >= target else \
-                max(1, min(_cdiv(target, n_out * L), n_red // (sweep * L)))
-        # parts of whole unrolled sweeps of a work-group (no remainder loop) when long enough
-        unit = sweep * L if _cdiv(n_red, parts) >= sweep * L else V * U
-        parts, chunk = _chunked(n_red, parts, unit)
-        T = _pow2_at_most(max(1, _cdiv(chunk, sweep)), L)
-        n_items = n_out * parts
-        groups = _cdiv(n_items, L // T)
-        return FastGeometry('rows', V, U, T, L, parts=parts, chunk=chunk, aligned=aligned,
-                            gsize=groups * L, lsize=L)
-    if kstrides == [1] and len(kshape) == 1:
-        while V > 1 and n_out < V:
-            V //= 2
-        aligned = (V * itemsize <= tr.base_align and x_off % V == 0
-                   and all(s % V == 0 for s in rstrides))
-        ncv = _cdiv(n_out, V)
-        acc_size = 4 if comb.acc_dtype == 'float16' else np.dtype(comb.acc_dtype).itemsize
-        if tr.is_cpu:
-            # a band of whole rows where the accumulators fit in 32 KiB (L1): each work-item
-            # then reads long contiguous runs (measured: 16 KiB bands 2-3x faster than 4 KiB)
-            per = V * (acc_size + (4 if comb.argmax else 0))
-            most = _pow2_at_most(max(1, CPU_BAND_BYTES // per), 1 << 20)
-            NB = min(most, _pow2_at_least(_cdiv(ncv, _cdiv(ncv, most))))
-            n_cg = _cdiv(ncv, NB)
-            target = CPU_ITEMS_PER_CORE * tr.compute_units
-            if parts is None:
-                parts = 1 if n_cg >= target else max(1, min(_cdiv(target, n_cg), n_red // 16))
-            parts, chunk = _chunked(n_red, parts, 1)
-            return FastGeometry('cols', V, 1, 1, 1, NB, 1, 1, parts, chunk, n_cg, aligned,
-                                gsize=n_cg * parts, lsize=1)
-        L = _pow2_at_most(tr.max_work_group_size, GPU_LOCAL)
-        U = GPU_UNROLL
-        CX = min(GPU_COLS_CX, _pow2_at_least(ncv))
-        RY = max(1, L // CX)
-        if parts == 1:
-            # a second pass over few rows: no more row-lanes than rows to give them (smaller
-            # groups, more of them)
-            while RY > 1 and CX * RY > 64 and (RY // 2) * U >= n_red:
-                RY //= 2
-        L = CX * RY
-        while RY > 1 and L * V * (acc_size + (8 if comb.argmax else 0)) > tr.local_mem_size // 2:
-            L //= 2
-            RY //= 2
-        n_cg = _cdiv(ncv, CX)
-        target = tr.compute_units * GPU_COLS_THREADS_PER_CU
-        # more column tiles (down to 8 vectors = 128 bytes of a row per tile: still whole
-        # cache lines) and more row-lanes before splitting rows across groups
-        while CX > GPU_COLS_MIN_CX and n_cg * L < target and RY * 2 * U <= n_red:
-            CX //= 2
-            RY *= 2
-            n_cg = _cdiv(ncv, CX)
-        if parts is None:
-            parts = 1 if n_cg * L >= target else \
-                max(1, min(_cdiv(target, n_cg * L), _cdiv(n_red, RY * U * GPU_MIN_SWEEPS)))
-        parts, chunk = _chunked(n_red, parts, RY * U if _cdiv(n_red, parts) >= RY * U else 1)
-        return FastGeometry('cols', V, U, 1, L, 1, CX, RY, parts, chunk, n_cg, aligned,
-                            gsize=n_cg * parts * L, lsize=L)
-    return None
 
 
 def _flip_reduced(x, axes):
@@ -489,8 +238,8 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     if not comb.argmax:
         x = _flip_reduced(x, axes)
     kshape, kstrides, rshape, rstrides = split_axes(x, axes)
-    n_out = _prod(kshape)
-    n_red = _prod(rshape)
+    n_out = prod(kshape)
+    n_red = prod(rshape)
     if n_out == 0:
         return
     fast = None
@@ -539,8 +288,8 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
     and applies the producer's code to each element it absorbs."""
     kshape, kstrides, rshape, rstrides = split_axes_all(
         x.shape, [[s // v.itemsize for s in v.strides] for v in x.views], axes)
-    n_out = _prod(kshape)
-    n_red = _prod(rshape)
+    n_out = prod(kshape)
+    n_red = prod(rshape)
     if n_out == 0:
         return
     r_contig = not rshape or all(rs == [1] for rs in rstrides)
@@ -560,27 +309,6 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
         return
     _launch(ctx, comb, ins, None, out, out_idx, kshape, None, rshape, None, r_contig, n_out,
             n_red, L, 1, False)
-
-
-def single_pass_safe(dev):
-    """Whether the single pass's cross-group handshake is known to hold on ``dev``: NVIDIA
-    GPUs (a PTX device-scope fence, checked in the generated PTX) and CPU devices (coherent
-    caches: where the tests run the GPU geometries). Other GPUs' OpenCL 1.2 ``mem_fence`` is
-    not specified beyond the work-group, so they keep the second launch."""
-    return dev.is_cpu or device_fence(dev) is not None
-
-
-def device_fence(dev):
-    """The PTX instruction of a device-scope fence on NVIDIA's platform (whose
-    mem_fence(CLK_GLOBAL_MEM_FENCE) is work-group scope), else None (mem_fence): Volta
-    (compute capability 7) and later have fence.acq_rel.gpu, older GPUs membar.gl."""
-    if 'NVIDIA' not in dev.platform_name:
-        return None
-    try:
-        major = dev.device.compute_capability_major_nv
-    except Exception:
-        major = 0
-    return 'fence.acq_rel.gpu' if major >= 7 else 'membar.gl'
 
 
 def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
@@ -618,7 +346,7 @@ def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrid
         args.append(np.int64(g.parts))
         if g.mode == 'rows':
             # lanes per output in the last group's pass: enough for the parts, at most L
-            args.append(np.int32(min(g.L, _pow2_at_least(g.parts))))
+            args.append(np.int32(min(g.L, pow2_at_least(g.parts))))
     prg = ctx.dev.build(src)
     ctx.launch(prg, name, (g.gsize,), (g.lsize,), args)
 
@@ -689,7 +417,7 @@ def fuse_pays(dev, size, n_out, argmax=False):
 
 def _reduced_input(ctx, x, axes, argmax=False):
     if isinstance(x, Fused):
-        n_out = _prod(n for d, n in enumerate(x.shape) if d not in axes)
+        n_out = prod(n for d, n in enumerate(x.shape) if d not in axes)
         if not fuse_pays(ctx.dev, x.size, n_out, argmax):
             return x.materialize(ctx)
     return x
@@ -770,8 +498,8 @@ def _careduce(op, node, dev):
         identity = max_identity(acc_dtype, isinstance(scalar_op, ts.Maximum))
         needs_nonempty = True
     elif hasattr(scalar_op, 'identity'):
-        identity = oscalar._literal(scalar_op.identity, acc_dtype) if acc_dtype == 'bool' \
-            else oscalar._literal(np.asarray(scalar_op.identity).astype(acc_dtype), acc_dtype)
+        identity = oscalar.literal(scalar_op.identity, acc_dtype) if acc_dtype == 'bool' \
+            else oscalar.literal(np.asarray(scalar_op.identity).astype(acc_dtype), acc_dtype)
     else:
         raise NoDeviceImplementation('%s has no identity' % scalar_op)
     comb = Combine(scalar_op, in_dtype, acc_dtype, out_dtype, identity)

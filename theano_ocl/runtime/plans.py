@@ -102,7 +102,7 @@ class Launch(Plan):
 
 class Enqueue(Plan):
     """A library call (CLBlast) queued on the device; ``fn()`` returns its event or None.
-    ``session``: what the library keeps for host-side replay (``ops.blas``), or None."""
+    ``session``: what the library keeps for host-side replay (``ops.blas_host``), or None."""
     __slots__ = ('session',)
     kind = 'launch'
 
@@ -127,7 +127,7 @@ class Copy(Plan):
 class HostStep(Plan):
     """Host work; ``reads``/``writes`` None when the step does not say which buffers it
     touches (a barrier that may touch any). ``session``: state a family shares between its
-    consecutive host steps (``ops.blas``' mapped regions), or None."""
+    consecutive host steps (``ops.blas_host``' mapped regions), or None."""
     __slots__ = ('session',)
     kind = 'host'
 

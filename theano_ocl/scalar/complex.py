@@ -1,7 +1,7 @@
 """Complex scalar ops as OpenCL C: the complex half of ``scalar.elemwise_code``.
 
 complex64 / complex128 values are (re, im) vectors, ``float2`` / ``double2`` (numpy's memory
-layout, so buffers need no conversion). ``scalar._Gen.code`` sends every op application that
+layout, so buffers need no conversion). ``codegen.Gen.code`` sends every op application that
 has a complex input or output here; an op without an entry below raises
 ``NoDeviceImplementation`` and its node runs on the host, as before.
 
@@ -27,7 +27,7 @@ import string
 import numpy as np
 import theano.scalar as scal
 
-from .errors import NoDeviceImplementation
+from ..errors import NoDeviceImplementation
 
 COMPLEX = ('complex64', 'complex128')
 _REAL = {'complex64': 'float32', 'complex128': 'float64'}
@@ -343,7 +343,7 @@ _CODE = {
 
 
 def op_code(op, c):
-    """The statements computing ``op`` on the values of ``c`` (a ``scalar._Call``) where a
+    """The statements computing ``op`` on the values of ``c`` (a ``codegen.Call``) where a
     dtype is complex; NoDeviceImplementation for ops without complex code here."""
     fn = None
     for cls in type(op).__mro__:

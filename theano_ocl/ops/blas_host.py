@@ -1,0 +1,291 @@
+"""The host backend of ``blas.plan_gemm``: the host BLAS on a CPU device's mapped buffers.
+
+On a CPU device the buffers live in host memory: a map is the buffer itself (PoCL hands
+back the same pointer on every map, without copying), so the host BLAS reads and writes
+the operands in place. Every operand in a BLAS layout (row- or column-major, any leading
+dimension, see ``blas_operands.blas_layout``) goes to ?gemm (scipy's, through ctypes) as a
+pointer with its transpose flag and leading dimension; only views no BLAS can take
+(negative or element strides) are copied. Where the ctypes interface cannot be had, scipy's
+f2py wrappers take the mapped views.
+
+Host steps recorded one right after another in a frame (forward and backward products
+of a layer) share one mapping (a ``_HostSession``): no unmap/map round trip between them.
+"""
+import numpy as np
+
+from ..darray import span
+from .blas_operands import matrix_layout
+
+
+class _Mapped(object):
+    """Maps, for one or more consecutive host steps, the bytes some DArrays cover.
+
+    Each root is mapped once over the union of the spans its views touch (READ, plus
+    WRITE where a view is written); every map is enqueued before waiting once. Buffers are
+    read off the roots at open time, so a frame whose input buffers were re-bound maps the
+    right memory. Mapping waits for the in-order queue; unmapping does not."""
+
+    def __init__(self, dev, queue):
+        self.dev = dev
+        self.queue = queue
+        self.maps = {}        # id(root) -> (uint8 array, first byte mapped, its address)
+
+    def open(self, regions):
+        """Map ``regions``: (root, first byte, end byte, written), one per root."""
+        cl = self.dev.cl
+        events = []
+        for root, lo, hi, write in regions:
+            flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
+            arr, ev = cl.enqueue_map_buffer(self.queue, root.buf, flags, root.origin + lo,
+                                            (hi - lo,),
+                                            np.uint8, is_blocking=False)
+            self.maps[id(root)] = (arr, lo, arr.ctypes.data)
+            events.append(ev)
+        if events:
+            cl.wait_for_events(events)
+
+    def view(self, d):
+        arr, lo, _ = self.maps[id(d.root)]
+        return np.ndarray(d.shape, d.dtype, buffer=arr, offset=d.offset - lo, strides=d.strides)
+
+    def address(self, d):
+        _, lo, addr = self.maps[id(d.root)]
+        return addr + d.offset - lo
+
+    def release(self):
+        maps, self.maps = self.maps, {}
+        for arr, _, _ in maps.values():
+            arr.base.release(self.queue)
+
+
+class _HostSession(object):
+    """Consecutive host BLAS steps of one frame: the first maps what all of them touch, the
+    last unmaps. A step that runs alone (while planning) maps its own operands."""
+
+    def __init__(self, dev, queue):
+        self.queue = queue
+        self.mapped = _Mapped(dev, queue)
+        self.members = []     # per step: [(DArray, written)]
+        self._regions = {}    # (first member, members) -> regions to map
+
+    def regions(self, i):
+        key = (i, len(self.members))
+        r = self._regions.get(key)
+        if r is None:
+            need = {}
+            for acc in self.members[i:]:
+                for d, write in acc:
+                    if d is None or d.size == 0:
+                        continue
+                    lo, hi = span(d)
+                    e = need.get(id(d.root))
+                    if e is None:
+                        need[id(d.root)] = [d.root, lo, hi, write]
+                    else:
+                        e[1], e[2], e[3] = min(e[1], lo), max(e[2], hi), e[3] or write
+            r = self._regions[key] = [tuple(e) for e in need.values()]
+        return r
+
+    def enter(self, i):
+        if i == 0 or not self.mapped.maps:
+            self.mapped.release()      # left open by an interrupted replay
+            self.mapped.open(self.regions(i))
+        return self.mapped
+
+    def leave(self, i, ok):
+        if not ok or i == len(self.members) - 1:
+            self.mapped.release()
+
+
+def _session_for(ctx):
+    """The session of the host BLAS step recorded just before this one, or a new one."""
+    prev = ctx.previous_plan()
+    s = getattr(prev, 'session', None)
+    if isinstance(s, _HostSession) and s.queue is ctx.queue:
+        return s
+    return _HostSession(ctx.dev, ctx.queue)
+
+
+def _scalar_value(m, s):
+    if s.kind == 'dev':
+        return m.view(s.darr)[()].item()
+    return s.value
+
+
+_GEMM = {}
+_GEMM_NAMES = {'float32': 'sgemm', 'float64': 'dgemm', 'complex64': 'cgemm', 'complex128': 'zgemm'}
+
+
+def _blas_gemm(dtype):
+    """scipy's ?gemm (the Fortran interface scipy.linalg.cython_blas exports) as a ctypes
+    function taking pointers, or None where it cannot be had (then f2py is used)."""
+    name = np.dtype(dtype).name
+    if name in _GEMM:
+        return _GEMM[name]
+    fn = None
+    try:
+        import ctypes
+        from scipy.linalg import cython_blas
+        cap = cython_blas.__pyx_capi__[_GEMM_NAMES[name]]
+        api = ctypes.PyDLL(None)        # own function objects: argtypes set here stay here
+        api.PyCapsule_GetName.restype = ctypes.c_char_p
+        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+        ptr = api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+        fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(ptr)   # releases the GIL
+        # check it once against numpy: leading dimensions, both transposes, alpha, beta
+        a = np.arange(6, dtype=name).reshape(2, 3) - 2          # row-major, lda 3
+        at = (np.arange(6, dtype=name).reshape(3, 2) + 1).T      # column-major, ld 2
+        b = (np.arange(12, dtype=name).reshape(4, 3) + 1)[:3, :2]  # row-major, ldb 3
+        for x, lx in ((a, (False, 3)), (at, (True, 2))):
+            for lc in ((False, 2), (True, 2)):
+                c = np.ones((2, 2), name, order='F' if lc[0] else 'C')
+                g = _HostGemm(fn, name, (2, 2, 3), lx, (False, 3), lc)
+                al = 2.0 + (0.5j if c.dtype.kind == 'c' else 0)
+                g.call(x.ctypes.data, b.ctypes.data, c.ctypes.data, al, 0.5)
+                if not np.allclose(c, al * x.dot(b) + 0.5):
+                    raise ValueError('?gemm through ctypes disagrees with numpy')
+    except Exception:
+        fn = None
+    _GEMM[name] = fn
+    return fn
+
+
+class _HostGemm(object):
+    """One ?gemm call of fixed shapes and layouts: ``call(pa, pb, pc, alpha, beta)`` with
+    the addresses of the row-major-indexed operands. ``la``/``lb``/``lc`` are the
+    (transposed, leading dimension) pairs of ``blas_layout``."""
+
+    def __init__(self, fn, dtype, mnk, la, lb, lc):
+        import ctypes
+        M, N, K = mnk
+        dtype = np.dtype(dtype)
+        real = ctypes.c_float if dtype in (np.float32, np.complex64) else ctypes.c_double
+        if dtype.kind == 'c':
+            real = real * 2         # ?gemm takes complex alpha/beta by address: (re, im)
+        self.cplx = dtype.kind == 'c'
+        self.fn = fn
+        self.alpha, self.beta = real(), real()
+        ref = ctypes.byref
+        flag = {False: ctypes.c_char(b'N'), True: ctypes.c_char(b'T')}
+        if not lc[0]:
+            # row-major C is column-major C^T = B^T A^T: B first; a row-major operand is
+            # its own transpose in column-major terms ('N'), a column-major one needs 'T'
+            ops, dims, lds = (lb[0], la[0]), (N, M, K), (lb[1], la[1])
+            self.first_is_a = False
+        else:
+            # column-major C = A B: a column-major operand is 'N', a row-major one 'T'
+            ops, dims, lds = (not la[0], not lb[0]), (M, N, K), (la[1], lb[1])
+            self.first_is_a = True
+        keep = [flag[ops[0]], flag[ops[1]]] + [ctypes.c_int(int(v)) for v in dims + lds + (lc[1],)]
+        self._keep = keep
+        self.args = [ref(keep[0]), ref(keep[1]), ref(keep[2]), ref(keep[3]), ref(keep[4]),
+                     ref(self.alpha), None, ref(keep[5]), None, ref(keep[6]),
+                     ref(self.beta), None, ref(keep[7])]
+
+    def call(self, pa, pb, pc, alpha, beta):
+        args = self.args
+        if self.cplx:
+            self.alpha[0], self.alpha[1] = alpha.real, alpha.imag
+            self.beta[0], self.beta[1] = beta.real, beta.imag
+        else:
+            self.alpha.value = alpha
+            self.beta.value = beta
+        if self.first_is_a:
+            args[6], args[8] = pa, pb
+        else:
+            args[6], args[8] = pb, pa
+        args[11] = pc
+        self.fn(*args)
+
+
+def _host_gemm2(a, b, c, alpha, beta, z, blas):
+    """c = alpha * a @ b (+ beta * z) on 2-d numpy views through scipy's f2py ?gemm (used
+    where the ctypes interface is missing): transposes through the trans flags."""
+    if beta is None or beta == 0:
+        beta = 0.0
+    elif z is not c:
+        np.copyto(c, z)
+    gemm = blas.get_blas_funcs('gemm', (c,))
+    # C-ordered c is Fortran-ordered c.T = b.T @ a.T: pass operands so that f2py sees
+    # Fortran-ordered arrays and no copy is made; transposes go through the trans flags.
+    bt, tb = (b.T, 0) if b.flags.c_contiguous else (b, 1)
+    at, ta = (a.T, 0) if a.flags.c_contiguous else (a, 1)
+    out = gemm(alpha, bt, at, beta, c.T, trans_a=tb, trans_b=ta, overwrite_c=1)
+    if not np.shares_memory(out, c):
+        c[...] = out.T
+
+
+def plan_host(ctx, A, B, C, alpha, beta, Z):
+    """Record ``C[b] = alpha * A[b] @ B[b] (+ beta * Z[b])`` as one host step (see
+    ``blas.plan_gemm`` for the arguments)."""
+    if beta.kind == 'none':
+        Z = None
+    nb, M, N = C.shape
+    K = A.shape[2]
+    dtype = C.dtype
+    fn = _blas_gemm(dtype)
+    accesses = [(A, False), (B, False), (C, True)]
+    if Z is not None and Z is not C:
+        accesses.append((Z, False))
+    accesses += [(s.darr, False) for s in (alpha, beta) if s.kind == 'dev']
+    session = _session_for(ctx)
+    idx = len(session.members)
+    session.members.append(accesses)
+
+    if fn is None:
+        from scipy.linalg import blas as sblas
+
+        def compute(m, al, be):
+            a, b, c = m.view(A), m.view(B), m.view(C)
+            z = None if Z is None else (c if Z is C else m.view(Z))
+            for i in range(nb):
+                c_i = c[i]
+                _host_gemm2(a[i], b[i], c_i, al, be,
+                            None if z is None else (c_i if Z is C else z[i]), sblas)
+    else:
+        # layouts are decided here, once; operands without one are copied per call
+        la, lb, lc = (matrix_layout(d) for d in (A, B, C))
+        copy_a, copy_b, tmp_c = la is None, lb is None, lc is None
+        g = _HostGemm(fn, dtype, (M, N, K), la or (False, max(K, 1)), lb or (False, max(N, 1)),
+                      lc or (False, max(N, 1)))
+        sa, sb, sc = A.strides[0], B.strides[0], C.strides[0]
+        matmul = nb > 1 and alpha.kind == 'one' and Z is None
+
+        def compute(m, al, be):
+            if matmul:
+                np.matmul(m.view(A), m.view(B), out=m.view(C))
+                return
+            if be == 0:
+                be = 0.0          # BLAS does not read C for beta = 0 (NaN-safe)
+            z_copy = Z is not None and Z is not C and be != 0
+            pa, pb, pc = m.address(A), m.address(B), m.address(C)
+            for i in range(nb):
+                a_i = b_i = c_i = None
+                if copy_a:
+                    a_i = np.ascontiguousarray(m.view(A)[i])
+                if copy_b:
+                    b_i = np.ascontiguousarray(m.view(B)[i])
+                if tmp_c:
+                    c_i = (np.array(m.view(Z if Z is not None else C)[i], order='C')
+                           if be != 0 else np.empty((M, N), dtype))
+                elif z_copy:
+                    np.copyto(m.view(C)[i], m.view(Z)[i])
+                g.call(a_i.ctypes.data if copy_a else pa + i * sa,
+                       b_i.ctypes.data if copy_b else pb + i * sb,
+                       c_i.ctypes.data if tmp_c else pc + i * sc, al, be)
+                if tmp_c:
+                    m.view(C)[i][...] = c_i
+
+    def run():
+        ok = False
+        try:
+            m = session.enter(idx)
+            al = _scalar_value(m, alpha)
+            be = 0.0 if beta.kind == 'none' else _scalar_value(m, beta)
+            compute(m, al, be)
+            ok = True
+        finally:
+            session.leave(idx, ok)
+    ctx.host_step(run, session=session)
