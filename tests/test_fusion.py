@@ -1,4 +1,4 @@
-"""Elementwise producers fused into their one consumer (linker.fuse_producers): reductions,
+"""Elementwise producers fused into their one consumer (ops.fusion.fuse_producers): reductions,
 argmax and small products compute the producer's values in their own kernel. Each case is
 checked against Theano's C backend, fused and unfused, with the per-call size rules both
 honoured and overridden (so the fused kernels run on every device, whatever pays there)."""
@@ -8,7 +8,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl import linker
+from theano_ocl.ops import fusion
 from theano_ocl.ops import gemm_small
 from theano_ocl.ops import reduce as ocl_reduce
 from helpers import assert_close, compile_both, rand, setting
@@ -340,7 +340,7 @@ def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
         if t.fused_into is None:
             continue
         lo, hi = order[t.node], order[t.fused_into.node]
-        for u in linker._reads(t):
+        for u in fusion._reads(t):
             if any(u in prog.tasks[k].node.inputs for k in range(lo + 1, hi)):
                 read_between.append(u)
                 assert order[prog.last_use[u].node] >= hi, (u, t.node, t.fused_into.node)

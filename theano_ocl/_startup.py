@@ -372,9 +372,10 @@ def _register(finishing=None):
     return True
 
 
-#: the modules registering imports names from (mode -> linker -> vm); each calls
-#: register_deferred() at its end
-_REGISTRATION_CHAIN = ('theano_ocl.mode', 'theano_ocl.linker', 'theano_ocl.vm')
+#: the modules registering imports names from (mode -> linker -> vm, linker -> ops.fusion ->
+#: ops.elemwise); each calls register_deferred() at its end
+_REGISTRATION_CHAIN = ('theano_ocl.mode', 'theano_ocl.linker', 'theano_ocl.vm',
+                       'theano_ocl.ops.fusion', 'theano_ocl.ops.elemwise')
 
 
 def register_deferred(module):

@@ -33,7 +33,7 @@ class Root(object):
 
 
 class Shaped(object):
-    """What a value with ``shape`` and ``dtype`` answers (DArray, ops.elemwise.Fused)."""
+    """What a value with ``shape`` and ``dtype`` answers (DArray, ops.fusion.Fused)."""
 
     @property
     def ndim(self):

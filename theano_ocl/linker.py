@@ -32,6 +32,8 @@ from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
+from .ops.fusion import (destroyed_roots, fuse_epilogues, fuse_producers,
+                         reads_cross_a_destroy)
 from .ops.registry import ocl_impl
 from .runtime import settings
 from . import shared as shared_mod
@@ -358,133 +360,6 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
 
 
 
-def _alias_root(var):
-    """The variable whose storage ``var`` views or was computed in place over."""
-    while var.owner is not None:
-        op = var.owner.op
-        k = var.owner.outputs.index(var)
-        src = (getattr(op, 'view_map', None) or {}).get(k) or \
-            (getattr(op, 'destroy_map', None) or {}).get(k)
-        if not src:
-            return var
-        var = var.owner.inputs[src[0]]
-    return var
-
-
-def fuse_producers(prog, tasks, need_host, update_sources):
-    """Fold elementwise producers into their one consumer (a pass over the linked tasks).
-
-    A device Elemwise node whose only output has exactly one client, a consumer input its
-    implementation lists in ``fusable_inputs`` (the reduced value of a CAReduce or argmax,
-    the vector/right operand of a product), is not launched: the consumer's kernel computes
-    those values from the producer's inputs (``ops.elemwise.Fused``), so the intermediate
-    is never stored and a launch disappears. Not when the value is a function output, an
-    update, read on the host, destroyed by its consumer, or when a task between the two
-    (the consumer included) destroys what the producer reads: its reads move to the
-    consumer's place in the order.
-    """
-    from .ops.elemwise import fusable
-    if not settings.current().fuse:
-        return
-    pos = {t.node: k for k, t in enumerate(tasks)}
-    destroyed = []        # per task: its destroyed input indices, and their alias roots
-    for t in tasks:
-        js = {j for js in (getattr(t.node.op, 'destroy_map', None) or {}).values() for j in js}
-        destroyed.append((js, {_alias_root(t.node.inputs[j]) for j in js}))
-    for c, task in enumerate(tasks):
-        if task.kind != 'dev':
-            continue
-        destroyed_here = destroyed[c][0]
-        for j in task.impl.fusable_inputs:
-            v = task.node.inputs[j]
-            if v.owner is None or j in destroyed_here or j in task.host_inputs:
-                continue
-            e = tasks[pos[v.owner]]
-            if e.kind != 'dev' or e.fused_into is not None or not fusable(e.impl):
-                continue
-            if v in prog.keep_vars or v in need_host or v in update_sources or \
-                    list(v.clients) != [(task.node, j)]:
-                continue
-            reads = {_alias_root(u) for u in e.node.inputs}
-            if any(reads & roots for _, roots in destroyed[pos[e.node] + 1:c + 1]):
-                continue
-            e.fused_into = task
-            task.fused[j] = e
-            _reads_move(prog, pos, e.node.inputs, task)
-
-
-def _reads_move(prog, pos, reads, task):
-    """The values a folded task reads are read at its consumer ``task``'s place: none of them
-    may be released (its buffer reused, or taken in place) before that. A task between the
-    two may have been the last to read one: the consumer becomes its last use."""
-    here = pos[task.node]
-    for u in reads:
-        last = prog.last_use.get(u)
-        if last is not None and pos[last.node] < here:
-            prog.last_use[u] = task
-
-
-def _reads(task):
-    """Variables a task's kernel reads, its folded producers' inputs included."""
-    out = set()
-    for j, v in enumerate(task.node.inputs):
-        if j in task.fused:
-            out |= _reads(task.fused[j])
-        else:
-            out.add(v)
-    return out
-
-
-def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
-    """Fold small products into their one elementwise consumer (after ``fuse_producers``).
-
-    A device Dot/Gemv (``takes_epilogue``) whose output's only client is a fusable
-    elementwise node, of the same broadcast pattern as that node's output, is not launched
-    at its place: the consumer plans it with itself as the epilogue
-    (``ops.elemwise.Deferred``), so the product's kernel writes the consumer's output and
-    the product's value is never stored (a launch less: the LIF update reading its
-    encoder's product). The same exclusions as ``fuse_producers`` apply, the product's
-    reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
-    ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
-    consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
-    step was slower with the launch less), never when it is '0' (``runtime.settings``).
-    """
-    from .ops.elemwise import ElemwiseImpl, fusable
-    s = settings.current()
-    if not s.fuse or s.epilogues == '0' or (dev.is_cpu and s.epilogues != 'always'):
-        return
-    pos = {t.node: k for k, t in enumerate(tasks)}
-    destroyed = []
-    for t in tasks:
-        js = {j for js in (getattr(t.node.op, 'destroy_map', None) or {}).values() for j in js}
-        destroyed.append({_alias_root(t.node.inputs[j]) for j in js})
-    for c, task in enumerate(tasks):
-        if task.kind != 'dev' or not isinstance(task.impl, ElemwiseImpl) or \
-                task.fused_into is not None or task.fused or not fusable(task.impl):
-            continue
-        out_bcast = task.node.outputs[0].type.broadcastable
-        for j, v in enumerate(task.node.inputs):
-            if v.owner is None or v.type.broadcastable != out_bcast:
-                continue
-            p = tasks[pos[v.owner]]
-            if p.kind != 'dev' or p.fused_into is not None or \
-                    not p.impl.takes_epilogue:
-                continue
-            if v in prog.keep_vars or v in need_host or v in update_sources or \
-                    list(v.clients) != [(task.node, j)] or len(p.node.outputs) != 1:
-                continue
-            reads = _reads(p)
-            # tasks between the two only: the consumer itself writes a fresh output when
-            # it takes the epilogue, and runs after the product when it does not
-            if any({_alias_root(u) for u in reads} & roots
-                   for roots in destroyed[pos[p.node] + 1:c]):
-                continue
-            p.fused_into = task
-            task.fused[j] = p
-            _reads_move(prog, pos, reads, task)
-            break             # one product per consumer
-
-
 def lazy_branches(tasks):
     """Order the tasks so that each device IfElse's branches can be skipped (a pass).
 
@@ -526,22 +401,10 @@ def lazy_branches(tasks):
 
 def _destroyed_between(tasks, members):
     """Whether a task that stays destroys what a moved task (in ``members``) reads before
-    it would run at its new place."""
-    destroyed_roots = []
-    for task in tasks:
-        node = task.node
-        if node in members:
-            destroyed_roots.append(None)
-            continue
-        js = {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
-        destroyed_roots.append({_alias_root(node.inputs[j]) for j in js})
-    for k, task in enumerate(tasks):
-        if task.node not in members:
-            continue
-        reads = {_alias_root(v) for v in task.node.inputs}
-        if any(roots and reads & roots for roots in destroyed_roots[k + 1:]):
-            return True
-    return False
+    it would run at its new place (the end of ``tasks``): fusion's exclusion rule."""
+    destroyed = destroyed_roots(tasks, skip=members)
+    return any(reads_cross_a_destroy(task.node.inputs, destroyed, k, len(tasks))
+               for k, task in enumerate(tasks) if task.node in members)
 
 
 def _plan_deciding(tasks):

@@ -26,10 +26,10 @@ class DeviceImpl(object):
     #: kernels that know complex arithmetic); the linker keeps other nodes on the host
     complex_ok = False
     #: inputs whose elementwise producer this implementation computes inside its own kernel
-    #: (``linker.fuse_producers``: the producer is never launched nor stored)
+    #: (``ops.fusion.fuse_producers``: the producer is never launched nor stored)
     fusable_inputs = ()
     #: whether an elementwise consumer of its output may be computed inside its kernel
-    #: (``linker.fuse_epilogues``)
+    #: (``ops.fusion.fuse_epilogues``)
     takes_epilogue = False
     #: the dtypes of the node's device tensors this implementation takes (None: every one of
     #: DEVICE_DTYPES, complex ones where ``complex_ok``); the supported-ops page lists them

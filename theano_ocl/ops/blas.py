@@ -45,7 +45,7 @@ from .base import COMPLEX_DTYPES, DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .blas_clblast import load_pyclblast, plan_clblast
 from .blas_host import plan_host
 from .blas_operands import NONE, ONE, Scalar, as_batch, as_column, as_row, as_scalar_matrix
-from .elemwise import Fused, fmap
+from .fusion import Fused, fmap
 from .registry import implemented_by, ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
@@ -83,7 +83,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
 
     ``Z`` may be ``C`` itself (in place) or another array of C's shape; ``beta.kind ==
     'none'`` ignores it. A beta of 0 at run time ignores Z too (it may be uninitialised).
-    ``epilogue``: an ``ops.elemwise.Epilogue`` consuming C and the DArray C views; returns
+    ``epilogue``: an ``ops.fusion.Epilogue`` consuming C and the DArray C views; returns
     whether the small kernel took it (C is then never stored), else C is computed as usual.
     """
     if C.size == 0:

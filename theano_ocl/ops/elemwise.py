@@ -16,10 +16,10 @@ import numpy as np
 from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
+from .. import _startup
 from .. import kernels
 from .. import scalar as oscalar
-from ..darray import DArray, Shaped
-from ..errors import NoDeviceImplementation
+from ..darray import DArray
 from ..runtime.context import provide
 from ..runtime.memory import download, upload
 from ..runtime.plans import Batch
@@ -220,144 +220,6 @@ def strided_copy_now(dev, queue, dst, src):
 provide('strided_copy_now', strided_copy_now)
 
 
-class Fused(Shaped):
-    """An elementwise node folded into its one consumer (``linker.fuse_producers``).
-
-    Its output is never stored: the consumer's kernel computes each element it reads from
-    the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
-    template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
-    on broadcast dims); a consumer applies the views it would make of the output to each
-    of them (:meth:`map`), so the element at an index of the mapped views is the element
-    the producer would have stored at that index. A consumer that cannot take it for some
-    call (a product too big for the small kernel) calls :meth:`materialize`: the producer's
-    own launch, planned at that point.
-    """
-
-    def __init__(self, impl, views):
-        self.impl = impl
-        self.views = list(views)
-        self.shape = tuple(self.views[0].shape)
-        self.dtype = np.dtype(impl.out_dtypes[0])
-
-    @classmethod
-    def of(cls, impl, ins):
-        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on DArrays ``ins``; raises
-        the producer's own shape errors."""
-        shape = impl.out_shape(ins)
-        return cls(impl, [d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
-                          for d in ins])
-
-    def spec(self):
-        """What a consumer kernel's source depends on: (support, body, input dtypes)."""
-        return (self.impl.support, self.impl.body, tuple(v.dtype.name for v in self.views))
-
-    def map(self, fn):
-        """The same value seen through the view ``fn`` makes of a DArray."""
-        return Fused(self.impl, [fn(v) for v in self.views])
-
-    def materialize(self, ctx):
-        out = ctx.alloc(self.shape, self.dtype.name)
-        plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
-        return out
-
-
-class Deferred(object):
-    """A product folded into its one elementwise consumer (``linker.fuse_epilogues``): not
-    computed at its own place; the consumer plans it with itself as the epilogue
-    (:meth:`plan_with`)."""
-
-    def __init__(self, task, ins):
-        self.task = task
-        self.ins = ins
-
-    def plan_with(self, ctx, epilogue):
-        """Plan the product with ``epilogue`` (an :class:`Epilogue`); returns the consumer's
-        output when the product's kernel computed it, else the product's value (where its
-        kernel takes no epilogue for this call: not a small product; the consumer then
-        runs on it)."""
-        saved = getattr(ctx, 'destroyable', None)
-        # the product never overwrites its inputs here: its reads moved to the consumer's
-        # place, where the VM's last-use analysis no longer applies to them
-        ctx.destroyable = [False] * len(self.task.node.inputs)
-        try:
-            return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
-        finally:
-            ctx.destroyable = saved
-
-
-class Epilogue(object):
-    """An elementwise consumer evaluated in a product's kernel, per element of C.
-
-    ``impl``: the consumer (:class:`ElemwiseImpl`); ``j``: the input that is the product's
-    value; ``ins``: its inputs (``ins[j]`` unused); ``out``: its output, allocated once the
-    product's shape is known (``alloc(shape)``)."""
-
-    def __init__(self, impl, j, ins, alloc):
-        self.impl, self.j, self.ins = impl, j, ins
-        self.alloc = alloc
-        self.out = None
-
-    def views_for(self, C, prod_out):
-        """The consumer's inputs and output as 3-d views of C's geometry, where C is a
-        3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
-        C's dimensions do not map one to one onto ``prod_out``'s."""
-        if C.offset != prod_out.offset:
-            return None
-        dims = []
-        for n, st in zip(C.shape, C.strides):
-            if n == 1:
-                dims.append(None)
-                continue
-            match = [d for d in range(prod_out.ndim)
-                     if prod_out.shape[d] == n and prod_out.strides[d] == st]
-            if len(match) != 1:
-                return None
-            dims.append(match[0])
-        shape = prod_out.shape
-        try:
-            full = [None if k == self.j else
-                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
-                    for k, d in enumerate(self.ins)]
-            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
-        except ValueError:
-            return None      # the consumer's own launch raises its shape error
-        self.out = self.alloc(shape)
-
-        def three_d(d):
-            return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
-                          d.offset)
-        return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
-                three_d(self.out))
-
-
-def fused_value(task, dvals):
-    """The value a task folded into its consumer stands for, from the VM's device values:
-    a :class:`Fused` elementwise producer, or a :class:`Deferred` product."""
-    ins = [fused_value(task.fused[j], dvals) if j in task.fused else dvals[v]
-           for j, v in enumerate(task.node.inputs)]
-    if isinstance(task.impl, ElemwiseImpl):
-        return Fused.of(task.impl, ins)
-    return Deferred(task, ins)
-
-
-provide('fused_value', fused_value)
-
-
-def fmap(fn, x):
-    """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
-    return x.map(fn) if isinstance(x, Fused) else fn(x)
-
-
-def fusable(impl):
-    """Whether an elementwise implementation may be folded into its consumer: one output,
-    no error flag (integer division checks), not float16 (its stored value is rounded), no
-    complex operand (the consumers' templates load real values only)."""
-    return (isinstance(impl, ElemwiseImpl) and not impl.checked and len(impl.out_dtypes) == 1
-            and impl.out_dtypes[0] != 'float16'
-            and not any(v.type.dtype.startswith('complex')
-                        for v in impl.node.inputs + impl.node.outputs))
-
-
 class ElemwiseImpl(DeviceImpl):
     host_when = 'the scalar op has no OpenCL code for these dtypes (the scalar-op table below)'
     complex_ok = True
@@ -403,10 +265,10 @@ class ElemwiseImpl(DeviceImpl):
 
     def plan(self, ctx, ins):
         for j, x in enumerate(ins):
-            if isinstance(x, Deferred):
-                # a product folded in (linker.fuse_epilogues): its kernel computes this
+            if getattr(x, 'deferred', False):
+                # a product folded in (ops.fusion.fuse_epilogues): its kernel computes this
                 # node's output when it can, else its value comes first
-                epi = Epilogue(self, j, ins, lambda shape: ctx.alloc(shape, self.out_dtypes[0]))
+                epi = x.epilogue(self, j, ins, lambda shape: ctx.alloc(shape, self.out_dtypes[0]))
                 res = x.plan_with(ctx, epi)
                 if epi.out is not None and res is epi.out:
                     return [res]
@@ -438,3 +300,6 @@ def _elemwise(op, node, dev):
     support, body, codes = oscalar.elemwise_code_checked(op.scalar_op, in_dtypes, out_dtypes,
                                                          nonzero)
     return ElemwiseImpl(node, dev, support, body, checked=bool(codes))
+
+
+_startup.register_deferred(__name__)    # when importing this module deferred registration

@@ -12,7 +12,7 @@ so :mod:`theano_ocl.planner` can merge independent ones into one launch over a t
 the backend chosen for the op; alpha and beta must be link-time constants (a 0-d device
 alpha/beta takes the general path).
 
-Fusion on both sides (``linker.fuse_producers``, ``linker.fuse_epilogues``): an elementwise
+Fusion on both sides (``ops.fusion.fuse_producers``, ``ops.fusion.fuse_epilogues``): an elementwise
 producer of B is evaluated per element read (``Fused``); an elementwise consumer of C (an
 *epilogue*, ``ops/elemwise.py Epilogue``: the LIF update reading an encoder's product) is
 evaluated per element of C, which is then never stored: the kernel writes the consumer's
@@ -24,7 +24,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from .base import launch_geometry
 from ..runtime.plans import Batch
-from .elemwise import Fused
+from .fusion import Fused
 
 #: products up to this many multiply-adds (and this long a sum) take the small kernel
 MAX_MACS = 1 << 16

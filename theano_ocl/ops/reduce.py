@@ -35,7 +35,8 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
-from .elemwise import Fused, collapse
+from .elemwise import collapse
+from .fusion import Fused
 from .reduce_geometry import (device_fence, device_traits, fast_geometry, geometry, pow2_at_least,
                               prod, single_pass_safe)
 from .registry import implemented_by, ocl_impl
@@ -232,7 +233,7 @@ def _flip_reduced(x, axes):
 def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     """Record the launches reducing DArray ``x`` over ``axes`` into C-contiguous ``out``
     (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs. ``x`` may
-    be a :class:`~.elemwise.Fused` producer: :func:`plan_reduce_fused`."""
+    be a :class:`~.fusion.Fused` producer: :func:`plan_reduce_fused`."""
     if isinstance(x, Fused):
         return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
     if not comb.argmax:
@@ -392,7 +393,7 @@ def _empty_error(node, x, axes):
                                     node.op))
 
 
-# Fused producers (linker.fuse_producers) are reduced in the generic kernel, one scalar
+# Fused producers (ops.fusion.fuse_producers) are reduced in the generic kernel, one scalar
 # th_pre per element; the unfused plan runs the producer's launch and the vectorized fast
 # paths. bench/fusion.py, 2026-11-23, kernel time unfused / fused ("gain"):
 # - PoCL, 2-core (--force): 64x64 sum((x-m)^2, 1) 1.42, argmax rows 1.07, sum(exp(x), 0)

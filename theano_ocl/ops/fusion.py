@@ -1,0 +1,313 @@
+"""Fusion, in one place: values folded into their one consumer, and the passes that fold them.
+
+* :class:`Fused`: an elementwise producer folded into its consumer (a reduction, a small
+  product, another elementwise kernel): never stored, the consumer's kernel computes each
+  element it reads from the producer's inputs (:func:`fuse_producers`);
+* :class:`Deferred` / :class:`Epilogue`: a small product folded into its one elementwise
+  consumer, whose code runs in the product's kernel per element (:func:`fuse_epilogues`);
+* :func:`fused_value`: what the frame builder hands a consumer for a folded input;
+* the exclusion rule every pass that moves reads later applies (:func:`destroyed_roots`,
+  :func:`reads_cross_a_destroy`; ``linker.lazy_branches`` uses it too).
+
+Device implementations declare what they take: ``DeviceImpl.fusable_inputs`` (inputs that
+may be a :class:`Fused` value) and ``takes_epilogue`` (a product that runs an epilogue).
+The passes run over the linked tasks (``linker.build_program``) under the function's
+settings (``fuse``, ``epilogues``: ``runtime.settings``).
+"""
+import numpy as np
+
+from .. import _startup
+from ..darray import Shaped
+from ..runtime import settings
+from ..runtime.context import provide
+from .elemwise import ElemwiseImpl, elem_strides, plan_elementwise
+
+
+class Fused(Shaped):
+    """An elementwise node folded into its one consumer (:func:`fuse_producers`).
+
+    Its output is never stored: the consumer's kernel computes each element it reads from
+    the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
+    template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
+    on broadcast dims); a consumer applies the views it would make of the output to each
+    of them (:meth:`map`), so the element at an index of the mapped views is the element
+    the producer would have stored at that index. A consumer that cannot take it for some
+    call (a product too big for the small kernel) calls :meth:`materialize`: the producer's
+    own launch, planned at that point.
+    """
+
+    def __init__(self, impl, views):
+        self.impl = impl
+        self.views = list(views)
+        self.shape = tuple(self.views[0].shape)
+        self.dtype = np.dtype(impl.out_dtypes[0])
+
+    @classmethod
+    def of(cls, impl, ins):
+        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on DArrays ``ins``; raises
+        the producer's own shape errors."""
+        shape = impl.out_shape(ins)
+        return cls(impl, [d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                          for d in ins])
+
+    def spec(self):
+        """What a consumer kernel's source depends on: (support, body, input dtypes)."""
+        return (self.impl.support, self.impl.body, tuple(v.dtype.name for v in self.views))
+
+    def map(self, fn):
+        """The same value seen through the view ``fn`` makes of a DArray."""
+        return Fused(self.impl, [fn(v) for v in self.views])
+
+    def materialize(self, ctx):
+        out = ctx.alloc(self.shape, self.dtype.name)
+        plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
+        return out
+
+
+class Deferred(object):
+    """A product folded into its one elementwise consumer (:func:`fuse_epilogues`): not
+    computed at its own place; the consumer plans it with itself as the epilogue
+    (:meth:`epilogue`, then :meth:`plan_with`)."""
+    deferred = True
+
+    def __init__(self, task, ins):
+        self.task = task
+        self.ins = ins
+
+    @staticmethod
+    def epilogue(impl, j, ins, alloc):
+        """The consumer ``impl`` (input ``j`` is this product) as an :class:`Epilogue`."""
+        return Epilogue(impl, j, ins, alloc)
+
+    def plan_with(self, ctx, epilogue):
+        """Plan the product with ``epilogue`` (an :class:`Epilogue`); returns the consumer's
+        output when the product's kernel computed it, else the product's value (where its
+        kernel takes no epilogue for this call: not a small product; the consumer then
+        runs on it)."""
+        saved = getattr(ctx, 'destroyable', None)
+        # the product never overwrites its inputs here: its reads moved to the consumer's
+        # place, where the VM's last-use analysis no longer applies to them
+        ctx.destroyable = [False] * len(self.task.node.inputs)
+        try:
+            return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
+        finally:
+            ctx.destroyable = saved
+
+
+class Epilogue(object):
+    """An elementwise consumer evaluated in a product's kernel, per element of C.
+
+    ``impl``: the consumer (:class:`ElemwiseImpl`); ``j``: the input that is the product's
+    value; ``ins``: its inputs (``ins[j]`` unused); ``out``: its output, allocated once the
+    product's shape is known (``alloc(shape)``)."""
+
+    def __init__(self, impl, j, ins, alloc):
+        self.impl, self.j, self.ins = impl, j, ins
+        self.alloc = alloc
+        self.out = None
+
+    def views_for(self, C, prod_out):
+        """The consumer's inputs and output as 3-d views of C's geometry, where C is a
+        3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
+        C's dimensions do not map one to one onto ``prod_out``'s."""
+        if C.offset != prod_out.offset:
+            return None
+        dims = []
+        for n, st in zip(C.shape, C.strides):
+            if n == 1:
+                dims.append(None)
+                continue
+            match = [d for d in range(prod_out.ndim)
+                     if prod_out.shape[d] == n and prod_out.strides[d] == st]
+            if len(match) != 1:
+                return None
+            dims.append(match[0])
+        shape = prod_out.shape
+        try:
+            full = [None if k == self.j else
+                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                    for k, d in enumerate(self.ins)]
+            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
+        except ValueError:
+            return None      # the consumer's own launch raises its shape error
+        self.out = self.alloc(shape)
+
+        def three_d(d):
+            return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
+                          d.offset)
+        return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
+                three_d(self.out))
+
+
+def fused_value(task, dvals):
+    """The value a task folded into its consumer stands for, from the VM's device values:
+    a :class:`Fused` elementwise producer, or a :class:`Deferred` product."""
+    ins = [fused_value(task.fused[j], dvals) if j in task.fused else dvals[v]
+           for j, v in enumerate(task.node.inputs)]
+    if isinstance(task.impl, ElemwiseImpl):
+        return Fused.of(task.impl, ins)
+    return Deferred(task, ins)
+
+
+provide('fused_value', fused_value)
+
+
+def fmap(fn, x):
+    """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
+    return x.map(fn) if isinstance(x, Fused) else fn(x)
+
+
+def fusable(impl):
+    """Whether an elementwise implementation may be folded into its consumer: one output,
+    no error flag (integer division checks), not float16 (its stored value is rounded), no
+    complex operand (the consumers' templates load real values only)."""
+    return (isinstance(impl, ElemwiseImpl) and not impl.checked and len(impl.out_dtypes) == 1
+            and impl.out_dtypes[0] != 'float16'
+            and not any(v.type.dtype.startswith('complex')
+                        for v in impl.node.inputs + impl.node.outputs))
+
+
+def alias_root(var):
+    """The variable whose storage ``var`` views or was computed in place over."""
+    while var.owner is not None:
+        op = var.owner.op
+        k = var.owner.outputs.index(var)
+        src = (getattr(op, 'view_map', None) or {}).get(k) or \
+            (getattr(op, 'destroy_map', None) or {}).get(k)
+        if not src:
+            return var
+        var = var.owner.inputs[src[0]]
+    return var
+
+
+def destroyed_roots(tasks, skip=()):
+    """Per task, the alias roots of the values it overwrites in place (its ``destroy_map``
+    inputs'); None for the nodes in ``skip``. One half of the exclusion rule every pass that
+    moves a task's reads later in the order applies (:func:`reads_cross_a_destroy`)."""
+    out = []
+    for t in tasks:
+        node = t.node
+        if node in skip:
+            out.append(None)
+            continue
+        js = {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
+        out.append({alias_root(node.inputs[j]) for j in js})
+    return out
+
+
+def reads_cross_a_destroy(reads, destroyed, start, stop):
+    """The exclusion rule: whether a task reading ``reads`` (variables) may not be moved
+    from place ``start`` to ``stop`` in the order, because a task in between (``start`` <
+    k < ``stop``) overwrites in place what it reads (``destroyed``: from
+    :func:`destroyed_roots`)."""
+    roots = {alias_root(u) for u in reads}
+    return any(d and roots & d for d in destroyed[start + 1:stop])
+
+
+def fuse_producers(prog, tasks, need_host, update_sources):
+    """Fold elementwise producers into their one consumer (a pass over the linked tasks).
+
+    A device Elemwise node whose only output has exactly one client, a consumer input its
+    implementation lists in ``fusable_inputs`` (the reduced value of a CAReduce or argmax,
+    the vector/right operand of a product), is not launched: the consumer's kernel computes
+    those values from the producer's inputs (``ops.fusion.Fused``), so the intermediate
+    is never stored and a launch disappears. Not when the value is a function output, an
+    update, read on the host, destroyed by its consumer, or when a task between the two
+    (the consumer included) destroys what the producer reads: its reads move to the
+    consumer's place in the order.
+    """
+    if not settings.current().fuse:
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = destroyed_roots(tasks)
+    for c, task in enumerate(tasks):
+        if task.kind != 'dev':
+            continue
+        destroyed_here = {j for js in (getattr(task.node.op, 'destroy_map', None) or {}).values()
+                          for j in js}
+        for j in task.impl.fusable_inputs:
+            v = task.node.inputs[j]
+            if v.owner is None or j in destroyed_here or j in task.host_inputs:
+                continue
+            e = tasks[pos[v.owner]]
+            if e.kind != 'dev' or e.fused_into is not None or not fusable(e.impl):
+                continue
+            if v in prog.keep_vars or v in need_host or v in update_sources or \
+                    list(v.clients) != [(task.node, j)]:
+                continue
+            # the consumer itself included: it runs the producer's code where it reads
+            if reads_cross_a_destroy(e.node.inputs, destroyed, pos[e.node], c + 1):
+                continue
+            e.fused_into = task
+            task.fused[j] = e
+            _reads_move(prog, pos, e.node.inputs, task)
+
+
+def _reads_move(prog, pos, reads, task):
+    """The values a folded task reads are read at its consumer ``task``'s place: none of them
+    may be released (its buffer reused, or taken in place) before that. A task between the
+    two may have been the last to read one: the consumer becomes its last use."""
+    here = pos[task.node]
+    for u in reads:
+        last = prog.last_use.get(u)
+        if last is not None and pos[last.node] < here:
+            prog.last_use[u] = task
+
+
+def _reads(task):
+    """Variables a task's kernel reads, its folded producers' inputs included."""
+    out = set()
+    for j, v in enumerate(task.node.inputs):
+        if j in task.fused:
+            out |= _reads(task.fused[j])
+        else:
+            out.add(v)
+    return out
+
+
+def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
+    """Fold small products into their one elementwise consumer (after ``fuse_producers``).
+
+    A device Dot/Gemv (``takes_epilogue``) whose output's only client is a fusable
+    elementwise node, of the same broadcast pattern as that node's output, is not launched
+    at its place: the consumer plans it with itself as the epilogue
+    (``ops.fusion.Deferred``), so the product's kernel writes the consumer's output and
+    the product's value is never stored (a launch less: the LIF update reading its
+    encoder's product). The same exclusions as ``fuse_producers`` apply, the product's
+    reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
+    ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
+    consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
+    step was slower with the launch less), never when it is '0' (``runtime.settings``).
+    """
+    s = settings.current()
+    if not s.fuse or s.epilogues == '0' or (dev.is_cpu and s.epilogues != 'always'):
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = destroyed_roots(tasks)
+    for c, task in enumerate(tasks):
+        if task.kind != 'dev' or not isinstance(task.impl, ElemwiseImpl) or \
+                task.fused_into is not None or task.fused or not fusable(task.impl):
+            continue
+        out_bcast = task.node.outputs[0].type.broadcastable
+        for j, v in enumerate(task.node.inputs):
+            if v.owner is None or v.type.broadcastable != out_bcast:
+                continue
+            p = tasks[pos[v.owner]]
+            if p.kind != 'dev' or p.fused_into is not None or \
+                    not p.impl.takes_epilogue:
+                continue
+            if v in prog.keep_vars or v in need_host or v in update_sources or \
+                    list(v.clients) != [(task.node, j)] or len(p.node.outputs) != 1:
+                continue
+            reads = _reads(p)
+            # tasks between the two only: the consumer itself writes a fresh output when
+            # it takes the epilogue, and runs after the product when it does not
+            if reads_cross_a_destroy(reads, destroyed, pos[p.node], c):
+                continue
+            p.fused_into = task
+            task.fused[j] = p
+            _reads_move(prog, pos, reads, task)
+            break             # one product per consumer
+
+
+_startup.register_deferred(__name__)    # when importing this module deferred registration
