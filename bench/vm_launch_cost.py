@@ -41,15 +41,24 @@ def timed(fn, calls, repeat, finish):
 def main():
     p = common.parser(__doc__)
     p.add_argument('--calls', type=int, default=400)
+    p.add_argument('--launch', nargs='+', default=['pyopencl', 'native'],
+                   help="the launch settings to measure (runtime/native.py)")
     args = p.parse_args()
-    import theano
-    import theano.tensor as T
-    import theano_ocl
     from theano_ocl.device import get_device
     dev = get_device(args.device)
     common.header('host cost of a launch through theano_ocl', dev)
     n = 256
     xv = np.random.RandomState(0).rand(n).astype('float32')
+    for launch in args.launch:
+        print('## launch=%s' % launch)
+        measure(args, dev, xv, launch)
+    bare(args, dev, n)
+
+
+def measure(args, dev, xv, launch):
+    import theano
+    import theano.tensor as T
+    import theano_ocl
     ks = (1, 17, 65)
     rows = []
     call_t = {}
@@ -58,8 +67,8 @@ def main():
     for k in ks:
         x = theano.shared(xv, name='x')
         # Theano's own elementwise fusion off as well: K nodes, K kernels
-        mode = theano_ocl.OCLMode(device=args.device, outputs='device',
-                                  fuse=False).excluding('fusion')
+        mode = theano_ocl.OCLMode(device=args.device, outputs='device', fuse=False,
+                                  launch=launch).excluding('fusion')
         f = theano.function([], chain(T, x, k), mode=mode)
         dev.queue.finish()
 
@@ -70,6 +79,7 @@ def main():
         call_t[k] = ts
         launches[k] = f.fn.last_frame.n_launches
         g = theano.function([], [], updates=[(x, chain(T, x, k))], mode=theano.Mode('c').excluding('fusion'))
+        os.environ['THEANO_OCL_LAUNCH'] = launch     # read when the simulator re-links g
         sim = theano_ocl.SimulatorOCL(g, device=args.device, batch=False)
         sim.run_steps(2)
         dev.queue.finish()
@@ -90,6 +100,9 @@ def main():
                         for a, b in zip(t[lo], t[hi]))
         print('%s: host cost per launch %.2f-%.2f us (min-max over %d repeats)' % (
             name, slopes[0], slopes[-1], len(slopes)))
+
+
+def bare(args, dev, n):
     # bare pyopencl
     cl = dev.cl
     prg = cl.Program(dev.context, '__kernel void k(__global float *a, const float s) '

@@ -79,3 +79,46 @@ def test_run_refuses_a_carry_that_does_not_fit():
         f_o.fn.run(3, feeds={0: xs}, carry={1: (1, np.zeros(4, 'float32'))})
     with pytest.raises(RunStepsError, match='carry into input 0'):
         f_o.fn.run(3, feeds={0: xs}, carry={0: (0, np.zeros(4, 'float32'))})
+
+
+@pytest.mark.parametrize('launch', ['native', 'pyopencl'])
+def test_launch_paths_match_theano_c(launch):
+    """The native launch path (ctypes, no event: runtime/native.py) and pyopencl's give
+    Theano C's results, in calls and in run's loop, and the setting picks the path."""
+    from theano_ocl.runtime import native
+    if launch == 'native' and not native.available():
+        pytest.skip('no OpenCL ICD loader to call through ctypes')
+    n = 9
+    xs, h0, want_h, want_y, _ = _case('float32', n, 33, 5)
+    inputs, outputs = _recurrence('float32')
+    f_o = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(launch=launch))
+    got = f_o(xs[0], h0)
+    assert_close(got[0], want_h[0], what='h after one call')
+    launches = [s for s in f_o.fn.last_frame.steps if s.kind == 'launch']
+    assert launches and all(hasattr(s.fn, 'native') == (launch == 'native') for s in launches)
+    got_h, got_y = f_o.fn.run(n, feeds={0: xs}, probes=[0, 1], carry={1: (0, h0)},
+                              batch=False)
+    assert_close(got_h, want_h, what='h history')
+    assert_close(got_y, want_y, what='y history')
+
+
+def test_native_launch_error_names_the_kernel():
+    from theano_ocl.runtime import native
+    if not native.available():
+        pytest.skip('no OpenCL ICD loader to call through ctypes')
+    dev = theano_ocl.get_device()
+    cl = dev.cl
+    prg = cl.Program(dev.context, '__kernel void twice(__global float *a) '
+                     '{ a[get_global_id(0)] *= 2.0f; }').build()
+    kernel = cl.Kernel(prg, 'twice')
+    buf = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 4 * 12)
+    kernel.set_args(buf)
+    host = np.arange(12, dtype='float32')
+    cl.enqueue_copy(dev.queue, buf, host)
+    native.launcher(dev.queue, kernel, 'twice', (12,), None)()
+    out = np.empty_like(host)
+    cl.enqueue_copy(dev.queue, out, buf)
+    np.testing.assert_array_equal(out, host * 2)
+    # a local size that does not divide the global size: the driver refuses it
+    with pytest.raises(native.LaunchError, match=r'twice.*OpenCL error -\d+'):
+        native.launcher(dev.queue, kernel, 'twice', (12,), (5,))()

@@ -15,7 +15,7 @@ import collections
 import numpy as np
 
 from ..darray import DArray, Root
-from . import plans
+from . import native, plans, settings
 from .memory import upload
 
 _provided = {}
@@ -116,6 +116,7 @@ class PlanContext(object):
         self.task_index = task_index
         self.node = None
         self.new_steps = []
+        self.native = None         # launches through runtime.native (decided at the first)
 
     # -- memory -------------------------------------------------------------------
     def alloc(self, shape, dtype):
@@ -172,11 +173,17 @@ class PlanContext(object):
             self.frame.rebind_sites[idx].append(site)
         gsize = tuple(int(g) for g in gsize)
         lsize = None if lsize is None else tuple(int(x) for x in lsize)
-        enqueue = cl.enqueue_nd_range_kernel
         queue = self.queue
+        if self.native is None:
+            self.native = native.use_native(settings.current().launch, self.dev,
+                                            queue is not self.dev.queue)
+        if self.native:
+            run = native.launcher(queue, kernel, kernel_name, gsize, lsize)
+        else:
+            enqueue = cl.enqueue_nd_range_kernel
 
-        def run():
-            return enqueue(queue, kernel, gsize, lsize)
+            def run():
+                return enqueue(queue, kernel, gsize, lsize)
         self._record(plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize,
                                   args, batch))
         self.frame.n_launches += 1

@@ -1,0 +1,76 @@
+"""The launch path without pyopencl's Python objects: ``clEnqueueNDRangeKernel`` through the
+OpenCL ICD loader by ctypes, with no event.
+
+pyopencl's ``enqueue_nd_range_kernel`` makes an :class:`pyopencl.Event` per launch and
+converts its size tuples on every call. Here a launch's sizes are converted once, when
+the frame records it, and each replay is one foreign call with its arguments already in
+C form (the kernel's arguments were bound once by ``set_args``). ctypes comes with Python:
+nothing to compile at the user's site, and the library is the ICD loader pyopencl itself
+uses (``libOpenCL.so.1``), so the handles (``int_ptr``) are the same objects.
+
+Which path a function takes is its ``launch`` setting (``runtime.settings``): 'auto' (the
+native path on NVIDIA's driver, where it measured faster; pyopencl elsewhere, PoCL's
+pyopencl call being cheaper than a ctypes call), 'native' or 'pyopencl'. Profiled
+functions always use pyopencl (their kernels are timed by events).
+"""
+import ctypes
+import ctypes.util
+
+_lib = None
+_enqueue = None
+
+
+def _load():
+    global _lib, _enqueue
+    if _enqueue is None:
+        name = ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1'
+        _lib = ctypes.CDLL(name)
+        fn = _lib.clEnqueueNDRangeKernel
+        fn.restype = ctypes.c_int32
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                       ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
+                       ctypes.c_void_p]
+        _enqueue = fn
+    return _enqueue
+
+
+def available():
+    """Whether the ICD loader can be called (False: pyopencl's path is used)."""
+    try:
+        _load()
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+def use_native(setting, dev, profiling):
+    """Whether launches of a function with ``launch`` = ``setting`` on ``dev`` go native."""
+    if profiling or setting == 'pyopencl':
+        return False
+    if setting == 'native':
+        return available()
+    return 'NVIDIA' in dev.platform_name and available()
+
+
+class LaunchError(RuntimeError):
+    """clEnqueueNDRangeKernel returned an error code."""
+
+
+def launcher(queue, kernel, name, gsize, lsize):
+    """A callable enqueuing ``kernel`` (arguments already set) on ``queue`` with these sizes,
+    no event; raises LaunchError naming the kernel and the OpenCL error code."""
+    enqueue = _load()
+    dim = len(gsize)
+    gs = (ctypes.c_size_t * dim)(*gsize)
+    ls = None if lsize is None else (ctypes.c_size_t * dim)(*lsize)
+    qp = queue.int_ptr
+    kp = kernel.int_ptr
+    keep = (queue, kernel)          # the handles stay valid while the launch is recorded
+
+    def run():
+        rc = enqueue(qp, kp, dim, None, gs, ls, 0, None, None)
+        if rc:
+            raise LaunchError('clEnqueueNDRangeKernel(%s, global %s, local %s) failed: OpenCL '
+                              'error %d' % (name, tuple(gsize), lsize, rc))
+    run.native = keep
+    return run
