@@ -244,7 +244,7 @@ def test_hot_commits_run_as_one_batched_copy():
     """Once a frame is hot, its update copies into shared variables run as one batched
     launch (planner.CommitPlan); values, coherence flags, set_value and failed calls behave as
     before."""
-    from theano_ocl.planner import CommitPlan
+    from theano_ocl.runtime.planner import CommitPlan
 
     def build(mode):
         rng = np.random.RandomState(4)

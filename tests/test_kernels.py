@@ -35,7 +35,6 @@ def _python(script, *argv, **env):
 RENDER = textwrap.dedent('''
     import hashlib, json, sys, types
     import theano.scalar as ts
-    from theano_ocl import planner
     from theano_ocl.ops import blas, extra_ops, gemm_small, nnet, random, subtensor
     from theano_ocl.ops import elemwise as ew, reduce as red
 
@@ -48,7 +47,7 @@ RENDER = textwrap.dedent('''
             elemwise=ew.kernel_source(*ew_key, check=False, nd=1),
             ewcheck=ew.kernel_source('', body, (dt,), (dt, dt), ndim, (True, False, True),
                                      check=True, nd=1),
-            batched=planner._elemwise_batched_source(ew_key, 8, False, 1, 0)[:2],
+            batched=ew._elemwise_batched_source(ew_key, 8, False, 1, 0)[:2],
             gemm_small=gemm_small._source(mm_key),
             gemm_small_batched=gemm_small._source(mm_key, 4, True, 1, 0),
             gemm=blas.kernel_source(dt, dt, dt, 'one', None, 'none', None, 8),

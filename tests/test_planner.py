@@ -5,7 +5,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl import planner
+from theano_ocl.runtime import planner
 from theano_ocl.runtime.memory import download
 from theano_ocl.runtime.plans import Enqueue, HostStep
 from helpers import assert_close, rand, setting

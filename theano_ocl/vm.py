@@ -9,7 +9,7 @@ Data flow of one call (``OCLFunction.__call__``), top to bottom:
 2. if a *frame* exists for that key, the executor replays it (``runtime/executor.py``): a
    flat list of typed plans (kernel launches with arguments bound once, copies, uploads
    into fixed buffers, host nodes), guarded where its assumptions could break (then the
-   frame is re-planned), merged into a batched plan once hot (``planner.py``);
+   frame is re-planned), merged into a batched plan once hot (``runtime/planner.py``);
 3. otherwise build a new frame (``runtime/build.py``), which runs it this once;
 4. fetch the outputs, read the device checks, and commit the updates into the shared
    variables' resident device buffers, all or none (``runtime/commit.py``);
@@ -29,7 +29,7 @@ from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults, steps
+from .runtime import commit, faults, planner, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -108,7 +108,7 @@ class OCLFunction(object):
         # memory, and reusing them would chain independent small ops through false
         # (write-after-read) dependencies that stop the planner from batching them
         self.reuse_min_bytes = 1 << 16
-        # one-step calls replay a batched plan (planner.py) once a frame has been replayed
+        # one-step calls replay a batched plan (runtime/planner.py) once a frame has been replayed
         # batch_after times, when it has batch_min_launches launches and batching removes
         # at least a quarter of them; None turns this off
         self.batch_after = 3
@@ -361,18 +361,16 @@ class OCLFunction(object):
     def commit_plan(self, frame):
         """The frame's commits as a CommitPlan when batching merges some of its copies,
         else False (the executor asks once the frame is hot)."""
-        from . import planner      # (imports the op families, hence theano)
         plan = planner.CommitPlan(self, frame)
         return plan if plan.pays() else False
 
     @_planning
     def batched_plan(self, frame):
-        """The frame's steps with independent same-kernel launches merged (planner.py),
+        """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
         or False when that does not remove at least a quarter of the launches."""
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
         if before < self.batch_min_launches:
             return False
-        from . import planner      # (imports the op families, hence theano)
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,
                                   cpu_group=self.settings.cpu_group)
         return plan if plan.pays() else False
@@ -381,7 +379,6 @@ class OCLFunction(object):
     def loop_plans(self, frame):
         """(batched steps, batched commits) of ``frame`` for ``run``'s loop, whether or not
         they pay (the executor compares launch counts)."""
-        from . import planner      # (imports the op families, hence theano)
         return (planner.plan_steps(frame.steps, self.dev, self.queue,
                                    cpu_group=self.settings.cpu_group),
                 planner.CommitPlan(self, frame))

@@ -47,16 +47,3 @@ class DeviceImpl(object):
 
     def describe(self):
         return type(self).__name__
-
-
-def launch_geometry(dev, n, local=256):
-    """Global/local sizes for a 1-d kernel with one work-item per item (``if (gi < n)``).
-
-    CPU devices (PoCL) pick their own work-group size and vectorize across work-items;
-    GPUs get ``local``-sized groups.
-    """
-    n = max(int(n), 1)
-    if dev.is_cpu:
-        return (n,), None
-    local = min(local, dev.max_work_group_size)
-    return (((n + local - 1) // local) * local,), (local,)

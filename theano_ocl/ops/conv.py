@@ -32,7 +32,8 @@ from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
 from ..runtime import settings
-from .base import DeviceImpl, launch_geometry
+from ..runtime.plans import launch_geometry
+from .base import DeviceImpl
 from .blas import as_batch, choose_backend, plan_gemm
 from .registry import implemented_by, ocl_impl
 

@@ -22,8 +22,9 @@ from .. import scalar as oscalar
 from ..darray import DArray
 from ..runtime.context import provide
 from ..runtime.memory import download, upload
-from ..runtime.plans import Batch
-from .base import DeviceImpl, launch_geometry
+from ..runtime import planner
+from ..runtime.plans import Batch, launch_geometry
+from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 
 
@@ -218,6 +219,63 @@ def strided_copy_now(dev, queue, dst, src):
 
 
 provide('strided_copy_now', strided_copy_now)
+
+
+# ------------------------------------------------------------------ batched launches
+# How this family's launches merge (runtime.planner): K launches of one source as one
+# launch of a kernel reading a table of per-launch offsets, sizes and strides.
+
+def _elemwise_batched(dev, key, K, slab, chunk, group):
+    src, name, rec = _elemwise_batched_source(key, K, slab, chunk, group)
+    return dev.build(src), name, rec
+
+
+@kernels.memoize
+def _elemwise_batched_source(key, K, slab, chunk, group):
+    """(source, kernel name, record length) of the kernel running K elementwise launches of
+    ``key`` (:func:`batch_key`)."""
+    support, body, out_dtypes, in_dtypes, ndim, contig = key
+    operands = []
+    pos = 1 + ndim
+    nops = len(out_dtypes) + len(in_dtypes)
+    for k in range(nops):
+        is_out = k < len(out_dtypes)
+        dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
+        o = _operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
+                        is_out, contig[k])
+        o['off_at'] = pos
+        pos += 1
+        if not contig[k]:
+            o['st_at'] = pos
+            pos += ndim
+        operands.append(o)
+    needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
+    pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
+        if needs_fp64 and 'cl_khr_fp64' not in support else ''
+    src, name = kernels.render('batched.cl.mako', 'batched', support=pre + support, body=body,
+                               ndim=ndim, operands=operands, K=K, rec=pos, slab=slab,
+                               chunk=chunk, group=group)
+    return src, name, pos
+
+
+def _elemwise_max_batch(dev, key):
+    nops = len(key[2]) + len(key[3])
+    try:
+        limit = int(dev.device.max_parameter_size)
+    except Exception:
+        limit = 1024
+    return max(1, min(planner.MAX_BATCH, (limit - 32) // (8 * nops)))
+
+
+def copy_key(dtype):
+    """The batch key of a contiguous same-dtype copy (``dst = src``): commit copies batch
+    as elementwise launches (``runtime.planner.CommitPlan``)."""
+    support, body = _copy_code(dtype.name, dtype.name)
+    return (support, body, (dtype.name,), (dtype.name,), 1, (True, True))
+
+
+planner.register_family('elemwise', planner.Family(_elemwise_batched, _elemwise_max_batch))
+provide('copy_key', copy_key)
 
 
 class ElemwiseImpl(DeviceImpl):

@@ -18,7 +18,8 @@ from theano.tensor.extra_ops import (Bartlett, CpuContiguous, CumOp, DiffOp, Fil
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES, launch_geometry
+from ..runtime.plans import launch_geometry
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import implemented_by, ocl_impl
 from .shape import HostComputed, frame_constant, reshaped

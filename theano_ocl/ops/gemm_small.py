@@ -22,8 +22,8 @@ import numpy as np
 
 from .. import kernels
 from .. import scalar as oscalar
-from .base import launch_geometry
-from ..runtime.plans import Batch
+from ..runtime import planner
+from ..runtime.plans import Batch, launch_geometry
 from .fusion import Fused
 
 #: products up to this many multiply-adds (and this long a sum) take the small kernel
@@ -194,3 +194,7 @@ def batched_kernel(dev, key, K, slab, chunk, group=0):
 def coef_table(key, coefs):
     """alpha, beta of each product, in the accumulator type (the kernel's second table)."""
     return np.array([c for pair in coefs for c in pair], dtype=acc_dtype(key[2]))
+
+
+# how this family's launches merge (runtime.planner)
+planner.register_family('gemm_small', planner.Family(batched_kernel, max_batch, coef_table))

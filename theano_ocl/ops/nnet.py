@@ -22,7 +22,8 @@ from theano.tensor.nnet import nnet as tnnet
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES, launch_geometry
+from ..runtime.plans import launch_geometry
+from .base import DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .elemwise import check_flag, error_flag
 from .registry import implemented_by, ocl_impl
 from .subtensor import host_copy

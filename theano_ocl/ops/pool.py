@@ -17,7 +17,8 @@ from theano.tensor.signal import pool as tpool
 from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl, INT_DTYPES, launch_geometry
+from ..runtime.plans import launch_geometry
+from .base import DeviceImpl, INT_DTYPES
 from .registry import implemented_by, ocl_impl
 
 

@@ -32,7 +32,8 @@ from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
 from ..runtime.context import Replan
 from ..runtime.memory import download, upload
-from .base import DeviceImpl, launch_geometry
+from ..runtime.plans import launch_geometry
+from .base import DeviceImpl
 from .elemwise import check_flag, error_flag, plan_elementwise
 from .registry import implemented_by, ocl_impl
 from .shape import frame_constant

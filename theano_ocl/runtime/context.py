@@ -148,7 +148,7 @@ class PlanContext(object):
         elements. Arguments coming from an input's buffer are remembered so the
         frame can re-bind them when the same-shaped input arrives in another buffer.
         ``batch``: a :class:`~theano_ocl.runtime.plans.Batch` when the family declares
-        how this launch merges with others like it (``theano_ocl.planner``).
+        how this launch merges with others like it (``theano_ocl.runtime.planner``).
         """
         cl = self.dev.cl
         kernel = cl.Kernel(prg, kernel_name)

@@ -7,7 +7,7 @@ order; nothing else looks inside a plan's callable.
 
 ===========  =====================================================================
 ``Launch``   one kernel launch; ``batch`` (a :class:`Batch`) when its op family
-             declares how launches like it merge into one (``theano_ocl.planner``)
+             declares how launches like it merge into one (``theano_ocl.runtime.planner``)
 ``Enqueue``  a library call queued on the device (CLBlast): a barrier to the planner
 ``Copy``     a device-to-device copy of contiguous same-sized arrays
 ``Upload``   host value into a device buffer (inputs, host-computed values)
@@ -158,3 +158,16 @@ class Check(Plan):
 
 #: the plan class recorded for each ``PlanContext.host_step`` kind
 HOST_KINDS = {'host': HostStep, 'upload': Upload, 'download': Download, 'guard': Guard}
+
+
+def launch_geometry(dev, n, local=256):
+    """Global/local sizes for a 1-d kernel with one work-item per item (``if (gi < n)``).
+
+    CPU devices (PoCL) pick their own work-group size and vectorize across work-items;
+    GPUs get ``local``-sized groups.
+    """
+    n = max(int(n), 1)
+    if dev.is_cpu:
+        return (n,), None
+    local = min(local, dev.max_work_group_size)
+    return (((n + local - 1) // local) * local,), (local,)

@@ -6,15 +6,17 @@ Theano port of a Nengo model is) gives many launches of the *same generated kern
 over different small buffers. :func:`plan_steps` reorders the steps by their data
 dependencies and turns every set of ready, same-kernel elementwise launches (and
 same-dtype contiguous device copies, e.g. the update commits of ``run_steps``) into
-one launch of a batched kernel (``kernels/batched.cl.mako``): K operand sets bound as
+one launch of a batched kernel (elementwise: ``kernels/batched.cl.mako``, registered by
+``ops/elemwise.py``): K operand sets bound as
 arguments, a table of per-operation offsets, sizes and strides, and work-items mapped
 to (operation, element) through the prefix sum of the sizes -- nengo-ocl's planner idea.
 Small matrix products (``ops/gemm_small.py``: encoders, decoders) batch the same way,
 with alpha/beta in a second table. K is bounded by the device's kernel-argument size
 (CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA), unless every operand
-position of the group lies in one buffer (a slab, see SimulatorOCL): then the buffers are
+position of the group lies in one buffer (a slab: ``runtime.executor.gather_into_slab``): then the buffers are
 bound once and the table's offsets count from their start. On CPU devices a work-group of
-``cpu_group`` (a setting, ``runtime.settings``) work-items takes that many consecutive elements of one operation (a map from
+``cpu_group`` (a setting, ``runtime.settings``) work-items takes that many consecutive
+elements of one operation (a map from
 work-group to operation follows the records), so PoCL vectorizes it; where operations
 average fewer than cpu_group / 4 elements a work-item walks ``CPU_CHUNK`` consecutive
 elements with one table search instead. On GPUs each element searches (binary search) on
@@ -35,12 +37,10 @@ they still do (an input re-bound to another buffer, a frame released: build agai
 """
 import numpy as np
 
-from . import darray as da
-from . import kernels
-from .ops import elemwise as ew
-from .ops import gemm_small
-from .ops.base import launch_geometry
-from .runtime import plans, settings, steps
+from .. import darray as da
+from . import plans, settings, steps
+from .plans import launch_geometry
+from .context import family
 
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
@@ -49,8 +49,7 @@ CPU_CHUNK = 64
 
 def _copy_key(dtype):
     """The elementwise key of a contiguous same-dtype copy (``dst = src``)."""
-    support, body = ew._copy_code(dtype.name, dtype.name)
-    return (support, body, (dtype.name,), (dtype.name,), 1, (True, True))
+    return family('copy_key')(dtype)
 
 
 class Op(object):
@@ -225,48 +224,6 @@ def batched_geometry(dev, total):
     return launch_geometry(dev, -(-total // chunk))
 
 
-def _elemwise_batched(dev, key, K, slab, chunk, group):
-    src, name, rec = _elemwise_batched_source(key, K, slab, chunk, group)
-    return dev.build(src), name, rec
-
-
-@kernels.memoize
-def _elemwise_batched_source(key, K, slab, chunk, group):
-    """(source, kernel name, record length) of the kernel running K elementwise launches of
-    ``key`` (``elemwise.batch_key``)."""
-    support, body, out_dtypes, in_dtypes, ndim, contig = key
-    operands = []
-    pos = 1 + ndim
-    nops = len(out_dtypes) + len(in_dtypes)
-    for k in range(nops):
-        is_out = k < len(out_dtypes)
-        dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
-        o = ew._operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
-                        is_out, contig[k])
-        o['off_at'] = pos
-        pos += 1
-        if not contig[k]:
-            o['st_at'] = pos
-            pos += ndim
-        operands.append(o)
-    needs_fp64 = 'float64' in out_dtypes or 'float64' in in_dtypes
-    pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
-        if needs_fp64 and 'cl_khr_fp64' not in support else ''
-    src, name = kernels.render('batched.cl.mako', 'batched', support=pre + support, body=body,
-                               ndim=ndim, operands=operands, K=K, rec=pos, slab=slab,
-                               chunk=chunk, group=group)
-    return src, name, pos
-
-
-def _elemwise_max_batch(dev, key):
-    nops = len(key[2]) + len(key[3])
-    try:
-        limit = int(dev.device.max_parameter_size)
-    except Exception:
-        limit = 1024
-    return max(1, min(MAX_BATCH, (limit - 32) // (8 * nops)))
-
-
 class Family(object):
     """How one op family's launches batch: ``kernel(dev, key, K, slab, chunk, group)`` gives
     (program, kernel name, record length incl. start) of the kernel running K launches;
@@ -287,9 +244,6 @@ def register_family(name, family):
     _FAMILIES[name] = family
 
 
-register_family('elemwise', Family(_elemwise_batched, _elemwise_max_batch))
-register_family('gemm_small', Family(gemm_small.batched_kernel, gemm_small.max_batch,
-                                     gemm_small.coef_table))
 
 
 def max_batch(dev, key):
