@@ -296,7 +296,7 @@ def test_hot_commits_run_as_one_batched_copy():
 
 def test_steady_state_calls_follow_every_change_of_their_inputs():
     """Calls that come back to the last call's frame skip its key and lookup (vm.py
-    OCLFunction._make_guard): set_value, a write into the cell, another shape, another
+    runtime.frames.make_guard): set_value, a write into the cell, another shape, another
     function's update and re-placement of a shared variable, a device output handed back
     earlier, and a value-dependent shape met inside such a call all behave as before."""
     def want(v):

@@ -38,7 +38,7 @@ class Resident(object):
 
     def current(self, dev):
         """The device copy (a DArray) when it holds the value on ``dev``, else None
-        (also the steady-state test of OCLFunction._make_guard)."""
+        (also the steady-state test of runtime.frames.make_guard)."""
         d = self.darr
         if d is None or self.dev is not dev or self.host_dirty or \
                 self.cell[0] is not self.host_obj:

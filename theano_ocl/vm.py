@@ -5,7 +5,7 @@ Data flow of one call (``OCLFunction.__call__``), top to bottom:
 1. key: the shapes of the inputs consumed on the device and the values of the
    small host inputs that decide shapes (indices, sizes); a call that comes back to the
    last call's frame with its inputs as planned (the steady state) skips this and the
-   lookup: the frame's guard tells it (``OCLFunction._make_guard``);
+   lookup: the frame's guard tells it (``runtime/frames.py``);
 2. if a *frame* exists for that key, the executor replays it (``runtime/executor.py``): a
    flat list of typed plans (kernel launches with arguments bound once, copies, uploads
    into fixed buffers, host nodes), guarded where its assumptions could break (then the
@@ -33,6 +33,7 @@ from .runtime import commit, faults, planner, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
+from .runtime.frames import frame_key, make_guard
 from .runtime.host_tier import HostTier
 from .runtime.memory import register_function, upload
 from .runtime.settings import Settings, active
@@ -40,15 +41,6 @@ from .runtime.settings import Settings, active
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
 MAX_CACHED_FRAME_BYTES = 256 << 20
-
-def _arrays_match(arrays):
-    """True when every (cell, shape) pair holds an ndarray of that shape."""
-    ndarray = np.ndarray
-    for cell, shape in arrays:
-        v = cell[0]
-        if type(v) is not ndarray or v.shape != shape:
-            return False
-    return True
 
 def _planning(method):
     """Run ``method`` (which plans: records frames, builds batched plans) with the function's
@@ -127,7 +119,7 @@ class OCLFunction(object):
         prog = program
         self._inputs = [(cell, prog.residents.get(i)) for i, cell in enumerate(prog.input_cells)]
         self._key_plan = [(kind,) + self._inputs[i] + (i,) for i, kind in prog.input_plan]
-        self._hot = None           # the guard of the last call's frame (see _make_guard)
+        self._hot = None           # the guard of the last call's frame (runtime.frames.make_guard)
         self._host_output_cells = list(prog.host_output_cells)
         self._output_cells = [(j, cell) for j, cell in enumerate(prog.computed_output_cells)
                               if cell is not None]
@@ -152,15 +144,15 @@ class OCLFunction(object):
         try:
             if frame is not None:
                 # steady state: the last call's frame, whose key, input buffers and place in
-                # self.frames (the most recent) still hold; what _key, the frame lookup and
-                # _replay's re-binding would find, in a fraction of their time
+                # self.frames (the most recent) still hold; what the key, the frame lookup and
+                # the executor's re-binding would find, in a fraction of their time
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
                     return self._run_in_thread()
                 frame = self._run_or_replan(frame, self.executor.run_steps)
             else:
                 self._hot = None      # set again once this call's frame has run
-                key = self._key()
+                key = frame_key(self)
                 frame = self.frames.get(key) if key is not None else None
                 if frame is not None:
                     self.frames.move_to_end(key)
@@ -174,7 +166,7 @@ class OCLFunction(object):
                     frame = self._plan(key)
                 guard = frame.guard
                 if guard is None:
-                    guard = frame.guard = self._make_guard(frame)
+                    guard = frame.guard = make_guard(self, frame)
                 self._hot = guard or None
             if hooked:
                 faults.at('outputs')
@@ -267,94 +259,11 @@ class OCLFunction(object):
         return cla.to_device(self.queue, np.ascontiguousarray(value))
 
     # ---------------------------------------------------------------- keys
-    def _key(self):
-        parts = [self.output_mode]
-        dev = self.dev
-        for kind, cell, res, _ in self._key_plan:
-            if kind == 'resident':
-                parts.append(res.device_shape(dev))
-                continue
-            v = cell[0]
-            if kind == 'dev':
-                if isinstance(v, np.ndarray):
-                    parts.append(v.shape)
-                elif v is None:
-                    parts.append(None)
-                elif da.is_device_array(v):
-                    parts.append(('d', v.shape, v.strides, v.offset))
-                else:
-                    parts.append(np.shape(v))
-            else:  # 'meta': small host values that decide shapes
-                a = np.asarray(v)
-                if a.size > 64:
-                    return None
-                parts.append((a.shape, a.dtype.str, a.tobytes()))
-        return tuple(parts)
-
     def _drop(self, key):
         self._hot = None
         frame = self.frames.pop(key, None)
         if frame is not None:
             frame.release()
-
-    def _make_guard(self, frame):
-        """A closure for calls that come back to ``frame`` (the steady state): it returns the
-        frame when this call's inputs give ``frame.key`` and sit in the buffers its kernels
-        are bound to (so that _key, the lookup and _replay's re-binding would find just
-        that), else None: the call then takes the general path. False where it cannot
-        tell cheaply (inputs that are device arrays or keyed host values; profiling;
-        frames of the in-thread tier).
-
-        It tests what _key and _replay read, for each keyed input: a shared variable's
-        device copy current (Resident.ensure_device's tests), of the planned shape, in the
-        planned buffer; an input array of the planned shape. Whoever drops a frame or
-        plans one clears ``self._hot`` (_drop, _plan); every general call sets it."""
-        if frame.key is None or self.profile:
-            return False
-        residents, arrays = [], []
-        for (kind, cell, res, i), part in zip(self._key_plan, frame.key[1:]):
-            if kind == 'resident':
-                residents.append((res, part, i))
-            elif kind == 'dev' and type(part) is tuple and \
-                    all(type(n) is int for n in part):
-                arrays.append((cell, part))
-            else:
-                return False
-        dev = self.dev
-        residents = tuple(residents)
-        arrays = tuple(arrays)
-        if frame.tiny or frame.on_host:
-            return self._tier_guard(frame, residents, arrays)
-
-        def guard():
-            bufs = frame.input_bufs
-            for res, shape, i in residents:
-                d = res.current(dev)
-                if d is None or d.shape != shape or d.root.buf is not bufs[i]:
-                    return None
-            return frame if _arrays_match(arrays) else None
-        return guard
-
-    def _tier_guard(self, frame, residents, arrays):
-        """The steady-state guard of a tiny frame: once the in-thread tier runs its calls,
-        the frame when the inputs still have its key's shapes (wherever a shared variable's
-        value is current: its device copy or its host cell), else None."""
-        after = 0 if frame.on_host else self.host_tier_after
-        ndarray = np.ndarray
-
-        def guard():
-            if frame.replays < after:
-                return None
-            for res, shape, _ in residents:
-                if res.device_newer:
-                    if res.darr.shape != shape:
-                        return None
-                else:
-                    v = res.cell[0]
-                    if type(v) is not ndarray or v.shape != shape:
-                        return None
-            return frame if _arrays_match(arrays) else None
-        return guard
 
     # ---------------------------------------------------------------- planners
     @_planning

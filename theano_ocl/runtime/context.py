@@ -77,7 +77,7 @@ class Frame(object):
         self.checks = []           # (task index, fn): device error flags read after a call
         self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
         self.commit_plan = None    # CommitPlan once hot and worth it; False: never
-        self.guard = None          # OCLFunction._make_guard's closure; False: none for it
+        self.guard = None          # runtime.frames.make_guard's closure; False: none for it
         self.on_host = False       # a buffer would exceed the device: calls run on the host
         self.nbytes = 0            # bytes of the buffers it owns, its alternates' included
         self.alternates = []       # frames of the same key for other IfElse branches

@@ -25,6 +25,7 @@ import numpy as np
 
 from . import commit, faults
 from .context import Replan, bind_site
+from .frames import frame_key
 from ..darray import DArray, Root
 
 
@@ -221,7 +222,7 @@ class Executor(object):
             outs0 = vm()
             t_first = time.perf_counter()
             frame = vm.last_frame
-            key1 = vm._key()
+            key1 = frame_key(vm)
             if key1 != frame.key:
                 raise error(self.shape_change(frame.key, key1, what))
             carries = []

@@ -1,0 +1,111 @@
+"""Which frame a call needs: its key, and the steady-state guards that skip computing it.
+
+A function caches one frame per *key*: the output placement, the shapes of the inputs
+consumed on the device (a device array's strides and offset too) and the bytes of the small
+host values that decide shapes (:func:`frame_key`). A call that comes back to the last
+call's frame with its inputs as planned (the steady state) need not compute the key nor
+look it up: the frame's *guard* (:func:`make_guard`) tests, in a fraction of that time,
+what the key and the executor's re-binding (``runtime.executor.Executor.replay``) would
+read. Frames whose calls run in the in-thread host tier get :func:`tier_guard`.
+"""
+import numpy as np
+
+from .. import darray as da
+
+
+def arrays_match(arrays):
+    """True when every (cell, shape) pair holds an ndarray of that shape."""
+    ndarray = np.ndarray
+    for cell, shape in arrays:
+        v = cell[0]
+        if type(v) is not ndarray or v.shape != shape:
+            return False
+    return True
+
+
+def frame_key(vm):
+    """The key of the frame a call with the current inputs needs: the output placement, each
+    keyed device input's shape (a device array's strides and offset too), each shape-deciding
+    host value's bytes; None where a host value is too large to key on."""
+    parts = [vm.output_mode]
+    dev = vm.dev
+    for kind, cell, res, _ in vm._key_plan:
+        if kind == 'resident':
+            parts.append(res.device_shape(dev))
+            continue
+        v = cell[0]
+        if kind == 'dev':
+            if isinstance(v, np.ndarray):
+                parts.append(v.shape)
+            elif v is None:
+                parts.append(None)
+            elif da.is_device_array(v):
+                parts.append(('d', v.shape, v.strides, v.offset))
+            else:
+                parts.append(np.shape(v))
+        else:  # 'meta': small host values that decide shapes
+            a = np.asarray(v)
+            if a.size > 64:
+                return None
+            parts.append((a.shape, a.dtype.str, a.tobytes()))
+    return tuple(parts)
+
+
+def make_guard(vm, frame):
+    """A closure for calls that come back to ``frame`` (the steady state): it returns the
+    frame when this call's inputs give ``frame.key`` and sit in the buffers its kernels
+    are bound to (so that the key, the lookup and the executor's re-binding would find just
+    that), else None: the call then takes the general path. False where it cannot
+    tell cheaply (inputs that are device arrays or keyed host values; profiling;
+    frames of the in-thread tier).
+
+    It tests what the key and the re-binding read, for each keyed input: a shared variable's
+    device copy current (Resident.ensure_device's tests), of the planned shape, in the
+    planned buffer; an input array of the planned shape. Whoever drops a frame or
+    plans one clears the function's ``_hot`` (_drop, _plan); every general call sets it."""
+    if frame.key is None or vm.profile:
+        return False
+    residents, arrays = [], []
+    for (kind, cell, res, i), part in zip(vm._key_plan, frame.key[1:]):
+        if kind == 'resident':
+            residents.append((res, part, i))
+        elif kind == 'dev' and type(part) is tuple and \
+                all(type(n) is int for n in part):
+            arrays.append((cell, part))
+        else:
+            return False
+    dev = vm.dev
+    residents = tuple(residents)
+    arrays = tuple(arrays)
+    if frame.tiny or frame.on_host:
+        return tier_guard(vm, frame, residents, arrays)
+
+    def guard():
+        bufs = frame.input_bufs
+        for res, shape, i in residents:
+            d = res.current(dev)
+            if d is None or d.shape != shape or d.root.buf is not bufs[i]:
+                return None
+        return frame if arrays_match(arrays) else None
+    return guard
+
+def tier_guard(vm, frame, residents, arrays):
+    """The steady-state guard of a tiny frame: once the in-thread tier runs its calls,
+    the frame when the inputs still have its key's shapes (wherever a shared variable's
+    value is current: its device copy or its host cell), else None."""
+    after = 0 if frame.on_host else vm.host_tier_after
+    ndarray = np.ndarray
+
+    def guard():
+        if frame.replays < after:
+            return None
+        for res, shape, _ in residents:
+            if res.device_newer:
+                if res.darr.shape != shape:
+                    return None
+            else:
+                v = res.cell[0]
+                if type(v) is not ndarray or v.shape != shape:
+                    return None
+        return frame if arrays_match(arrays) else None
+    return guard
