@@ -57,14 +57,19 @@ def nengo(ctx, ensembles, neurons, steps, calls):
     """Steps of a Nengo-like LIF network: Theano C in a loop vs SimulatorOCL.run_steps."""
     def setup():
         import theano_ocl
+        # two copies of the network (the same seed): Theano C's loop and the simulator each
+        # step their own state, as two users would; with one set of shared variables every
+        # alternation would move all the state between host and device (thousands of small
+        # transfers) inside both sides' timings
         f, D = build(ensembles, neurons)
+        g, _ = build(ensembles, neurons)
         us = np.sin(np.arange(steps, dtype=F) * F(0.01))[:, None].astype(F).repeat(D, 1)
         shared = [i.variable for i in f.maker.inputs[1:]]
         init = [s.get_value() for s in shared]
         want = np.array([f(x)[0] for x in us[:5]])
         for s, v in zip(shared, init):
             s.set_value(v)
-        sim = theano_ocl.SimulatorOCL(f, device=ctx.device)
+        sim = theano_ocl.SimulatorOCL(g, device=ctx.device)
         got = sim.run_steps(5, inputs={'u': us[:5]}, probes=[0], batch=True)[0]
         # LIF spiking is a threshold process: a rounding difference may flip a spike after
         # a few steps; the first steps' decoded outputs must agree
