@@ -27,15 +27,20 @@ import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
-from theano.tensor.nnet import conv2d
+from theano.tensor.nnet import bn, conv2d
 from theano.tensor.signal.pool import pool_2d
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OtherLoad  # noqa: E402
 
 
-def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
-    """(train step, parameters): ``train(x, y) -> loss`` for x (batch, 1, 28, 28), y int32."""
+def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32', batchnorm=False, errors=False):
+    """(train step, parameters): ``train(x, y) -> loss`` for x (batch, 1, 28, 28), y int32.
+
+    ``batchnorm``: each convolution's output normalized per channel (spatial batch
+    normalization, a learned scale, running averages updated by the step); ``errors``: the
+    step also returns the error rate of the argmax prediction, ``train(x, y) -> [loss, errors]``.
+    """
     rng = np.random.RandomState(seed)
     x = T.tensor4('x', dtype=dtype)
     y = T.ivector('y')
@@ -45,6 +50,7 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
         return theano.shared(rng.uniform(-bound, bound, shape).astype(dtype), name)
 
     params = []
+    bn_updates = []
     h = x
     for k, (n_in, n_out) in enumerate(((1, 20), (20, 50))):
         W = shared((n_out, n_in, 5, 5), n_in * 25, n_out * 25 // 4, 'Wc%d' % k)
@@ -52,6 +58,8 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
         params += [W, b]
         c = conv2d(h, W, input_shape=(batch, n_in) + ((28, 28) if k == 0 else (12, 12)),
                    filter_shape=(n_out, n_in, 5, 5))
+        if batchnorm:
+            c = _batchnorm(c, n_out, dtype, params, bn_updates)
         h = T.tanh(pool_2d(c, (2, 2), ignore_border=True) + b.dimshuffle('x', 0, 'x', 'x'))
     h = h.flatten(2)
     for k, (n_in, n_out) in enumerate(((800, 500), (500, 10))):
@@ -63,7 +71,22 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
     loss = -T.mean(T.log(h)[T.arange(y.shape[0]), y])
     lr = np.asarray(lr, dtype)
     updates = [(p, p - lr * g) for p, g in zip(params, T.grad(loss, params))]
-    return theano.function([x, y], loss, updates=updates, mode=mode), params
+    outputs = [loss, T.mean(T.neq(T.argmax(h, axis=1), y))] if errors else loss
+    return theano.function([x, y], outputs, updates=updates + bn_updates, mode=mode), params
+
+
+def _batchnorm(c, n, dtype, params, bn_updates):
+    """Spatial batch normalization of ``c`` (n channels): a learned scale (appended to
+    ``params``), the running mean and variance updated (appended to ``bn_updates``)."""
+    pattern = (True, False, True, True)
+    gamma = theano.shared(np.ones((1, n, 1, 1), dtype), 'gamma', broadcastable=pattern)
+    stats = [theano.shared(np.full((1, n, 1, 1), v, dtype), name, broadcastable=pattern)
+             for v, name in ((0, 'running_mean'), (1, 'running_var'))]
+    out, _, _, mean, var = bn.batch_normalization_train(
+        c, gamma, T.zeros_like(gamma), 'spatial', running_mean=stats[0], running_var=stats[1])
+    params.append(gamma)
+    bn_updates.extend(zip(stats, (mean, var)))
+    return out
 
 
 def make_data(n, rng, dtype='float32'):

@@ -26,7 +26,7 @@ from theano.tensor.nnet import bn as tbn
 from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
-from .base import DeviceImpl
+from .base import DeviceImpl, INT_DTYPES
 from .elemwise import Fused, elem_strides, plan_elementwise
 from .reduce import plan_reduce, reduced_input, sum_combine
 from .registry import implemented_by, ocl_impl
@@ -123,7 +123,8 @@ def _shape(*arrays):
 
 
 class _BNImpl(DeviceImpl):
-    host_when = 'values other than float32 and float64'
+    dtypes = INT_DTYPES + ('float32', 'float64')     # epsilon and the factor may be ints
+    host_when = 'the values normalized are integers'
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
