@@ -11,7 +11,8 @@ MaxPoolGrad. Both backends start from the same parameters; the losses of the fir
 Then ``--runs`` rounds of ``--steps`` timed steps, the backends taking turns (the median
 step time of each round; rounds where other processes used more than ``--busy`` of the CPUs
 are set aside when at least 3 quiet rounds remain, as bench/mlp.py does). ``--conv``
-forces the convolution algorithm of theano_ocl (ops/conv.py: 'direct' or 'gemm').
+forces the convolution algorithm of theano_ocl (ops/conv.py: 'direct' or 'gemm');
+``--batchnorm`` adds spatial batch normalization after each convolution (``build_lenet``).
 ``--json PATH`` writes the run (device, date, commit, per-round samples) as data.
 Exit status 1 only when the losses disagree.
 """
@@ -115,19 +116,22 @@ def main():
     ap.add_argument('--pause', type=float, default=0.5)
     ap.add_argument('--busy', type=float, default=0.05)
     ap.add_argument('--conv', choices=('direct', 'gemm'), default=None)
+    ap.add_argument('--batchnorm', action='store_true',
+                    help='spatial batch normalization after each convolution')
     ap.add_argument('--json', default=None, help='write the run to this file')
     args = ap.parse_args()
     dev = theano_ocl.get_device(args.device)
     target = 20.0 if dev.is_gpu else 1.5
-    print('# LeNet (conv5x5x20, pool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
-          'float32, SGD: %d rounds x %d steps per backend' % (args.batch, args.runs, args.steps))
+    print('# LeNet (conv5x5x20, %spool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
+          'float32, SGD: %d rounds x %d steps per backend'
+          % ('batch norm, ' if args.batchnorm else '', args.batch, args.runs, args.steps))
     print('# %s | device: %s / %s (%d CUs)' % (datetime.date.today().isoformat(),
                                                dev.platform_name, dev.name, dev.compute_units))
     names = ('Theano C', 'theano_ocl')
     fns = {}
     for name, mode in zip(names, ('FAST_RUN', theano_ocl.OCLMode(device=args.device, conv=args.conv))):
         t0 = time.perf_counter()
-        fns[name] = build_lenet(mode, args.batch)[0]
+        fns[name] = build_lenet(mode, args.batch, batchnorm=args.batchnorm)[0]
         print('# %s: compiled in %.1f s' % (name, time.perf_counter() - t0))
     f_ocl = fns['theano_ocl']
     fallbacks = [str(n.op) for n in theano_ocl.fallback_nodes(f_ocl)]
@@ -192,7 +196,8 @@ def main():
         with open(args.json, 'w') as fh:
             json.dump(dict(bench='lenet', date=datetime.date.today().isoformat(),
                            commit=_commit(), device=dev.name, platform=dev.platform_name,
-                           batch=args.batch, conv=conv_rows, fallbacks=fallbacks,
+                           batch=args.batch, batchnorm=args.batchnorm, conv=conv_rows,
+                           fallbacks=fallbacks,
                            rounds={n: rounds[n] for n in names},
                            ms_per_step={n: step[n] * 1e3 for n in names}, ratio=ratio,
                            loss_rel_diff=rel), fh, indent=1)

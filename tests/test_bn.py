@@ -122,8 +122,8 @@ def test_inference_and_grad(shape, axes, view, dtype, rewrite):
           for p, nm in zip(pv, ('scale', 'bias', 'mean', 'var'))]
     out = bn.batch_normalization_test(vx, ps[0], ps[1], ps[2], ps[3], axes, epsilon=1e-3)
     grads = T.grad((out * dy).sum(), [x] + ps)
-    f = assert_matches_c([x, dy] + ps, [out] + grads, [rand(shape, dtype, rng), rand(vshape, dtype, rng)] + pv,
-                         excluding=REWRITES[rewrite], **TOL[dtype])
+    values = [rand(shape, dtype, rng), rand(vshape, dtype, rng)] + pv
+    f = assert_matches_c([x, dy] + ps, [out] + grads, values, excluding=REWRITES[rewrite], **TOL[dtype])
     if rewrite == 'abstract':
         assert 'AbstractBatchNormInference' in _placed(f)
 

@@ -196,7 +196,8 @@ class BatchNormTrainImpl(_BNImpl):
             rm, rv = ins[5:7]
             m = float(np.prod(x.shape) / np.prod(scale.shape))
             unbias = ctx.constant(np.asarray(m / (m - 1), self.acc))   # m == 1 raises as perform
-            outs += self.stage(ctx, 'running', [self.dt, self.dt], [rm, rv, mean, var, raf, unbias])
+            outs += self.stage(ctx, 'running', [self.dt, self.dt],
+                               [rm, rv, mean, var, raf, unbias])
         return outs
 
 
