@@ -40,9 +40,9 @@ def _as(v, dtype):
     return v if v.type.dtype == dtype else ts.cast(v, dtype)
 
 
-# The stages: scalar functions of Theano scalars, named so that their code is memoized. The
-# values dtype ``dt`` is the first input's; epsilon and the averaging factor are cast to it
-# as numpy's 0-d rule casts them in ``perform``.
+# The stages: scalar functions of Theano scalars, named so that their code is memoized
+# (``stage_code``). Sums arrive in the accumulator's dtype, and a stage whose first input is
+# one computes in it.
 def _center_sq(x, mean):
     d = x - mean
     return [d * d]
@@ -98,8 +98,8 @@ def stage_code(name, in_dtypes, out_dtypes):
     0-d operands do not: ``perform`` computes in the values' dtype)."""
     dt = in_dtypes[0]
     ins = [ts.get_scalar_type(d)() for d in in_dtypes]
-    outs = STAGES[name](*[_as(v, dt) if v.type.dtype != dt and v.type.dtype.startswith('float')
-                          and dt != 'float64' else v for v in ins])
+    outs = STAGES[name](*[_as(v, dt) if dt == 'float32' and v.type.dtype == 'float64' else v
+                          for v in ins])
     return oscalar.elemwise_code(ts.Composite(ins, outs), in_dtypes, out_dtypes)
 
 
