@@ -11,7 +11,8 @@ MaxPoolGrad. Both backends start from the same parameters; the losses of the fir
 Then ``--runs`` rounds of ``--steps`` timed steps, the backends taking turns (the median
 step time of each round; rounds where other processes used more than ``--busy`` of the CPUs
 are set aside when at least 3 quiet rounds remain, as bench/mlp.py does). ``--conv``
-forces the convolution algorithm of theano_ocl (ops/conv.py: 'direct' or 'gemm').
+forces the convolution algorithm of theano_ocl (ops/conv.py: 'direct' or 'gemm');
+``--batchnorm`` adds spatial batch normalization after each convolution (``build_lenet``).
 ``--json PATH`` writes the run (device, date, commit, per-round samples) as data.
 Exit status 1 only when the losses disagree.
 """
@@ -27,15 +28,20 @@ import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
-from theano.tensor.nnet import conv2d
+from theano.tensor.nnet import bn, conv2d
 from theano.tensor.signal.pool import pool_2d
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from demo import OtherLoad  # noqa: E402
 
 
-def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
-    """(train step, parameters): ``train(x, y) -> loss`` for x (batch, 1, 28, 28), y int32."""
+def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32', batchnorm=False, errors=False):
+    """(train step, parameters): ``train(x, y) -> loss`` for x (batch, 1, 28, 28), y int32.
+
+    ``batchnorm``: each convolution's output normalized per channel (spatial batch
+    normalization, a learned scale, running averages updated by the step); ``errors``: the
+    step also returns the error rate of the argmax prediction, ``train(x, y) -> [loss, errors]``.
+    """
     rng = np.random.RandomState(seed)
     x = T.tensor4('x', dtype=dtype)
     y = T.ivector('y')
@@ -45,6 +51,7 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
         return theano.shared(rng.uniform(-bound, bound, shape).astype(dtype), name)
 
     params = []
+    bn_updates = []
     h = x
     for k, (n_in, n_out) in enumerate(((1, 20), (20, 50))):
         W = shared((n_out, n_in, 5, 5), n_in * 25, n_out * 25 // 4, 'Wc%d' % k)
@@ -52,6 +59,8 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
         params += [W, b]
         c = conv2d(h, W, input_shape=(batch, n_in) + ((28, 28) if k == 0 else (12, 12)),
                    filter_shape=(n_out, n_in, 5, 5))
+        if batchnorm:
+            c = _batchnorm(c, n_out, dtype, params, bn_updates)
         h = T.tanh(pool_2d(c, (2, 2), ignore_border=True) + b.dimshuffle('x', 0, 'x', 'x'))
     h = h.flatten(2)
     for k, (n_in, n_out) in enumerate(((800, 500), (500, 10))):
@@ -63,7 +72,22 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32'):
     loss = -T.mean(T.log(h)[T.arange(y.shape[0]), y])
     lr = np.asarray(lr, dtype)
     updates = [(p, p - lr * g) for p, g in zip(params, T.grad(loss, params))]
-    return theano.function([x, y], loss, updates=updates, mode=mode), params
+    outputs = [loss, T.mean(T.neq(T.argmax(h, axis=1), y))] if errors else loss
+    return theano.function([x, y], outputs, updates=updates + bn_updates, mode=mode), params
+
+
+def _batchnorm(c, n, dtype, params, bn_updates):
+    """Spatial batch normalization of ``c`` (n channels): a learned scale (appended to
+    ``params``), the running mean and variance updated (appended to ``bn_updates``)."""
+    pattern = (True, False, True, True)
+    gamma = theano.shared(np.ones((1, n, 1, 1), dtype), 'gamma', broadcastable=pattern)
+    stats = [theano.shared(np.full((1, n, 1, 1), v, dtype), name, broadcastable=pattern)
+             for v, name in ((0, 'running_mean'), (1, 'running_var'))]
+    out, _, _, mean, var = bn.batch_normalization_train(
+        c, gamma, T.zeros_like(gamma), 'spatial', running_mean=stats[0], running_var=stats[1])
+    params.append(gamma)
+    bn_updates.extend(zip(stats, (mean, var)))
+    return out
 
 
 def make_data(n, rng, dtype='float32'):
@@ -92,19 +116,22 @@ def main():
     ap.add_argument('--pause', type=float, default=0.5)
     ap.add_argument('--busy', type=float, default=0.05)
     ap.add_argument('--conv', choices=('direct', 'gemm'), default=None)
+    ap.add_argument('--batchnorm', action='store_true',
+                    help='spatial batch normalization after each convolution')
     ap.add_argument('--json', default=None, help='write the run to this file')
     args = ap.parse_args()
     dev = theano_ocl.get_device(args.device)
     target = 20.0 if dev.is_gpu else 1.5
-    print('# LeNet (conv5x5x20, pool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
-          'float32, SGD: %d rounds x %d steps per backend' % (args.batch, args.runs, args.steps))
+    print('# LeNet (conv5x5x20, %spool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
+          'float32, SGD: %d rounds x %d steps per backend'
+          % ('batch norm, ' if args.batchnorm else '', args.batch, args.runs, args.steps))
     print('# %s | device: %s / %s (%d CUs)' % (datetime.date.today().isoformat(),
                                                dev.platform_name, dev.name, dev.compute_units))
     names = ('Theano C', 'theano_ocl')
     fns = {}
     for name, mode in zip(names, ('FAST_RUN', theano_ocl.OCLMode(device=args.device, conv=args.conv))):
         t0 = time.perf_counter()
-        fns[name] = build_lenet(mode, args.batch)[0]
+        fns[name] = build_lenet(mode, args.batch, batchnorm=args.batchnorm)[0]
         print('# %s: compiled in %.1f s' % (name, time.perf_counter() - t0))
     f_ocl = fns['theano_ocl']
     fallbacks = [str(n.op) for n in theano_ocl.fallback_nodes(f_ocl)]
@@ -169,7 +196,8 @@ def main():
         with open(args.json, 'w') as fh:
             json.dump(dict(bench='lenet', date=datetime.date.today().isoformat(),
                            commit=_commit(), device=dev.name, platform=dev.platform_name,
-                           batch=args.batch, conv=conv_rows, fallbacks=fallbacks,
+                           batch=args.batch, batchnorm=args.batchnorm, conv=conv_rows,
+                           fallbacks=fallbacks,
                            rounds={n: rounds[n] for n in names},
                            ms_per_step={n: step[n] * 1e3 for n in names}, ratio=ratio,
                            loss_rel_diff=rel), fh, indent=1)

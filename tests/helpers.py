@@ -25,9 +25,13 @@ def ocl_mode():
     return theano_ocl.OCLMode()
 
 
-def compile_both(inputs, outputs, updates=None, **kwargs):
-    f_c = theano.function(inputs, outputs, updates=updates, mode='FAST_RUN', **kwargs)
-    f_o = theano.function(inputs, outputs, updates=updates, mode=ocl_mode(), **kwargs)
+def compile_both(inputs, outputs, updates=None, excluding=(), **kwargs):
+    """(Theano C function, OCL function); ``excluding``: optimizations both leave out."""
+    mode_c, mode_o = theano.compile.mode.get_mode('FAST_RUN'), ocl_mode()
+    if excluding:
+        mode_c, mode_o = mode_c.excluding(*excluding), mode_o.excluding(*excluding)
+    f_c = theano.function(inputs, outputs, updates=updates, mode=mode_c, **kwargs)
+    f_o = theano.function(inputs, outputs, updates=updates, mode=mode_o, **kwargs)
     return f_c, f_o
 
 
@@ -45,13 +49,13 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
 
 
 def assert_matches_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
-                   device_only=True, calls=2, **kwargs):
+                   device_only=True, calls=2, excluding=(), **kwargs):
     """Compile with Theano C and with OCL, call both ``calls`` times, compare every output.
 
     ``device_only``: also assert no node fell back to the host.
     Returns the OCL function.
     """
-    f_c, f_o = compile_both(inputs, outputs, updates=updates, **kwargs)
+    f_c, f_o = compile_both(inputs, outputs, updates=updates, excluding=excluding, **kwargs)
     if device_only:
         fb = theano_ocl.fallback_nodes(f_o)
         assert not fb, 'nodes fell back to the host: %s' % [str(n) for n in fb]

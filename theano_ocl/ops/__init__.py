@@ -12,3 +12,4 @@ from . import nnet  # noqa: F401
 from . import extra_ops  # noqa: F401
 from . import pool  # noqa: F401
 from . import conv  # noqa: F401
+from . import bn  # noqa: F401

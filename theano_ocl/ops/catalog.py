@@ -16,7 +16,7 @@ from .base import COMPLEX_DTYPES, DEVICE_DTYPES, FLOAT_DTYPES, INT_DTYPES
 
 #: the families in the order of ops/__init__.py, with what each covers
 FAMILIES = ('basic', 'shape', 'subtensor', 'elemwise', 'reduce', 'blas', 'nnet', 'conv',
-            'pool', 'random', 'extra_ops')
+            'pool', 'bn', 'random', 'extra_ops')
 
 #: modules whose ScalarOp instances make up Theano's scalar op set (the ones that have
 #: an instance somewhere are the concrete ones)

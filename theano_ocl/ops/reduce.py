@@ -167,6 +167,12 @@ class Combine(object):
             pre_body=self.pre[1] if self.pre is not None else '')
 
 
+def sum_combine(in_dtype, acc_dtype, out_dtype):
+    """The Combine of a sum of ``in_dtype`` values accumulated in ``acc_dtype``."""
+    zero = oscalar._literal(np.asarray(0).astype(acc_dtype), acc_dtype)
+    return Combine(ts.add, in_dtype, acc_dtype, out_dtype, zero)
+
+
 def max_identity(dtype, maximum=True):
     """The value max (min) starts from: -inf (+inf) for floats, the dtype's bound for ints."""
     if dtype.startswith('float'):
@@ -416,7 +422,10 @@ def fuse_pays(dev, size, n_out, argmax=False):
     return size <= FUSE_MAX_GPU or (n_out > 1 and not argmax)
 
 
-def _reduced_input(ctx, x, axes, argmax=False):
+def reduced_input(ctx, x, axes, argmax=False):
+    """``x`` (a DArray, or a :class:`~.elemwise.Fused` producer) as a reduction over ``axes``
+    takes it: a fused producer is materialized where computing it in the kernel does not
+    pay (:func:`fuse_pays`)."""
     if isinstance(x, Fused):
         n_out = prod(n for d, n in enumerate(x.shape) if d not in axes)
         if not fuse_pays(ctx.dev, x.size, n_out, argmax):
@@ -442,7 +451,7 @@ class ReduceImpl(DeviceImpl):
         return 'reduce kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x = _reduced_input(ctx, ins[0], self.axes)
+        x = reduced_input(ctx, ins[0], self.axes)
         if self.needs_nonempty and any(x.shape[a] == 0 for a in self.axes):
             raise _empty_error(self.node, x, self.axes)
         shape = tuple(n for d, n in enumerate(x.shape) if d not in self.axes)
@@ -466,7 +475,7 @@ class ArgmaxImpl(DeviceImpl):
         return 'argmax kernel (%s)' % self.node.op
 
     def plan(self, ctx, ins):
-        x = _reduced_input(ctx, ins[0], self.axes, argmax=True)
+        x = reduced_input(ctx, ins[0], self.axes, argmax=True)
         if any(x.shape[a] == 0 for a in self.axes):
             raise _empty_error(self.node, x, self.axes)
         shape = tuple(n for d, n in enumerate(x.shape) if d not in self.axes)
