@@ -11,7 +11,7 @@ m/(m-1) is cast to floatX), so the replacement's type does not match and the op 
 
 No template of its own: each op is planned as the sums and elementwise stages its
 ``perform`` computes -- sums by the reduce family (the summed value computed inside the
-reduction kernel, an :class:`~.elemwise.Fused` producer, where that pays), stages by
+reduction kernel, an :class:`~.fusion.Fused` producer, where that pays), stages by
 ``plan_elementwise`` -- each stage's scalar code generated from a Theano ``Composite``
 (``scalar.elemwise_code``), so the arithmetic is Theano's. Sums accumulate in float64
 (float32 on a device without fp64), where numpy's ``perform`` sums in the values' dtype,
@@ -27,7 +27,8 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, INT_DTYPES
-from .elemwise import Fused, elem_strides, plan_elementwise
+from .elemwise import elem_strides, plan_elementwise
+from .fusion import Fused
 from .reduce import plan_reduce, reduced_input, sum_combine
 from .registry import implemented_by, ocl_impl
 
