@@ -169,7 +169,7 @@ class Combine(object):
 
 def sum_combine(in_dtype, acc_dtype, out_dtype):
     """The Combine of a sum of ``in_dtype`` values accumulated in ``acc_dtype``."""
-    zero = oscalar._literal(np.asarray(0).astype(acc_dtype), acc_dtype)
+    zero = oscalar.literal(np.asarray(0).astype(acc_dtype), acc_dtype)
     return Combine(ts.add, in_dtype, acc_dtype, out_dtype, zero)
 
 
