@@ -34,6 +34,7 @@ from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
 from .ops.registry import ocl_impl
 from .runtime import settings
+from .runtime.context import provide
 from . import shared as shared_mod
 from .vm import OCLFunction
 
@@ -682,5 +683,19 @@ class OCLLinker(gof_link.LocalLinker):
                           for v, s in zip(fgraph.outputs, output_storage)]
         return fn, in_containers, out_containers, fn.thunks, order
 
+
+def scan_inner_function(inputs, outputs, optimizer, dev, name=None):
+    """The inner function of a device Scan (``ops/scan.py`` gets it through the
+    ``'scan_inner_function'`` capability: op families never import the linker): the inner
+    graph optimized as Theano's Scan optimizes it, linked by this linker on ``dev`` with
+    the settings of the function being linked, its outputs left on the device."""
+    linker = OCLLinker(device=dev.spec, output_mode='device', **settings.current().as_dict())
+    mode = theano.compile.mode.Mode(linker=linker, optimizer=optimizer)
+    return theano.function([theano.In(v, borrow=True) for v in inputs],
+                           [theano.Out(v, borrow=True) for v in outputs],
+                           mode=mode, name=name, on_unused_input='ignore')
+
+
+provide('scan_inner_function', scan_inner_function)
 
 _startup.register_deferred(__name__)    # when importing this module deferred registration

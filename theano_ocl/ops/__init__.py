@@ -11,3 +11,4 @@ from . import nnet  # noqa: F401
 from . import extra_ops  # noqa: F401
 from . import pool  # noqa: F401
 from . import conv  # noqa: F401
+from . import scan  # noqa: F401

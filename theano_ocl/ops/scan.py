@@ -1,0 +1,402 @@
+"""Scan family: ``theano.scan_module.scan_op.Scan`` on the device.
+
+The inner graph is compiled at link time by the OCL linker with its outputs kept on the
+device (the ``'scan_inner_function'`` capability, provided by ``linker.py``: op families
+never import the executor). Planning a Scan node allocates its outer outputs, then records
+ONE host step that runs the loop (:class:`Loop`); per iteration it only *enqueues*:
+
+1. device-to-device copies of the step's sequence rows and state taps into fixed staging
+   buffers (a tap whose row never moves -- a shared variable, a state kept one step deep --
+   is handed over as it is, without a copy);
+2. the inner function's call on those staging arrays (pyopencl arrays over fixed buffers,
+   so its frame is planned once and replayed; inner nodes without device code fall back
+   there like anywhere else);
+3. device-to-device copies of its outputs into the outer buffers at the step's slot.
+
+No host round trip happens per iteration, except for ``until`` conditions the inner
+function computes on the device: those are read once per step (see ``Loop.run``).
+
+Buffer sizes, slot positions, the final re-ordering of circular buffers and the zeroing of
+steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference): Theano's
+``scan_save_mem`` optimization decides how deep each output's buffer is, through the
+lengths of the initial states and the nit-sot size inputs.
+"""
+import numpy as np
+from theano.scan_module.scan_op import Scan
+
+from .. import darray as da
+from ..darray import DArray
+from ..errors import NoDeviceImplementation
+from ..runtime.context import Replan, family
+from .base import DeviceImpl
+from .registry import implemented_by, ocl_impl
+
+
+class ScanLayout(object):
+    """Where each kind of value sits among a Scan node's outer inputs and outputs and its
+    inner function's inputs and outputs (the order ``Scan.execute`` reads them in)."""
+
+    def __init__(self, op):
+        self.n_seqs = op.n_seqs
+        self.n_mit_mot = op.n_mit_mot
+        self.n_outs = op.n_mit_mot + op.n_mit_sot + op.n_sit_sot
+        self.n_nit_sot = op.n_nit_sot
+        self.n_shared = op.n_shared_outs
+        self.taps = [list(t) for t in op.tap_array]
+        self.mit_mot_out_slices = [list(s) for s in op.mit_mot_out_slices]
+        self.n_mit_mot_outs = sum(len(s) for s in self.mit_mot_out_slices)
+        self.mintaps = [int(m) for m in op.mintaps]
+        self.as_while = bool(op.as_while)
+        # outer inputs
+        self.state_in = 1 + self.n_seqs                     # seqs_arg_offset
+        self.shared_in = self.state_in + self.n_outs         # shared_arg_offset
+        self.nit_in = self.shared_in + self.n_shared         # nit_sot_arg_offset
+        self.other_in = self.nit_in + self.n_nit_sot
+        # inner inputs
+        self.inner_taps = self.n_seqs
+        self.inner_shared = self.n_seqs + sum(len(t) for t in self.taps)
+        self.inner_other = self.inner_shared + self.n_shared
+        # inner outputs: mit-mot slices, mit-sot/sit-sot/nit-sot, shared, condition
+        self.inner_single = self.n_mit_mot_outs
+        self.inner_shared_out = self.inner_single + self.n_outs - self.n_mit_mot + self.n_nit_sot
+
+    def staged_inputs(self):
+        """(inner input index, outer output index or None, tap) of every inner input read
+        per step: sequences (outer index None), state taps, shared variables (tap None)."""
+        rows = [(k, None, None) for k in range(self.n_seqs)]
+        k = self.inner_taps
+        for idx, taps in enumerate(self.taps):
+            for tap in taps:
+                rows.append((k, idx, tap))
+                k += 1
+        for j in range(self.n_shared):
+            rows.append((k, self.n_outs + self.n_nit_sot + j, None))
+            k += 1
+        return rows
+
+    def sinks(self):
+        """(inner output index, outer output index, mit-mot tap or None) of every inner
+        output written per step (the condition excluded)."""
+        rows = []
+        k = 0
+        for j, slices in enumerate(self.mit_mot_out_slices):
+            for tap in slices:
+                rows.append((k, j, tap))
+                k += 1
+        for j in range(self.n_mit_mot, self.n_outs + self.n_nit_sot + self.n_shared):
+            rows.append((k, j, None))
+            k += 1
+        return rows
+
+
+class ScanImpl(DeviceImpl):
+    """Runs the loop of ``Scan.execute`` on the device (see the module docstring).
+
+    Host inputs: ``n_steps``, the nit-sot sizes, and the non-sequences the inner function
+    reads on the host. The inner function is :attr:`inner_functions`' one entry
+    (``report(f)`` lists its placements under the Scan node).
+    """
+    dtypes = None
+    host_when = ('an inner input read per step (a sequence, a state) is needed on the host '
+                 'by the inner function; a value that is not a tensor')
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        op = node.op
+        self.layout = lay = ScanLayout(op)
+        compile_inner = family('scan_inner_function')
+        self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance.optimizer, dev,
+                                op.name)
+        self.inner_functions = (self.fn,)
+        vm = self.fn.fn
+        prog = getattr(vm, 'program', None)
+        if prog is None:     # pragma: no cover - the capability links with the OCL linker
+            raise NoDeviceImplementation('the inner function is not linked on the device')
+        inner_ins = prog.fgraph.inputs
+        # which inner inputs the inner function takes on the device, reads on the host, or
+        # does not read at all
+        self.inner_kind = []
+        for i, var in enumerate(inner_ins):
+            if prog.input_kinds[i] != 'host':
+                self.inner_kind.append('dev')
+            elif var.clients:
+                self.inner_kind.append('host')
+            else:
+                self.inner_kind.append('unused')
+        for k, _, _ in lay.staged_inputs():
+            if self.inner_kind[k] == 'host':
+                raise NoDeviceImplementation(
+                    'the inner function reads %s on the host at every step' % (op.inputs[k],))
+        host = [0] + list(range(lay.nit_in, lay.other_in))
+        for j in range(lay.other_in, len(node.inputs)):
+            if self.inner_kind[lay.inner_other + j - lay.other_in] == 'host':
+                host.append(j)
+        self.host_inputs = tuple(host)
+
+    def describe(self):
+        c = self.fn.fn.program.counts()
+        return 'device loop over %s (inner: %d device, %d host fallback)' % (
+            self.node.op.name, c['device'], c['fallback'])
+
+    def plan(self, ctx, ins):
+        loop = Loop(self, ctx, ins)
+        outs = loop.run()                 # now: its outputs' shapes depend on what it does
+        ctx.host_step(loop.replay, 'host', reads=None, writes=None)
+        return outs
+
+
+@ocl_impl.register(Scan)
+@implemented_by(ScanImpl)
+def _scan(op, node, dev):
+    return ScanImpl(node, dev)
+
+
+def _row(d, r):
+    """Row ``r`` of ``d`` (a view)."""
+    return d.view(d.shape[1:], d.strides[1:], d.offset + r * d.strides[0])
+
+
+class Loop(object):
+    """One planned Scan node: its buffers, and the loop that fills them.
+
+    ``run()`` enqueues the whole loop (it runs while planning, and again on every replay
+    of the frame through ``replay``). The number of steps is fixed by the frame (a host
+    input); an ``until`` condition that stops after another number of steps than when
+    the frame was planned changes the outputs' shapes: the frame is planned again.
+    """
+
+    def __init__(self, impl, ctx, ins):
+        self.impl = impl
+        self.lay = lay = impl.layout
+        self.dev = ctx.dev
+        self.queue = ctx.queue
+        self.ctx = ctx
+        self.fn = impl.fn
+        self.cells = [c.storage for c in impl.fn.input_storage]
+        self.planned = True          # the step recorded with it first runs right after
+        n_steps = int(ins[0])
+        if n_steps < 0:
+            raise IndexError('Scan was asked to run for negative number of step %d' % n_steps)
+        if n_steps == 0:
+            raise NotImplementedError(
+                "We didn't implemented yet the case where scan do 0 iteration")
+        self.n_steps = n_steps
+        node = impl.node
+        seqs = []
+        for k in range(lay.n_seqs):
+            s = ins[1 + k]
+            if s.shape[0] < n_steps:
+                raise ValueError(('Sequence is shorter then the required number of steps : '
+                                  '(n_steps, seq, seq.shape):'), n_steps, node.inputs[1 + k],
+                                 s.shape)
+            seqs.append(ctx.contiguous(s))
+        self.seqs = seqs
+        self.store = [ins[lay.state_in + idx].shape[0] for idx in range(lay.n_outs)]
+        self.store += [int(ins[lay.nit_in + k]) for k in range(lay.n_nit_sot)]
+        # outer outputs: states (copies of their initial values), shared variables
+        self.outs = [None] * (lay.n_outs + lay.n_nit_sot + lay.n_shared)
+        self.init = []
+        for idx in range(lay.n_outs):
+            src = ins[lay.state_in + idx]
+            self.outs[idx] = ctx.alloc(src.shape, src.dtype)
+            self.init.append((self.outs[idx], src))
+        for j in range(lay.n_shared):
+            src = ins[lay.shared_in + j]
+            o = lay.n_outs + lay.n_nit_sot + j
+            self.outs[o] = ctx.alloc(src.shape, src.dtype)
+            self.init.append((self.outs[o], src))
+        # what the inner function reads each step
+        self.fixed = []          # (cell, value) set once per run
+        self.stage = []          # (cell, staging DArray, source, outer output or None, tap)
+        for k, o, tap in lay.staged_inputs():
+            if impl.inner_kind[k] == 'unused':
+                continue
+            if o is None:
+                src = seqs[k]
+            else:
+                src = self.outs[o]
+            if o is not None and (tap is None or self.store[o] == 1):
+                # the same rows every step: handed over as they are
+                view = src if tap is None else _row(src, 0)
+                self.fixed.append((self.cells[k], view))
+                continue
+            staging = ctx.alloc(src.shape[1:], src.dtype)
+            self.stage.append((self.cells[k], staging, src, o, tap))
+        for j in range(lay.other_in, len(ins)):
+            k = lay.inner_other + j - lay.other_in
+            kind = impl.inner_kind[k]
+            if kind == 'unused':
+                continue
+            self.fixed.append((self.cells[k], ins[j]))
+        self.sinks = lay.sinks()
+        self.done = None         # steps the planned run did (an until condition may stop it)
+        self.tmp = {}            # outer output -> buffer for re-ordering it
+
+    # ---------------------------------------------------------------- running
+    def replay(self):
+        if self.planned:
+            self.planned = False      # the run while planning was this step's first one
+            return
+        self.run()
+
+    def run(self):
+        lay = self.lay
+        queue = self.queue
+        cl = self.dev.cl
+        copy = cl.enqueue_copy
+        for dst, src in self.init:
+            self._copy(dst, src)
+        made = {}
+        fixed = [(cell, self._as_pyopencl(v, made) if isinstance(v, DArray) else v)
+                 for cell, v in self.fixed]
+        staged = []
+        for cell, staging, src, o, tap in self.stage:
+            staged.append((cell, self._as_pyopencl(staging, made), staging.root.buf,
+                           staging.boff, src.root.buf, src.boff, src.strides[0],
+                           staging.nbytes, o, None if o is None else self.store[o], tap))
+        store = self.store
+        pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
+        fn = self.fn.fn
+        n_steps = self.n_steps
+        i = 0
+        while i < n_steps:
+            for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
+                if nbytes:
+                    row = i if o is None else (pos[o] + tap) % st
+                    copy(queue, dbuf, sbuf, byte_count=nbytes, src_offset=soff + row * stride,
+                         dst_offset=doff)
+                cell[0] = arr
+            # (set every step: the inner function may swap a cell's array for its host copy)
+            for cell, value in fixed:
+                cell[0] = value
+            results = fn()
+            self._store(results, pos, i)
+            pos = [(p + 1) % s for p, s in zip(pos, store)]
+            i += 1
+            if lay.as_while and _stop(results[-1]):
+                break
+        return self._finish(i, pos)
+
+    def _store(self, results, pos, i):
+        """Copy the step's inner outputs into the outer buffers at the step's slots."""
+        lay = self.lay
+        outs = self.outs
+        for k, j, tap in self.sinks:
+            value = results[k]
+            buf = outs[j]
+            if j >= lay.n_outs + lay.n_nit_sot:          # a shared variable: its value
+                dst = buf
+            else:
+                if buf is None:                           # a nit-sot's first step
+                    buf = outs[j] = self._nit_sot(j, value)
+                if tap is not None:
+                    r = tap + pos[j]
+                    if r < 0:
+                        r += self.store[j]
+                    if not 0 <= r < self.store[j]:
+                        raise IndexError('index %d is out of bounds for axis 0 with size %d'
+                                         % (tap + pos[j], self.store[j]))
+                else:
+                    r = pos[j]
+                dst = _row(buf, r)
+            shape = tuple(value.shape)
+            if shape != dst.shape:
+                if j >= lay.n_outs + lay.n_nit_sot or i == 0:
+                    raise ValueError('could not broadcast input array from shape %s into '
+                                     'shape %s' % (shape, dst.shape))
+                raise ValueError('An output of the scan has changed shape. This may be '
+                                 'caused by a pushout optimization. Try adding '
+                                 "'optimizer_excluding=scanOp_pushout_output' to your "
+                                 'Theano flags.')
+            self._put(dst, value)
+
+    def _nit_sot(self, j, value):
+        """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
+        the first run of the loop makes it; its shape is then fixed)."""
+        if not self.planned:
+            raise Replan(self.impl.node)   # pragma: no cover - made by the planned run
+        shape = (self.store[j],) + tuple(value.shape)
+        d = self.ctx.alloc(shape, self.impl.node.outputs[j].type.dtype)
+        return d
+
+    def _finish(self, i, pos):
+        """Theano's step 6: put circular buffers in order, zero the steps not computed,
+        cut what an ``until`` condition left out. Returns the outer outputs."""
+        lay = self.lay
+        if self.done is None:
+            self.done = i
+        elif self.done != i:
+            raise Replan(self.impl.node)     # an until condition stopped elsewhere
+        result = list(self.outs)
+        for idx in range(lay.n_mit_mot, lay.n_outs + lay.n_nit_sot):
+            d = self.outs[idx]
+            st = self.store[idx]
+            m = lay.mintaps[idx]
+            if st < i - m and pos[idx] < st:
+                p = pos[idx]
+                if p:
+                    tmp = self.tmp.get(idx)
+                    if tmp is None:
+                        tmp = self.tmp[idx] = self.ctx.alloc(d.shape, d.dtype)
+                    self._copy(tmp, d)
+                    n = st - p
+                    self._copy(_rows(d, 0, n), _rows(tmp, p, st))
+                    self._copy(_rows(d, n, st), _rows(tmp, 0, p))
+            elif st > i - m:
+                self._zero(_rows(d, i - m, st))
+                if i < self.n_steps:
+                    result[idx] = _rows(d, 0, st - (self.n_steps - i))
+        return result
+
+    # ---------------------------------------------------------------- device copies
+    def _as_pyopencl(self, d, made):
+        arr = made.get(id(d))
+        if arr is None:
+            arr = made[id(d)] = da.to_pyopencl(d, self.queue)
+        return arr
+
+    def _copy(self, dst, src):
+        """``dst[...] = src`` for DArrays, enqueued now."""
+        if dst.size == 0:
+            return
+        if dst.is_c_contiguous() and src.is_c_contiguous():
+            self.dev.cl.enqueue_copy(self.queue, dst.root.buf, src.root.buf,
+                                     byte_count=dst.nbytes, src_offset=src.boff,
+                                     dst_offset=dst.boff)
+        else:
+            family('strided_copy_now')(self.dev, self.queue, dst, src)
+
+    def _put(self, dst, value):
+        """``dst[...] = value``: an inner output, a device array or a host value."""
+        if dst.size == 0:
+            return
+        if da.is_device_array(value):
+            if value.base_data is dst.root.buf and value.offset == dst.boff:
+                return       # the inner function handed back the row it was given
+            if value.flags.c_contiguous:
+                self.dev.cl.enqueue_copy(self.queue, dst.root.buf, value.base_data,
+                                         byte_count=dst.nbytes, src_offset=value.offset,
+                                         dst_offset=dst.boff)
+            else:
+                self._copy(dst, da.from_pyopencl(value))
+            return
+        host = np.ascontiguousarray(value, dtype=dst.dtype)
+        self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host, dst_offset=dst.boff,
+                                 is_blocking=True)
+
+    def _zero(self, d):
+        if d.size:
+            self.dev.cl.enqueue_fill_buffer(self.queue, d.root.buf, np.zeros(1, np.uint8),
+                                            d.boff, d.nbytes)
+
+
+def _rows(d, a, b):
+    """Rows ``a:b`` of ``d`` (a view)."""
+    return d.view((b - a,) + d.shape[1:], d.strides, d.offset + a * d.strides[0])
+
+
+def _stop(cond):
+    """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
+    if da.is_device_array(cond):
+        cond = cond.get()
+    return bool(np.asarray(cond) != 0)
