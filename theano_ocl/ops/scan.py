@@ -182,6 +182,9 @@ class Loop(object):
                 "We didn't implemented yet the case where scan do 0 iteration")
         self.n_steps = n_steps
         node = impl.node
+        # copied at the start of every run (not recorded as plans: the loop runs while
+        # planning, before the plans this node records would)
+        self.init = []
         seqs = []
         for k in range(lay.n_seqs):
             s = ins[1 + k]
@@ -189,13 +192,16 @@ class Loop(object):
                 raise ValueError(('Sequence is shorter then the required number of steps : '
                                   '(n_steps, seq, seq.shape):'), n_steps, node.inputs[1 + k],
                                  s.shape)
-            seqs.append(ctx.contiguous(s))
+            if not s.is_c_contiguous():     # a reversed sequence (go_backwards), a view
+                c = ctx.alloc(s.shape, s.dtype)
+                self.init.append((c, s))
+                s = c
+            seqs.append(s)
         self.seqs = seqs
         self.store = [ins[lay.state_in + idx].shape[0] for idx in range(lay.n_outs)]
         self.store += [int(ins[lay.nit_in + k]) for k in range(lay.n_nit_sot)]
         # outer outputs: states (copies of their initial values), shared variables
         self.outs = [None] * (lay.n_outs + lay.n_nit_sot + lay.n_shared)
-        self.init = []
         for idx in range(lay.n_outs):
             src = ins[lay.state_in + idx]
             self.outs[idx] = ctx.alloc(src.shape, src.dtype)

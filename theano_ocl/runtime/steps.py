@@ -140,8 +140,19 @@ def donate_output(vm, frame, d):
     make = da.array_factory(queue, d.shape, d.dtype)
     sites = frame.root_sites[id(root)]
     allocate = dev.pool.allocate
+    copy = []     # [device_output's run] once known that another output views this root
 
     def run():
+        if not copy:
+            # another output viewing the same buffer (a ViewOp, a DimShuffle of this one)
+            # is fetched by a copy from ``root``: handing the buffer over first would leave
+            # it reading the fresh one, so neither is donated (a scan's inner function
+            # returns such pairs: ViewOp(x) and x.dimshuffle('x', 0))
+            roots = [frame.dvals.get(v) for v in vm.program.fgraph.outputs]
+            shared = sum(1 for o in roots if o is not None and o.root is root) > 1
+            copy.append(device_output(vm, None, d) if shared else None)
+        if copy[0] is not None:
+            return copy[0]()
         out = make(root.buf, root.origin)
         moved = root.origin
         nbytes = root.nbytes

@@ -1,0 +1,270 @@
+"""Scan on the device (ops/scan.py) against Theano C (its Python loop, what the start-up
+hook gives on Python 3.11): sequences with taps, mit-sot/sit-sot/nit-sot, non-sequences,
+symbolic n_steps, go_backwards, shared variables updated inside, the gradient (mit-mot),
+truncate_gradient, until, nested scans, MRG streams inside, and a small LSTM trained by SGD.
+"""
+import io
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.sandbox.rng_mrg import MRG_RandomStreams
+from theano.scan_module.scan_op import Scan
+
+import theano_ocl
+from helpers import assert_close, compile_both
+
+DTYPES = ['float32', 'float64']
+
+
+def scan_tasks(f):
+    """The linked Scan nodes of ``f`` and where each runs."""
+    return [(node, where) for node, where, _ in theano_ocl.placements(f)
+            if isinstance(node.op, Scan)]
+
+
+def on_device(f):
+    rows = scan_tasks(f)
+    assert rows, 'no Scan node in the graph'
+    assert all(where == 'device' for _, where in rows), rows
+    assert not theano_ocl.fallback_nodes(f), [str(n) for n in theano_ocl.fallback_nodes(f)]
+
+
+def compare(inputs, outputs, calls, updates=None, rtol=None, atol=None, device=True):
+    """Compile under C and OCL; for each argument list in ``calls``, compare the outputs
+    (and the shared variables ``updates`` change, after each call)."""
+    shared = [v for v, _ in (updates or {}).items()] if isinstance(updates, dict) else \
+        [v for v, _ in (updates or [])]
+    start = [s.get_value() for s in shared]
+    f_c, f_o = compile_both(inputs, outputs, updates=updates)
+    if device:
+        on_device(f_o)
+    got_sh, want_sh = [], []
+    want = []
+    for s, v in zip(shared, start):
+        s.set_value(v)
+    for args in calls:
+        want.append(f_c(*args))
+        want_sh.append([s.get_value() for s in shared])
+    for s, v in zip(shared, start):
+        s.set_value(v)
+    for args, w, wsh in zip(calls, want, want_sh):
+        g = f_o(*args)
+        for k, (a, b) in enumerate(zip(g, w)):
+            assert_close(a, b, rtol=rtol, atol=atol, what='output %d' % k)
+        for k, (s, b) in enumerate(zip(shared, wsh)):
+            assert_close(s.get_value(), b, rtol=rtol, atol=atol, what='shared %d' % k)
+    return f_o
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_taps_states_and_non_sequences(dtype):
+    # sequence taps -2, 0, 1; a mit-sot with taps -3, -1; a sit-sot; a nit-sot; W fixed
+    x = T.matrix('x', dtype=dtype)
+    y0 = T.matrix('y0', dtype=dtype)
+    s0 = T.vector('s0', dtype=dtype)
+
+    def c(v):
+        return np.asarray(v, dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(xm2, x0, xp1, ym3, ym1, s, W):
+        y = T.tanh(T.dot(x0, W) + xm2 - c(0.5) * xp1) + c(0.3) * ym3 - c(0.2) * ym1
+        return y, s + y * x0, (y * s).sum()
+
+    (ys, ss, zs), _ = theano.scan(
+        step, sequences=dict(input=x, taps=[-2, 0, 1]),
+        outputs_info=[dict(initial=y0, taps=[-3, -1]), s0, None], non_sequences=W)
+    rng = np.random.RandomState(1)
+    n = 5
+    calls = []
+    for T_ in (9, 4, 9):      # a second length re-plans; back to the first one replays
+        calls.append([rng.uniform(-1, 1, (T_, n)).astype(dtype),
+                      rng.uniform(-1, 1, (3, n)).astype(dtype),
+                      rng.uniform(-1, 1, n).astype(dtype),
+                      rng.uniform(-1, 1, (n, n)).astype(dtype)])
+    compare([x, y0, s0, W], [ys, ss, zs, ys[-1]], calls)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_n_steps_go_backwards_one_step(dtype):
+    x = T.vector('x', dtype=dtype)
+    a = T.scalar('a', dtype=dtype)
+    k = T.iscalar('k')
+    back, _ = theano.scan(lambda v, acc: acc * np.asarray(0.5, dtype) + v, sequences=x, outputs_info=a,
+                          go_backwards=True)
+    powers, _ = theano.scan(lambda p: p * a, outputs_info=T.ones_like(a), n_steps=k)
+    xv = np.arange(1, 8).astype(dtype)
+    compare([x, a, k], [back, powers],
+            [[xv, np.asarray(1.5, dtype), 6], [xv[:1], np.asarray(-2, dtype), 1],
+             [xv[:3], np.asarray(0.5, dtype), 3]])
+
+
+def test_zero_steps_and_wrong_shapes_raise_as_theano():
+    x = T.matrix('x')
+    h0 = T.vector('h0')
+    W = T.matrix('W')
+    k = T.iscalar('k')
+    hs, _ = theano.scan(lambda v, h, W: T.tanh(v + T.dot(h, W)), sequences=x,
+                        outputs_info=h0, non_sequences=W, n_steps=k)
+    f_c, f_o = compile_both([x, h0, W, k], hs)
+    on_device(f_o)
+    rng = np.random.RandomState(3)
+    good = [rng.rand(4, 3), rng.rand(3), rng.rand(3, 3)]
+    assert_close(f_o(*good, 4), f_c(*good, 4))
+    for args in ([good[0], good[1], good[2], 0],                   # zero steps
+                 [good[0], rng.rand(2), good[2], 4],               # state of the wrong size
+                 [good[0], good[1], rng.rand(3, 2), 4],            # output shape changes
+                 [good[0], good[1], good[2], -1]):                 # negative n_steps
+        errors = []
+        for f in (f_c, f_o):
+            with pytest.raises(Exception) as e:
+                f(*args)
+            errors.append(type(e.value))
+        assert errors[1] is errors[0] or issubclass(errors[1], errors[0]), (args[3], errors)
+    assert_close(f_o(*good, 2), f_c(*good, 2))        # still good after the errors
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_shared_variable_updated_inside(dtype):
+    rng = np.random.RandomState(4)
+    acc = theano.shared(rng.rand(3).astype(dtype), name='acc')
+    count = theano.shared(np.int64(0), name='count')
+    x = T.matrix('x', dtype=dtype)
+
+    def step(v):
+        return (v * acc).sum(), {acc: acc * np.asarray(0.9, dtype) + v, count: count + 1}
+    outs, upd = theano.scan(step, sequences=x)
+    compare([x], [outs], [[rng.rand(5, 3).astype(dtype)], [rng.rand(2, 3).astype(dtype)]],
+            updates=upd)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_gradient_mit_mot_and_truncate_gradient(dtype):
+    x = T.matrix('x', dtype=dtype)
+    y0 = T.matrix('y0', dtype=dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(v, ym2, ym1, W):
+        return T.tanh(T.dot(ym1, W) + v) - np.asarray(0.5, dtype) * ym2
+    ys, _ = theano.scan(step, sequences=x, outputs_info=dict(initial=y0, taps=[-2, -1]),
+                        non_sequences=W)
+    ts, _ = theano.scan(lambda v, h, W: T.tanh(T.dot(h, W) + v), sequences=x,
+                        outputs_info=y0[0], non_sequences=W, truncate_gradient=3)
+    cost = (ys ** 2).sum() + (ts ** 3).sum()
+    grads = T.grad(cost, [x, y0, W])
+    rng = np.random.RandomState(5)
+    n = 4
+    args = [rng.uniform(-1, 1, (7, n)).astype(dtype), rng.uniform(-1, 1, (2, n)).astype(dtype),
+            rng.uniform(-1, 1, (n, n)).astype(dtype)]
+    f = compare([x, y0, W], [cost] + grads, [args],
+                rtol=1e-4 if dtype == 'float32' else None,
+                atol=1e-5 if dtype == 'float32' else None)
+    assert len(scan_tasks(f)) >= 3       # forward scans and their gradient scans
+    assert any(n.op.n_mit_mot for n, _ in scan_tasks(f))
+
+
+def test_until_condition():
+    x = T.vector('x')
+    lim = T.scalar('lim')
+
+    def step(v, acc):
+        new = acc + v
+        return new, theano.scan_module.until(new > lim)
+    sums, _ = theano.scan(step, sequences=x, outputs_info=T.zeros_like(lim))
+    xv = np.arange(1, 11).astype('float64')
+    compare([x, lim], [sums, sums.shape[0]],
+            [[xv, np.float64(10)], [xv, np.float64(10)], [xv, np.float64(30)],
+             [xv, np.float64(1000)]])
+
+
+def test_nested_scans():
+    X = T.tensor3('X')
+    W = T.matrix('W')
+
+    def outer(m, acc, W):
+        rows, _ = theano.scan(lambda r, h, W: T.tanh(T.dot(h, W) + r), sequences=m,
+                              outputs_info=acc, non_sequences=W)
+        return rows[-1]
+    res, _ = theano.scan(outer, sequences=X, outputs_info=T.zeros_like(X[0, 0]),
+                         non_sequences=W)
+    rng = np.random.RandomState(7)
+    f = compare([X, W], [res, T.grad(res.sum(), W)],
+                [[rng.uniform(-1, 1, (3, 4, 5)), rng.uniform(-1, 1, (5, 5))]])
+    out = io.StringIO()
+    theano_ocl.report(f, file=out)
+    assert out.getvalue().count('inner of') >= 2      # the inner Scan listed, and its inner
+
+
+def test_mrg_random_streams_inside():
+    srng = MRG_RandomStreams(seed=123)
+    x = T.matrix('x')
+
+    def step(v):
+        return v * srng.uniform(v.shape)
+    outs, upd = theano.scan(step, sequences=x)
+    rng = np.random.RandomState(8)
+    compare([x], [outs], [[rng.rand(4, 6)], [rng.rand(4, 6)]], updates=upd)
+
+
+def test_report_lists_inner_placements():
+    x = T.matrix('x')
+    hs, _ = theano.scan(lambda v, h: T.tanh(v + h), sequences=x, outputs_info=x[0])
+    f = theano.function([x], hs, mode='OCL')
+    out = io.StringIO()
+    theano_ocl.report(f, file=out)
+    text = out.getvalue()
+    assert 'device loop over scan_fn' in text
+    assert 'inner of' in text and 'Elemwise' in text.split('inner of')[1], text
+
+
+def lstm_graph(n_in, n_hid, dtype, seed=0):
+    rng = np.random.RandomState(seed)
+
+    def param(name, shape, scale=0.1):
+        return theano.shared(rng.uniform(-scale, scale, shape).astype(dtype), name=name)
+    W = param('W', (n_in, 4 * n_hid))
+    U = param('U', (n_hid, 4 * n_hid))
+    b = param('b', (4 * n_hid,))
+    V = param('V', (n_hid, 1))
+    X = T.tensor3('X', dtype=dtype)        # (time, batch, n_in)
+    y = T.matrix('y', dtype=dtype)         # (batch, 1)
+    lr = np.asarray(0.1, dtype)
+
+    def step(xw, h, c, U):
+        g = xw + T.dot(h, U)
+        i = T.nnet.sigmoid(g[:, :n_hid])
+        f = T.nnet.sigmoid(g[:, n_hid:2 * n_hid])
+        o = T.nnet.sigmoid(g[:, 2 * n_hid:3 * n_hid])
+        u = T.tanh(g[:, 3 * n_hid:])
+        c = f * c + i * u
+        return o * T.tanh(c), c
+    XW = T.dot(X, W) + b
+    h0 = T.zeros((X.shape[1], n_hid), dtype=dtype)
+    (hs, cs), _ = theano.scan(step, sequences=XW, outputs_info=[h0, h0], non_sequences=U)
+    pred = T.dot(hs[-1], V)
+    loss = T.mean((pred - y) ** 2)
+    params = [W, U, b, V]
+    grads = T.grad(loss, params)
+    updates = [(p, p - lr * g) for p, g in zip(params, grads)]
+    return [X, y], loss, updates, params
+
+
+def test_lstm_training_matches_c():
+    dtype = 'float32'
+    steps, batch, n_in, n_hid = 50, 8, 6, 16
+    ins_c, loss_c, upd_c, params_c = lstm_graph(n_in, n_hid, dtype)
+    ins_o, loss_o, upd_o, params_o = lstm_graph(n_in, n_hid, dtype)
+    f_c = theano.function(ins_c, loss_c, updates=upd_c, mode='FAST_RUN')
+    f_o = theano.function(ins_o, loss_o, updates=upd_o, mode='OCL')
+    on_device(f_o)
+    rng = np.random.RandomState(9)
+    Xv = rng.uniform(-1, 1, (steps, batch, n_in)).astype(dtype)
+    yv = rng.uniform(-1, 1, (batch, 1)).astype(dtype)
+    for _ in range(5):
+        lc = f_c(Xv, yv)
+        lo = f_o(Xv, yv)
+        np.testing.assert_allclose(lo, lc, rtol=1e-4)
+    for pc, po in zip(params_c, params_o):
+        np.testing.assert_allclose(po.get_value(), pc.get_value(), rtol=1e-4, atol=1e-6)
