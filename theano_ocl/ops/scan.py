@@ -28,6 +28,7 @@ from .. import darray as da
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import Replan, family
+from ..runtime.memory import download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 
@@ -123,10 +124,28 @@ class ScanImpl(DeviceImpl):
                 self.inner_kind.append('host')
             else:
                 self.inner_kind.append('unused')
-        for k, _, _ in lay.staged_inputs():
-            if self.inner_kind[k] == 'host':
-                raise NoDeviceImplementation(
-                    'the inner function reads %s on the host at every step' % (op.inputs[k],))
+        # a state (or shared variable) that the inner function only reads and computes on
+        # the host (an iteration counter) stays there from step to step: a host copy of its
+        # buffer is read once per run and written back once (``Loop.run``); any other
+        # value read per step must be on the device
+        self.host_states = set()
+        readers = {}
+        for k, o, _ in lay.staged_inputs():
+            if o is not None and self.inner_kind[k] != 'unused':
+                readers.setdefault(o, []).append(k)
+        writers = {}
+        for k, o, _ in lay.sinks():
+            writers.setdefault(o, []).append(prog.fgraph.outputs[k])
+        for k, o, _ in lay.staged_inputs():
+            if self.inner_kind[k] != 'host':
+                continue
+            if o is not None and \
+                    all(self.inner_kind[r] == 'host' for r in readers[o]) and \
+                    all(_computed_on_host(prog, v) for v in writers[o]):
+                self.host_states.add(o)
+                continue
+            raise NoDeviceImplementation(
+                'the inner function reads %s on the host at every step' % (op.inputs[k],))
         host = [0] + list(range(lay.nit_in, lay.other_in))
         for j in range(lay.other_in, len(node.inputs)):
             if self.inner_kind[lay.inner_other + j - lay.other_in] == 'host':
@@ -143,6 +162,14 @@ class ScanImpl(DeviceImpl):
         outs = loop.run()                 # now: its outputs' shapes depend on what it does
         ctx.host_step(loop.replay, 'host', reads=None, writes=None)
         return outs
+
+
+def _computed_on_host(prog, var):
+    """Whether the inner program ``prog`` has ``var`` on the host (no download to read it)."""
+    if var.owner is None:
+        i = prog.input_index.get(var)
+        return i is None or prog.input_kinds[i] == 'host'      # a constant, a host input
+    return any(t.node is var.owner and t.kind != 'dev' for t in prog.tasks)
 
 
 @ocl_impl.register(Scan)
@@ -192,11 +219,7 @@ class Loop(object):
                 raise ValueError(('Sequence is shorter then the required number of steps : '
                                   '(n_steps, seq, seq.shape):'), n_steps, node.inputs[1 + k],
                                  s.shape)
-            if not s.is_c_contiguous():     # a reversed sequence (go_backwards), a view
-                c = ctx.alloc(s.shape, s.dtype)
-                self.init.append((c, s))
-                s = c
-            seqs.append(s)
+            seqs.append(self._contiguous(s))     # (a reversed sequence: go_backwards)
         self.seqs = seqs
         self.store = [ins[lay.state_in + idx].shape[0] for idx in range(lay.n_outs)]
         self.store += [int(ins[lay.nit_in + k]) for k in range(lay.n_nit_sot)]
@@ -214,8 +237,15 @@ class Loop(object):
         # what the inner function reads each step
         self.fixed = []          # (cell, value) set once per run
         self.stage = []          # (cell, staging DArray, source, outer output or None, tap)
+        self.mirrors = {}        # outer output -> its host copy (impl.host_states)
+        self.host_reads = []     # (cell, outer output, tap)
+        for o in impl.host_states:
+            self.mirrors[o] = np.empty(self.outs[o].shape, self.outs[o].dtype)
         for k, o, tap in lay.staged_inputs():
             if impl.inner_kind[k] == 'unused':
+                continue
+            if o in self.mirrors:
+                self.host_reads.append((self.cells[k], o, tap))
                 continue
             if o is None:
                 src = seqs[k]
@@ -237,6 +267,15 @@ class Loop(object):
         self.sinks = lay.sinks()
         self.done = None         # steps the planned run did (an until condition may stop it)
         self.tmp = {}            # outer output -> buffer for re-ordering it
+        self.uploads = []        # events of host values copied in during this run
+
+    def _contiguous(self, d):
+        """``d``, or a C-contiguous copy of it made at the start of every run."""
+        if d.is_c_contiguous():
+            return d
+        c = self.ctx.alloc(d.shape, d.dtype)
+        self.init.append((c, d))
+        return c
 
     # ---------------------------------------------------------------- running
     def replay(self):
@@ -260,6 +299,10 @@ class Loop(object):
             staged.append((cell, self._as_pyopencl(staging, made), staging.root.buf,
                            staging.boff, src.root.buf, src.boff, src.strides[0],
                            staging.nbytes, o, None if o is None else self.store[o], tap))
+        # the host states' initial values: one read per run (it waits for earlier plans)
+        mirrors = self.mirrors
+        for o, m in mirrors.items():
+            download(self.dev, queue, self.outs[o], m)
         store = self.store
         pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
         fn = self.fn.fn
@@ -275,12 +318,24 @@ class Loop(object):
             # (set every step: the inner function may swap a cell's array for its host copy)
             for cell, value in fixed:
                 cell[0] = value
+            for cell, o, tap in self.host_reads:
+                m = mirrors[o]
+                if tap is None:
+                    cell[0] = m
+                else:
+                    r = (pos[o] + tap) % store[o]
+                    cell[0] = m[r:r + 1].reshape(m.shape[1:])
             results = fn()
             self._store(results, pos, i)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
             if lay.as_while and _stop(results[-1]):
                 break
+        for o, m in mirrors.items():
+            self._put(self.outs[o], m)
+        if self.uploads:
+            cl.wait_for_events(self.uploads)
+            self.uploads = []
         return self._finish(i, pos)
 
     def _store(self, results, pos, i):
@@ -305,7 +360,7 @@ class Loop(object):
                 else:
                     r = pos[j]
                 dst = _row(buf, r)
-            shape = tuple(value.shape)
+            shape = np.shape(value)
             if shape != dst.shape:
                 if j >= lay.n_outs + lay.n_nit_sot or i == 0:
                     raise ValueError('could not broadcast input array from shape %s into '
@@ -314,7 +369,13 @@ class Loop(object):
                                  'caused by a pushout optimization. Try adding '
                                  "'optimizer_excluding=scanOp_pushout_output' to your "
                                  'Theano flags.')
-            self._put(dst, value)
+            m = self.mirrors.get(j)
+            if m is None:
+                self._put(dst, value)
+            elif j >= lay.n_outs + lay.n_nit_sot:
+                m[...] = value
+            else:
+                m[r] = value
 
     def _nit_sot(self, j, value):
         """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
@@ -386,9 +447,11 @@ class Loop(object):
             else:
                 self._copy(dst, da.from_pyopencl(value))
             return
-        host = np.ascontiguousarray(value, dtype=dst.dtype)
-        self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host, dst_offset=dst.boff,
-                                 is_blocking=True)
+        # a snapshot (the inner function's host code may reuse its output's array), copied
+        # without waiting: the run waits for these copies once, at its end
+        host = np.array(value, dtype=dst.dtype, order='C')
+        self.uploads.append(self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host,
+                                                     dst_offset=dst.boff, is_blocking=False))
 
     def _zero(self, d):
         if d.size:
