@@ -194,29 +194,49 @@ provide('strided_copy', strided_copy)
 
 
 class _ImmediateContext(object):
-    """Enough of a PlanContext to launch at once (for per-call device outputs)."""
+    """Enough of a PlanContext to launch outside a frame: each launch becomes a callable
+    (the kernel fetched once, bound to its arrays' current buffers when called)."""
 
     def __init__(self, dev, queue):
         self.dev = dev
         self.queue = queue
+        self.launches = []
 
     def launch(self, prg, name, gsize, lsize, args, batch=None):
         import pyopencl as cl
         k = cl.Kernel(prg, name)
-        expanded = []
-        for a in args:
-            if isinstance(a, DArray):
-                expanded += [a.root.buf, np.int64(a.boff // a.itemsize)]
-            else:
-                expanded.append(a)
-        k.set_args(*expanded)
-        cl.enqueue_nd_range_kernel(self.queue, k, gsize, lsize)
+        queue = self.queue
+
+        def run():
+            expanded = []
+            for a in args:
+                if isinstance(a, DArray):
+                    expanded += [a.root.buf, np.int64(a.boff // a.itemsize)]
+                else:
+                    expanded.append(a)
+            k.set_args(*expanded)
+            cl.enqueue_nd_range_kernel(queue, k, gsize, lsize)
+        self.launches.append(run)
+
+
+def strided_copy_later(dev, queue, dst, src):
+    """A callable enqueuing ``dst[...] = src`` (any strides) each time it is called: the
+    kernel is built once (a device Scan copies its strided sequences in on every run)."""
+    ctx = _ImmediateContext(dev, queue)
+    strided_copy(ctx, dst, src)
+    launches = tuple(ctx.launches)
+
+    def run():
+        for launch in launches:
+            launch()
+    return run
 
 
 def strided_copy_now(dev, queue, dst, src):
-    strided_copy(_ImmediateContext(dev, queue), dst, src)
+    strided_copy_later(dev, queue, dst, src)()
 
 
+provide('strided_copy_later', strided_copy_later)
 provide('strided_copy_now', strided_copy_now)
 
 

@@ -268,6 +268,8 @@ class Loop(object):
         self.done = None         # steps the planned run did (an until condition may stop it)
         self.tmp = {}            # outer output -> buffer for re-ordering it
         self.uploads = []        # events of host values copied in during this run
+        self.strided = {}        # (id(dst), id(src)) -> strided copy, for _copy
+        self.keep = []
 
     def _contiguous(self, d):
         """``d``, or a C-contiguous copy of it made at the start of every run."""
@@ -423,15 +425,22 @@ class Loop(object):
         return arr
 
     def _copy(self, dst, src):
-        """``dst[...] = src`` for DArrays, enqueued now."""
+        """``dst[...] = src`` for DArrays, enqueued now (a strided one by a kernel built the
+        first time)."""
         if dst.size == 0:
             return
         if dst.is_c_contiguous() and src.is_c_contiguous():
             self.dev.cl.enqueue_copy(self.queue, dst.root.buf, src.root.buf,
                                      byte_count=dst.nbytes, src_offset=src.boff,
                                      dst_offset=dst.boff)
-        else:
-            family('strided_copy_now')(self.dev, self.queue, dst, src)
+            return
+        key = (id(dst), id(src))
+        run = self.strided.get(key)
+        if run is None:
+            run = self.strided[key] = family('strided_copy_later')(self.dev, self.queue,
+                                                                   dst, src)
+            self.keep.append((dst, src))       # (the ids stay theirs)
+        run()
 
     def _put(self, dst, value):
         """``dst[...] = value``: an inner output, a device array or a host value."""
@@ -445,7 +454,8 @@ class Loop(object):
                                          byte_count=dst.nbytes, src_offset=value.offset,
                                          dst_offset=dst.boff)
             else:
-                self._copy(dst, da.from_pyopencl(value))
+                family('strided_copy_now')(self.dev, self.queue, dst,
+                                           da.from_pyopencl(value))
             return
         # a snapshot (the inner function's host code may reuse its output's array), copied
         # without waiting: the run waits for these copies once, at its end
