@@ -165,18 +165,25 @@ def test_gradient_mit_mot_and_truncate_gradient(dtype):
     assert any(n.op.n_mit_mot for n, _ in scan_tasks(f))
 
 
-def test_until_condition():
+def test_until_condition_read_every_few_steps(monkeypatch):
     x = T.vector('x')
     lim = T.scalar('lim')
 
     def step(v, acc):
         new = acc + v
-        return new, theano.scan_module.until(new > lim)
-    sums, _ = theano.scan(step, sequences=x, outputs_info=T.zeros_like(lim))
-    xv = np.arange(1, 11).astype('float64')
-    compare([x, lim], [sums, sums.shape[0]],
-            [[xv, np.float64(10)], [xv, np.float64(10)], [xv, np.float64(30)],
-             [xv, np.float64(1000)]])
+        return [new, new * 2], theano.scan_module.until(new > lim)
+    (sums, dbl), _ = theano.scan(step, sequences=x, outputs_info=[T.zeros_like(lim), None])
+    xv = np.arange(1, 301).astype('float64')
+    # stops after 5 steps (twice: planned, then replayed), 8, never, 100, at once
+    limits = [10, 10, 30, 1e9, 5000, 5000, 0.5]
+    f = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
+    # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
+    from theano_ocl.ops import scan as scan_family
+    reads = []
+    real = scan_family.download
+    monkeypatch.setattr(scan_family, 'download', lambda *a: reads.append(1) or real(*a))
+    assert f(xv, np.float64(5000))[2] == 100
+    assert 1 <= len(reads) <= 6, len(reads)
 
 
 def test_nested_scans():
@@ -206,6 +213,22 @@ def test_mrg_random_streams_inside():
     outs, upd = theano.scan(step, sequences=x)
     rng = np.random.RandomState(8)
     compare([x], [outs], [[rng.rand(4, 6)], [rng.rand(4, 6)]], updates=upd)
+
+
+def test_device_outputs_viewing_one_buffer():
+    # runtime/steps.donate_output: a scan gradient's inner function returns ViewOp(m) and
+    # m.dimshuffle('x', 0); handing m's buffer to the first left the second reading a fresh one
+    a = T.vector('a')
+    b = T.vector('b')
+    m = a * b
+    f = theano.function([a, b], [theano.Out(m, borrow=True),
+                                 theano.Out(m.dimshuffle('x', 0), borrow=True)],
+                        mode=theano_ocl.OCLMode(outputs='device'))
+    av, bv = np.arange(1, 4.), np.arange(3.)
+    for _ in range(2):
+        one, two = [o.get() for o in f(av, bv)]
+        assert_close(one, av * bv)
+        assert_close(two, (av * bv)[None])
 
 
 def test_report_lists_inner_placements():

@@ -219,11 +219,12 @@ class _ImmediateContext(object):
         self.launches.append(run)
 
 
-def strided_copy_later(dev, queue, dst, src):
-    """A callable enqueuing ``dst[...] = src`` (any strides) each time it is called: the
-    kernel is built once (a device Scan copies its strided sequences in on every run)."""
+def elementwise_later(dev, queue, body, outs, ins, shape, support=''):
+    """A callable enqueuing the elementwise ``body`` (as ``plan_elementwise`` takes it)
+    each time it is called, on the arrays' buffers at that time: the kernel is built once
+    (a device Scan runs such copies on every run or every step, outside any frame)."""
     ctx = _ImmediateContext(dev, queue)
-    strided_copy(ctx, dst, src)
+    plan_elementwise(ctx, support, body, outs, ins, shape)
     launches = tuple(ctx.launches)
 
     def run():
@@ -232,11 +233,18 @@ def strided_copy_later(dev, queue, dst, src):
     return run
 
 
+def strided_copy_later(dev, queue, dst, src):
+    """``elementwise_later`` of ``dst[...] = src`` (same shape; any strides; a cast)."""
+    support, body = _copy_code(dst.dtype.name, src.dtype.name)
+    return elementwise_later(dev, queue, body, [dst], [src], dst.shape, support)
+
+
 def strided_copy_now(dev, queue, dst, src):
     strided_copy_later(dev, queue, dst, src)()
 
 
 provide('strided_copy_later', strided_copy_later)
+provide('elementwise_later', elementwise_later)
 provide('strided_copy_now', strided_copy_now)
 
 

@@ -13,8 +13,12 @@ ONE host step that runs the loop (:class:`Loop`); per iteration it only *enqueue
    there like anywhere else);
 3. device-to-device copies of its outputs into the outer buffers at the step's slot.
 
-No host round trip happens per iteration, except for ``until`` conditions the inner
-function computes on the device: those are read once per step (see ``Loop.run``).
+No host round trip happens per iteration. An ``until`` condition the inner function
+computes on the device stays there: each step a kernel counts the step and sets a stop
+flag, the step's writes are masked by the flag, and the host reads the flag after 4, 8, 16,
+... steps (at most 64 apart). The run that plans the node reads the condition every step
+(an until loop that stops after another number of steps than planned re-plans the frame:
+its outputs' shapes change).
 
 Buffer sizes, slot positions, the final re-ordering of circular buffers and the zeroing of
 steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference): Theano's
@@ -98,8 +102,8 @@ class ScanImpl(DeviceImpl):
     (``report(f)`` lists its placements under the Scan node).
     """
     dtypes = None
-    host_when = ('an inner input read per step (a sequence, a state) is needed on the host '
-                 'by the inner function; a value that is not a tensor')
+    host_when = ('the inner function reads on the host, at every step, a sequence or a '
+                 'state it computes on the device; a value that is not a tensor')
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -146,6 +150,8 @@ class ScanImpl(DeviceImpl):
                 continue
             raise NoDeviceImplementation(
                 'the inner function reads %s on the host at every step' % (op.inputs[k],))
+        self.cond_on_device = lay.as_while and \
+            not _computed_on_host(prog, prog.fgraph.outputs[-1])
         host = [0] + list(range(lay.nit_in, lay.other_in))
         for j in range(lay.other_in, len(node.inputs)):
             if self.inner_kind[lay.inner_other + j - lay.other_in] == 'host':
@@ -266,10 +272,19 @@ class Loop(object):
             self.fixed.append((self.cells[k], ins[j]))
         self.sinks = lay.sinks()
         self.done = None         # steps the planned run did (an until condition may stop it)
+        # an until condition computed on the device is kept there on replays (``masked``):
+        # a stop flag and a step count, read every few steps (``CHECKS``), later steps'
+        # writes masked by the flag; the run while planning reads it every step
+        self.masked = impl.cond_on_device and not impl.host_states
+        if self.masked:
+            self.flags = ctx.alloc((2,), 'int32')
+            self.masked_copies = {}
+            self.host_flags = np.zeros(2, np.int32)
         self.tmp = {}            # outer output -> buffer for re-ordering it
         self.uploads = []        # events of host values copied in during this run
         self.strided = {}        # (id(dst), id(src)) -> strided copy, for _copy
         self.keep = []
+        self.wrappers = {}       # device values handed back per step, for _wrap
 
     def _contiguous(self, d):
         """``d``, or a C-contiguous copy of it made at the start of every run."""
@@ -307,8 +322,13 @@ class Loop(object):
             download(self.dev, queue, self.outs[o], m)
         store = self.store
         pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
+        pos0 = pos
         fn = self.fn.fn
         n_steps = self.n_steps
+        masked = self.masked and not self.planned
+        if masked:
+            self._zero(self.flags)
+            check = CHECKS[0]
         i = 0
         while i < n_steps:
             for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
@@ -328,10 +348,19 @@ class Loop(object):
                     r = (pos[o] + tap) % store[o]
                     cell[0] = m[r:r + 1].reshape(m.shape[1:])
             results = fn()
-            self._store(results, pos, i)
+            self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
-            if lay.as_while and _stop(results[-1]):
+            if masked:
+                self._count(results[-1])
+                if i == check or i == n_steps:
+                    check = i + min(i, CHECKS[1])
+                    download(self.dev, queue, self.flags, self.host_flags)
+                    if self.host_flags[0]:
+                        i = int(self.host_flags[1])
+                        pos = [(p + i) % s for p, s in zip(pos0, store)]
+                        break
+            elif lay.as_while and _stop(results[-1]):
                 break
         for o, m in mirrors.items():
             self._put(self.outs[o], m)
@@ -340,8 +369,9 @@ class Loop(object):
             self.uploads = []
         return self._finish(i, pos)
 
-    def _store(self, results, pos, i):
-        """Copy the step's inner outputs into the outer buffers at the step's slots."""
+    def _store(self, results, pos, i, masked=False):
+        """Copy the step's inner outputs into the outer buffers at the step's slots (once
+        the stop flag is set, not: ``masked``)."""
         lay = self.lay
         outs = self.outs
         for k, j, tap in self.sinks:
@@ -372,12 +402,58 @@ class Loop(object):
                                  "'optimizer_excluding=scanOp_pushout_output' to your "
                                  'Theano flags.')
             m = self.mirrors.get(j)
-            if m is None:
+            if masked:
+                self._masked_put(k, r if j < lay.n_outs + lay.n_nit_sot else None, dst,
+                                 value)
+            elif m is None:
                 self._put(dst, value)
             elif j >= lay.n_outs + lay.n_nit_sot:
                 m[...] = value
             else:
                 m[r] = value
+
+    def _masked_put(self, k, r, dst, value):
+        """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
+        output and slot)."""
+        if not da.is_device_array(value):
+            tmp = self.wrappers.get(('host', k))
+            if tmp is None:
+                tmp = self.wrappers[('host', k)] = self.ctx.alloc(dst.shape, dst.dtype)
+            self._put(tmp, value)
+            src = tmp
+        else:
+            src = self._wrap(k, value)
+        run = self.masked_copies.get((k, r, id(src)))
+        if run is None:
+            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
+            run = self.masked_copies[(k, r, id(src))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [src, flag, dst],
+                dst.shape)
+        run()
+
+    def _count(self, cond):
+        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
+        once ``cond`` (this step's until condition) is true."""
+        cond = self._wrap(-1, cond)
+        run = self.masked_copies.get(('count', id(cond)))
+        if run is None:
+            flag = self.flags.view((), (), self.flags.offset)
+            count = self.flags.view((), (), self.flags.offset + 4)
+            run = self.masked_copies[('count', id(cond))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i0 | (i2 != 0); o1 = i1 + (i0 == 0);',
+                [flag, count], [flag, count, cond.view((), ())], ())
+        run()
+
+    def _wrap(self, k, value):
+        """A DArray over device array ``value`` (inner output ``k``), the same object every
+        step for the kernels bound to it: only its buffer changes (its layout does not;
+        the wrapped DArrays live as long as the loop, so their ids key those kernels)."""
+        key = (k, value.offset, value.shape, value.strides)
+        d = self.wrappers.get(key)
+        if d is None:
+            d = self.wrappers[key] = da.from_pyopencl(value)
+        d.root.buf = value.base_data
+        return d
 
     def _nit_sot(self, j, value):
         """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
@@ -454,8 +530,8 @@ class Loop(object):
                                          byte_count=dst.nbytes, src_offset=value.offset,
                                          dst_offset=dst.boff)
             else:
-                family('strided_copy_now')(self.dev, self.queue, dst,
-                                           da.from_pyopencl(value))
+                # (a non-sequence handed back as it came: the same view every step)
+                self._copy(dst, self._wrap('view', value))
             return
         # a snapshot (the inner function's host code may reuse its output's array), copied
         # without waiting: the run waits for these copies once, at its end
@@ -467,6 +543,11 @@ class Loop(object):
         if d.size:
             self.dev.cl.enqueue_fill_buffer(self.queue, d.root.buf, np.zeros(1, np.uint8),
                                             d.boff, d.nbytes)
+
+
+#: steps after which a masked run first reads its stop flag, and the most steps between reads
+#: (the gaps double: 4, 8, 16, ... up to 64)
+CHECKS = (4, 64)
 
 
 def _rows(d, a, b):
