@@ -4,6 +4,8 @@ symbolic n_steps, go_backwards, shared variables updated inside, the gradient (m
 truncate_gradient, until, nested scans, MRG streams inside, and a small LSTM trained by SGD.
 """
 import io
+import os
+import sys
 
 import numpy as np
 import pytest
@@ -242,52 +244,19 @@ def test_report_lists_inner_placements():
     assert 'inner of' in text and 'Elemwise' in text.split('inner of')[1], text
 
 
-def lstm_graph(n_in, n_hid, dtype, seed=0):
-    rng = np.random.RandomState(seed)
-
-    def param(name, shape, scale=0.1):
-        return theano.shared(rng.uniform(-scale, scale, shape).astype(dtype), name=name)
-    W = param('W', (n_in, 4 * n_hid))
-    U = param('U', (n_hid, 4 * n_hid))
-    b = param('b', (4 * n_hid,))
-    V = param('V', (n_hid, 1))
-    X = T.tensor3('X', dtype=dtype)        # (time, batch, n_in)
-    y = T.matrix('y', dtype=dtype)         # (batch, 1)
-    lr = np.asarray(0.1, dtype)
-
-    def step(xw, h, c, U):
-        g = xw + T.dot(h, U)
-        i = T.nnet.sigmoid(g[:, :n_hid])
-        f = T.nnet.sigmoid(g[:, n_hid:2 * n_hid])
-        o = T.nnet.sigmoid(g[:, 2 * n_hid:3 * n_hid])
-        u = T.tanh(g[:, 3 * n_hid:])
-        c = f * c + i * u
-        return o * T.tanh(c), c
-    XW = T.dot(X, W) + b
-    h0 = T.zeros((X.shape[1], n_hid), dtype=dtype)
-    (hs, cs), _ = theano.scan(step, sequences=XW, outputs_info=[h0, h0], non_sequences=U)
-    pred = T.dot(hs[-1], V)
-    loss = T.mean((pred - y) ** 2)
-    params = [W, U, b, V]
-    grads = T.grad(loss, params)
-    updates = [(p, p - lr * g) for p, g in zip(params, grads)]
-    return [X, y], loss, updates, params
-
-
 def test_lstm_training_matches_c():
-    dtype = 'float32'
-    steps, batch, n_in, n_hid = 50, 8, 6, 16
-    ins_c, loss_c, upd_c, params_c = lstm_graph(n_in, n_hid, dtype)
-    ins_o, loss_o, upd_o, params_o = lstm_graph(n_in, n_hid, dtype)
-    f_c = theano.function(ins_c, loss_c, updates=upd_c, mode='FAST_RUN')
-    f_o = theano.function(ins_o, loss_o, updates=upd_o, mode='OCL')
+    """bench/lstm.py's model, 50 time steps, 5 SGD steps: losses and parameters as C's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lstm import build_lstm, make_data
+    finally:
+        sys.path.pop(0)
+    f_c, params_c = build_lstm('FAST_RUN', 6, 16)
+    f_o, params_o = build_lstm('OCL', 6, 16)
     on_device(f_o)
-    rng = np.random.RandomState(9)
-    Xv = rng.uniform(-1, 1, (steps, batch, n_in)).astype(dtype)
-    yv = rng.uniform(-1, 1, (batch, 1)).astype(dtype)
+    assert len(scan_tasks(f_o)) == 2           # the LSTM's scan and its gradient's
+    X, y = make_data(50, 8, 6)
     for _ in range(5):
-        lc = f_c(Xv, yv)
-        lo = f_o(Xv, yv)
-        np.testing.assert_allclose(lo, lc, rtol=1e-4)
+        np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-4)
     for pc, po in zip(params_c, params_o):
         np.testing.assert_allclose(po.get_value(), pc.get_value(), rtol=1e-4, atol=1e-6)
