@@ -233,6 +233,25 @@ def test_device_outputs_viewing_one_buffer():
         assert_close(two, (av * bv)[None])
 
 
+def test_profiled_function_and_pickle():
+    # a profiled function plans on its own queue: the loop waits for it, and it for the loop
+    import pickle
+    x = T.matrix('x')
+    W = T.matrix('W')
+    hs, _ = theano.scan(lambda v, h, W: T.tanh(v + T.dot(h, W)), sequences=x[::-1],
+                        outputs_info=x[0], non_sequences=W)
+    rng = np.random.RandomState(10)
+    args = [rng.rand(6, 3), rng.rand(3, 3)]
+    want = theano.function([x, W], hs, mode='FAST_RUN')(*args)
+    f = theano.function([x, W], hs, mode=theano_ocl.OCLMode(), profile=True)
+    on_device(f)
+    for _ in range(2):
+        assert_close(f(*args), want)
+    g = pickle.loads(pickle.dumps(theano.function([x, W], hs, mode='OCL')))
+    on_device(g)
+    assert_close(g(*args), want)
+
+
 def test_report_lists_inner_placements():
     x = T.matrix('x')
     hs, _ = theano.scan(lambda v, h: T.tanh(v + h), sequences=x, outputs_info=x[0])

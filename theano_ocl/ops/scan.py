@@ -202,7 +202,10 @@ class Loop(object):
         self.impl = impl
         self.lay = lay = impl.layout
         self.dev = ctx.dev
-        self.queue = ctx.queue
+        # the loop enqueues on the inner function's queue (a profiled outer function has its
+        # own: then the run waits for the one, and the other waits for the run)
+        self.outer_queue = ctx.queue
+        self.queue = getattr(impl.fn.fn, 'queue', ctx.queue)
         self.ctx = ctx
         self.fn = impl.fn
         self.cells = [c.storage for c in impl.fn.input_storage]
@@ -307,6 +310,8 @@ class Loop(object):
         queue = self.queue
         cl = self.dev.cl
         copy = self.copy_buffer
+        if self.outer_queue is not queue:
+            self.outer_queue.finish()     # what the plans before this one wrote
         for dst, src in self.init:
             self._copy(dst, src)
         made = {}
@@ -367,7 +372,10 @@ class Loop(object):
         if self.uploads:
             cl.wait_for_events(self.uploads)
             self.uploads = []
-        return self._finish(i, pos)
+        result = self._finish(i, pos)
+        if self.outer_queue is not queue:
+            queue.finish()                # before the plans after this one read it
+        return result
 
     def _store(self, results, pos, i, masked=False):
         """Copy the step's inner outputs into the outer buffers at the step's slots (once
