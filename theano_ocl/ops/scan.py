@@ -110,8 +110,12 @@ class ScanImpl(DeviceImpl):
         op = node.op
         self.layout = lay = ScanLayout(op)
         compile_inner = family('scan_inner_function')
-        self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance.optimizer, dev,
-                                op.name)
+        try:
+            self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance.optimizer, dev,
+                                    op.name)
+        except Exception as e:      # the node runs Theano's loop instead, and says why
+            raise NoDeviceImplementation('the inner function could not be linked on the '
+                                         'device: %s: %s' % (type(e).__name__, e))
         self.inner_functions = (self.fn,)
         vm = self.fn.fn
         prog = getattr(vm, 'program', None)
