@@ -252,6 +252,30 @@ def test_profiled_function_and_pickle():
     assert_close(g(*args), want)
 
 
+def test_scans_that_stay_on_the_host_say_why():
+    A = T.vector('A')
+    k = T.iscalar('k')
+    seen = []
+    mode = theano.compile.MonitorMode(post_func=lambda i, node, fn: seen.append(node))
+    res, _ = theano.scan(lambda p, A: p * A, outputs_info=T.ones_like(A), non_sequences=A,
+                         n_steps=k, mode=mode)
+    # int8 states added on the host, compared with a float on the device each step
+    lim = T.scalar('lim')
+    (vals, steps), _ = theano.scan(
+        lambda v, s: ([v + s, s + 1], theano.scan_module.until(v + s > lim)),
+        outputs_info=[0, 0], n_steps=k)
+    f = compare([A, k, lim], [res[-1], vals, steps],
+                [[np.arange(1, 5.), 4, np.float64(20)], [np.arange(1, 5.), 3, np.float64(5)]],
+                device=False)
+    assert seen                                  # MonitorMode's linker ran the inner nodes
+    rows = [(where, impl) for node, where, impl in theano_ocl.placements(f)
+            if isinstance(node.op, Scan)]
+    assert [where for where, _ in rows] == ['host-fallback'] * 2, rows
+    text = ' '.join(impl for _, impl in rows)
+    assert 'theano.scan(mode=...) asks for the WrapLinker linker' in text, text
+    assert 'on the host at every step' in text, text
+
+
 def test_report_lists_inner_placements():
     x = T.matrix('x')
     hs, _ = theano.scan(lambda v, h: T.tanh(v + h), sequences=x, outputs_info=x[0])

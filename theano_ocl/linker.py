@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 import theano
-from theano.gof import link as gof_link
+from theano.gof import cc as gof_cc, link as gof_link, vm as gof_vm
 from theano.gof.graph import Constant
 from theano.compile.sharedvalue import SharedVariable
 from theano.tensor.type import TensorType
@@ -684,13 +684,25 @@ class OCLLinker(gof_link.LocalLinker):
         return fn, in_containers, out_containers, fn.thunks, order
 
 
-def scan_inner_function(inputs, outputs, optimizer, dev, name=None):
+#: the linkers a mode given to ``theano.scan(mode=...)`` may have for the Scan to run on the
+#: device anyway (Theano's own ways of running the same code); another one (MonitorMode's,
+#: DebugMode's) is asked for by name: the Scan runs under it, on the host
+_PLAIN_LINKERS = (gof_link.PerformLinker, gof_vm.VM_Linker, gof_cc.CLinker,
+                  gof_cc.OpWiseCLinker)
+
+
+def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False):
     """The inner function of a device Scan (``ops/scan.py`` gets it through the
     ``'scan_inner_function'`` capability: op families never import the linker): the inner
-    graph optimized as Theano's Scan optimizes it, linked by this linker on ``dev`` with
-    the settings of the function being linked, its outputs left on the device."""
+    graph optimized by ``mode``'s optimizer (the Scan's own mode), linked by this linker on
+    ``dev`` with the settings of the function being linked, its outputs left on the device.
+    ``given``: the mode was given to ``theano.scan``; unless its linker is one of Theano's
+    plain ones or this one, the Scan stays on the host (NoDeviceImplementation)."""
+    if given and not isinstance(mode.linker, _PLAIN_LINKERS + (OCLLinker,)):
+        raise NoDeviceImplementation('theano.scan(mode=...) asks for the %s linker'
+                                     % type(mode.linker).__name__)
     linker = OCLLinker(device=dev.spec, output_mode='device', **settings.current().as_dict())
-    mode = theano.compile.mode.Mode(linker=linker, optimizer=optimizer)
+    mode = theano.compile.mode.Mode(linker=linker, optimizer=mode.optimizer)
     return theano.function([theano.In(v, borrow=True) for v in inputs],
                            [theano.Out(v, borrow=True) for v in outputs],
                            mode=mode, name=name, on_unused_input='ignore')

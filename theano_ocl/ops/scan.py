@@ -111,8 +111,10 @@ class ScanImpl(DeviceImpl):
         self.layout = lay = ScanLayout(op)
         compile_inner = family('scan_inner_function')
         try:
-            self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance.optimizer, dev,
-                                    op.name)
+            self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance, dev, op.name,
+                                    given=op.mode is not None)
+        except NoDeviceImplementation:
+            raise
         except Exception as e:      # the node runs Theano's loop instead, and says why
             raise NoDeviceImplementation('the inner function could not be linked on the '
                                          'device: %s: %s' % (type(e).__name__, e))
@@ -175,11 +177,13 @@ class ScanImpl(DeviceImpl):
 
 
 def _computed_on_host(prog, var):
-    """Whether the inner program ``prog`` has ``var`` on the host (no download to read it)."""
+    """Whether the inner program ``prog`` hands ``var`` back as a host value: computed on
+    the host and not also uploaded (a device-output function returns the device copy)."""
     if var.owner is None:
         i = prog.input_index.get(var)
         return i is None or prog.input_kinds[i] == 'host'      # a constant, a host input
-    return any(t.node is var.owner and t.kind != 'dev' for t in prog.tasks)
+    return any(t.node is var.owner and t.kind != 'dev' and var not in t.upload_outputs
+               for t in prog.tasks)
 
 
 @ocl_impl.register(Scan)
