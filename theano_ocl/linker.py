@@ -19,7 +19,7 @@ import json
 
 import numpy as np
 import theano
-from theano.gof import link as gof_link
+from theano.gof import cc as gof_cc, link as gof_link, vm as gof_vm
 from theano.gof.graph import Constant
 from theano.compile.sharedvalue import SharedVariable
 from theano.tensor.type import TensorType
@@ -36,6 +36,7 @@ from .ops.fusion import (destroyed_roots, fuse_epilogues, fuse_producers,
                          reads_cross_a_destroy)
 from .ops.registry import ocl_impl
 from .runtime import settings
+from .runtime.context import provide
 from . import shared as shared_mod
 from .vm import OCLFunction
 
@@ -545,5 +546,31 @@ class OCLLinker(gof_link.LocalLinker):
                           for v, s in zip(fgraph.outputs, output_storage)]
         return fn, in_containers, out_containers, fn.thunks, order
 
+
+#: the linkers a mode given to ``theano.scan(mode=...)`` may have for the Scan to run on the
+#: device anyway (Theano's own ways of running the same code); another one (MonitorMode's,
+#: DebugMode's) is asked for by name: the Scan runs under it, on the host
+_PLAIN_LINKERS = (gof_link.PerformLinker, gof_vm.VM_Linker, gof_cc.CLinker,
+                  gof_cc.OpWiseCLinker)
+
+
+def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False):
+    """The inner function of a device Scan (``ops/scan.py`` gets it through the
+    ``'scan_inner_function'`` capability: op families never import the linker): the inner
+    graph optimized by ``mode``'s optimizer (the Scan's own mode), linked by this linker on
+    ``dev`` with the settings of the function being linked, its outputs left on the device.
+    ``given``: the mode was given to ``theano.scan``; unless its linker is one of Theano's
+    plain ones or this one, the Scan stays on the host (NoDeviceImplementation)."""
+    if given and not isinstance(mode.linker, _PLAIN_LINKERS + (OCLLinker,)):
+        raise NoDeviceImplementation('theano.scan(mode=...) asks for the %s linker'
+                                     % type(mode.linker).__name__)
+    linker = OCLLinker(device=dev.spec, output_mode='device', **settings.current().as_dict())
+    mode = theano.compile.mode.Mode(linker=linker, optimizer=mode.optimizer)
+    return theano.function([theano.In(v, borrow=True) for v in inputs],
+                           [theano.Out(v, borrow=True) for v in outputs],
+                           mode=mode, name=name, on_unused_input='ignore')
+
+
+provide('scan_inner_function', scan_inner_function)
 
 _startup.register_deferred(__name__)    # when importing this module deferred registration

@@ -46,13 +46,37 @@ def fallback_nodes(f):
     return [node for node, where, _ in placements(f) if where == 'host-fallback']
 
 
+def inner_functions(f):
+    """(Apply node, compiled inner function) for each node of ``f`` that runs functions
+    inside it on the device (a device Scan's inner function), in execution order."""
+    prog, _ = _program(f)
+    return [(task.node, inner) for task in prog.tasks if task.kind == 'dev'
+            for inner in task.impl.inner_functions]
+
+
 def report(f, file=None):
-    """Print, per node, where it runs and with which implementation."""
+    """Print, per node, where it runs and with which implementation; under a node that
+    runs an inner function (a device Scan), that function's placements, indented."""
     file = file or sys.stdout
     prog, fn = _program(f)
     rows = placements(f)
     c = prog.counts()
     print('theano_ocl: %s  |  %d nodes: %d device, %d host shape arithmetic, %d host fallback'
           % (fn.dev, len(rows), c['device'], c['meta'], c['fallback']), file=file)
+    _print_rows(f, rows, file, '')
+
+
+def _print_rows(f, rows, file, indent):
+    inner = {}
+    for node, g in inner_functions(f):
+        inner.setdefault(node, []).append(g)
     for k, (node, where, impl) in enumerate(rows):
-        print('%4d  %-13s  %-40s  %s' % (k, where, str(node.op)[:40], impl), file=file)
+        print('%s%4d  %-13s  %-40s  %s' % (indent, k, where, str(node.op)[:40], impl),
+              file=file)
+        for g in inner.get(node, ()):
+            sub = placements(g)
+            c = _program(g)[0].counts()
+            print('%s      inner of %s: %d nodes: %d device, %d host shape arithmetic, '
+                  '%d host fallback' % (indent, str(node.op)[:40], len(sub), c['device'],
+                                        c['meta'], c['fallback']), file=file)
+            _print_rows(g, sub, file, indent + '      ')

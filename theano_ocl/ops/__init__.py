@@ -13,3 +13,4 @@ from . import extra_ops  # noqa: F401
 from . import pool  # noqa: F401
 from . import conv  # noqa: F401
 from . import bn  # noqa: F401
+from . import scan  # noqa: F401

@@ -37,6 +37,9 @@ class DeviceImpl(object):
     #: when the op's factory leaves a node on the host instead (``NoDeviceImplementation``),
     #: in words, beyond the dtypes; the supported-ops page lists it
     host_when = ''
+    #: compiled functions the implementation runs inside it (a device Scan's inner
+    #: function); ``report(f)`` lists their placements under the node
+    inner_functions = ()
 
     def __init__(self, node, dev):
         self.node = node

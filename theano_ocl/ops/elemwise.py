@@ -195,29 +195,57 @@ provide('strided_copy', strided_copy)
 
 
 class _ImmediateContext(object):
-    """Enough of a PlanContext to launch at once (for per-call device outputs)."""
+    """Enough of a PlanContext to launch outside a frame: each launch becomes a callable
+    (the kernel fetched once, bound to its arrays' current buffers when called)."""
 
     def __init__(self, dev, queue):
         self.dev = dev
         self.queue = queue
+        self.launches = []
 
     def launch(self, prg, name, gsize, lsize, args, batch=None):
         import pyopencl as cl
         k = cl.Kernel(prg, name)
-        expanded = []
-        for a in args:
-            if isinstance(a, DArray):
-                expanded += [a.root.buf, np.int64(a.boff // a.itemsize)]
-            else:
-                expanded.append(a)
-        k.set_args(*expanded)
-        cl.enqueue_nd_range_kernel(self.queue, k, gsize, lsize)
+        queue = self.queue
+
+        def run():
+            expanded = []
+            for a in args:
+                if isinstance(a, DArray):
+                    expanded += [a.root.buf, np.int64(a.boff // a.itemsize)]
+                else:
+                    expanded.append(a)
+            k.set_args(*expanded)
+            cl.enqueue_nd_range_kernel(queue, k, gsize, lsize)
+        self.launches.append(run)
+
+
+def elementwise_later(dev, queue, body, outs, ins, shape, support=''):
+    """A callable enqueuing the elementwise ``body`` (as ``plan_elementwise`` takes it)
+    each time it is called, on the arrays' buffers at that time: the kernel is built once
+    (a device Scan runs such copies on every run or every step, outside any frame)."""
+    ctx = _ImmediateContext(dev, queue)
+    plan_elementwise(ctx, support, body, outs, ins, shape)
+    launches = tuple(ctx.launches)
+
+    def run():
+        for launch in launches:
+            launch()
+    return run
+
+
+def strided_copy_later(dev, queue, dst, src):
+    """``elementwise_later`` of ``dst[...] = src`` (same shape; any strides; a cast)."""
+    support, body = _copy_code(dst.dtype.name, src.dtype.name)
+    return elementwise_later(dev, queue, body, [dst], [src], dst.shape, support)
 
 
 def strided_copy_now(dev, queue, dst, src):
-    strided_copy(_ImmediateContext(dev, queue), dst, src)
+    strided_copy_later(dev, queue, dst, src)()
 
 
+provide('strided_copy_later', strided_copy_later)
+provide('elementwise_later', elementwise_later)
 provide('strided_copy_now', strided_copy_now)
 
 

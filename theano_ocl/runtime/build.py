@@ -276,7 +276,11 @@ class FrameBuilder(object):
         vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
         ctx = PlanContext(vm, frame, len(prog.tasks) - 1, vm.queue)
         fetchers = []
-        donated = set()
+        # an output's buffer is handed to the caller only where no other output (an update's
+        # source included) views it: handing it over would leave that one reading the fresh
+        # buffer (a scan's inner function returns ViewOp(x) and x.dimshuffle('x', 0))
+        viewers = collections.Counter(id(dvals[v].root) for v in prog.fgraph.outputs
+                                      if v in dvals)
         for j, var in enumerate(prog.fgraph.outputs):
             if j in prog.update_outputs:
                 fetchers.append(steps.none)
@@ -288,8 +292,7 @@ class FrameBuilder(object):
                 continue
             if vm.output_mode == 'device':
                 donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
-                          and id(d.root) not in donated)
-                donated.add(id(d.root))
+                          and viewers[id(d.root)] == 1)
                 fetchers.append(steps.donate_output(vm, frame, d) if donate
                                 else steps.device_output(vm, ctx, d))
             else:

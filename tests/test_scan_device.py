@@ -1,0 +1,305 @@
+"""Scan on the device (ops/scan.py) against Theano C (its Python loop, what the start-up
+hook gives on Python 3.11): sequences with taps, mit-sot/sit-sot/nit-sot, non-sequences,
+symbolic n_steps, go_backwards, shared variables updated inside, the gradient (mit-mot),
+truncate_gradient, until, nested scans, MRG streams inside, and a small LSTM trained by SGD.
+"""
+import io
+import os
+import sys
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+from theano.sandbox.rng_mrg import MRG_RandomStreams
+from theano.scan_module.scan_op import Scan
+
+import theano_ocl
+from helpers import assert_close, compile_both
+
+DTYPES = ['float32', 'float64']
+
+
+def scan_tasks(f):
+    """The linked Scan nodes of ``f`` and where each runs."""
+    return [(node, where) for node, where, _ in theano_ocl.placements(f)
+            if isinstance(node.op, Scan)]
+
+
+def on_device(f):
+    rows = scan_tasks(f)
+    assert rows, 'no Scan node in the graph'
+    assert all(where == 'device' for _, where in rows), rows
+    assert not theano_ocl.fallback_nodes(f), [str(n) for n in theano_ocl.fallback_nodes(f)]
+
+
+def compare(inputs, outputs, calls, updates=None, rtol=None, atol=None, device=True):
+    """Compile under C and OCL; for each argument list in ``calls``, compare the outputs
+    (and the shared variables ``updates`` change, after each call)."""
+    shared = [v for v, _ in (updates or {}).items()] if isinstance(updates, dict) else \
+        [v for v, _ in (updates or [])]
+    start = [s.get_value() for s in shared]
+    f_c, f_o = compile_both(inputs, outputs, updates=updates)
+    if device:
+        on_device(f_o)
+    got_sh, want_sh = [], []
+    want = []
+    for s, v in zip(shared, start):
+        s.set_value(v)
+    for args in calls:
+        want.append(f_c(*args))
+        want_sh.append([s.get_value() for s in shared])
+    for s, v in zip(shared, start):
+        s.set_value(v)
+    for args, w, wsh in zip(calls, want, want_sh):
+        g = f_o(*args)
+        for k, (a, b) in enumerate(zip(g, w)):
+            assert_close(a, b, rtol=rtol, atol=atol, what='output %d' % k)
+        for k, (s, b) in enumerate(zip(shared, wsh)):
+            assert_close(s.get_value(), b, rtol=rtol, atol=atol, what='shared %d' % k)
+    return f_o
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_taps_states_and_non_sequences(dtype):
+    # sequence taps -2, 0, 1; a mit-sot with taps -3, -1; a sit-sot; a nit-sot; W fixed
+    x = T.matrix('x', dtype=dtype)
+    y0 = T.matrix('y0', dtype=dtype)
+    s0 = T.vector('s0', dtype=dtype)
+
+    def c(v):
+        return np.asarray(v, dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(xm2, x0, xp1, ym3, ym1, s, W):
+        y = T.tanh(T.dot(x0, W) + xm2 - c(0.5) * xp1) + c(0.3) * ym3 - c(0.2) * ym1
+        return y, s + y * x0, (y * s).sum()
+
+    (ys, ss, zs), _ = theano.scan(
+        step, sequences=dict(input=x, taps=[-2, 0, 1]),
+        outputs_info=[dict(initial=y0, taps=[-3, -1]), s0, None], non_sequences=W)
+    rng = np.random.RandomState(1)
+    n = 5
+    calls = []
+    for T_ in (9, 4, 9):      # a second length re-plans; back to the first one replays
+        calls.append([rng.uniform(-1, 1, (T_, n)).astype(dtype),
+                      rng.uniform(-1, 1, (3, n)).astype(dtype),
+                      rng.uniform(-1, 1, n).astype(dtype),
+                      rng.uniform(-1, 1, (n, n)).astype(dtype)])
+    compare([x, y0, s0, W], [ys, ss, zs, ys[-1]], calls)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_n_steps_go_backwards_one_step(dtype):
+    x = T.vector('x', dtype=dtype)
+    a = T.scalar('a', dtype=dtype)
+    k = T.iscalar('k')
+    back, _ = theano.scan(lambda v, acc: acc * np.asarray(0.5, dtype) + v, sequences=x, outputs_info=a,
+                          go_backwards=True)
+    powers, _ = theano.scan(lambda p: p * a, outputs_info=T.ones_like(a), n_steps=k)
+    xv = np.arange(1, 8).astype(dtype)
+    compare([x, a, k], [back, powers],
+            [[xv, np.asarray(1.5, dtype), 6], [xv[:1], np.asarray(-2, dtype), 1],
+             [xv[:3], np.asarray(0.5, dtype), 3]])
+
+
+def test_zero_steps_and_wrong_shapes_raise_as_theano():
+    x = T.matrix('x')
+    h0 = T.vector('h0')
+    W = T.matrix('W')
+    k = T.iscalar('k')
+    hs, _ = theano.scan(lambda v, h, W: T.tanh(v + T.dot(h, W)), sequences=x,
+                        outputs_info=h0, non_sequences=W, n_steps=k)
+    f_c, f_o = compile_both([x, h0, W, k], hs)
+    on_device(f_o)
+    rng = np.random.RandomState(3)
+    good = [rng.rand(4, 3), rng.rand(3), rng.rand(3, 3)]
+    assert_close(f_o(*good, 4), f_c(*good, 4))
+    for args in ([good[0], good[1], good[2], 0],                   # zero steps
+                 [good[0], rng.rand(2), good[2], 4],               # state of the wrong size
+                 [good[0], good[1], rng.rand(3, 2), 4],            # output shape changes
+                 [good[0], good[1], good[2], -1]):                 # negative n_steps
+        errors = []
+        for f in (f_c, f_o):
+            with pytest.raises(Exception) as e:
+                f(*args)
+            errors.append(type(e.value))
+        assert errors[1] is errors[0] or issubclass(errors[1], errors[0]), (args[3], errors)
+    assert_close(f_o(*good, 2), f_c(*good, 2))        # still good after the errors
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_shared_variable_updated_inside(dtype):
+    rng = np.random.RandomState(4)
+    acc = theano.shared(rng.rand(3).astype(dtype), name='acc')
+    count = theano.shared(np.int64(0), name='count')
+    x = T.matrix('x', dtype=dtype)
+
+    def step(v):
+        return (v * acc).sum(), {acc: acc * np.asarray(0.9, dtype) + v, count: count + 1}
+    outs, upd = theano.scan(step, sequences=x)
+    compare([x], [outs], [[rng.rand(5, 3).astype(dtype)], [rng.rand(2, 3).astype(dtype)]],
+            updates=upd)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_gradient_mit_mot_and_truncate_gradient(dtype):
+    x = T.matrix('x', dtype=dtype)
+    y0 = T.matrix('y0', dtype=dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(v, ym2, ym1, W):
+        return T.tanh(T.dot(ym1, W) + v) - np.asarray(0.5, dtype) * ym2
+    ys, _ = theano.scan(step, sequences=x, outputs_info=dict(initial=y0, taps=[-2, -1]),
+                        non_sequences=W)
+    ts, _ = theano.scan(lambda v, h, W: T.tanh(T.dot(h, W) + v), sequences=x,
+                        outputs_info=y0[0], non_sequences=W, truncate_gradient=3)
+    cost = (ys ** 2).sum() + (ts ** 3).sum()
+    grads = T.grad(cost, [x, y0, W])
+    rng = np.random.RandomState(5)
+    n = 4
+    args = [rng.uniform(-1, 1, (7, n)).astype(dtype), rng.uniform(-1, 1, (2, n)).astype(dtype),
+            rng.uniform(-1, 1, (n, n)).astype(dtype)]
+    f = compare([x, y0, W], [cost] + grads, [args],
+                rtol=1e-4 if dtype == 'float32' else None,
+                atol=1e-5 if dtype == 'float32' else None)
+    assert len(scan_tasks(f)) >= 3       # forward scans and their gradient scans
+    assert any(n.op.n_mit_mot for n, _ in scan_tasks(f))
+
+
+def test_until_condition_read_every_few_steps(monkeypatch):
+    x = T.vector('x')
+    lim = T.scalar('lim')
+
+    def step(v, acc):
+        new = acc + v
+        return [new, new * 2], theano.scan_module.until(new > lim)
+    (sums, dbl), _ = theano.scan(step, sequences=x, outputs_info=[T.zeros_like(lim), None])
+    xv = np.arange(1, 301).astype('float64')
+    # stops after 5 steps (twice: planned, then replayed), 8, never, 100, at once
+    limits = [10, 10, 30, 1e9, 5000, 5000, 0.5]
+    f = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
+    # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
+    from theano_ocl.ops import scan as scan_family
+    reads = []
+    real = scan_family.download
+    monkeypatch.setattr(scan_family, 'download', lambda *a: reads.append(1) or real(*a))
+    assert f(xv, np.float64(5000))[2] == 100
+    assert 1 <= len(reads) <= 6, len(reads)
+
+
+def test_nested_scans():
+    X = T.tensor3('X')
+    W = T.matrix('W')
+
+    def outer(m, acc, W):
+        rows, _ = theano.scan(lambda r, h, W: T.tanh(T.dot(h, W) + r), sequences=m,
+                              outputs_info=acc, non_sequences=W)
+        return rows[-1]
+    res, _ = theano.scan(outer, sequences=X, outputs_info=T.zeros_like(X[0, 0]),
+                         non_sequences=W)
+    rng = np.random.RandomState(7)
+    f = compare([X, W], [res, T.grad(res.sum(), W)],
+                [[rng.uniform(-1, 1, (3, 4, 5)), rng.uniform(-1, 1, (5, 5))]])
+    out = io.StringIO()
+    theano_ocl.report(f, file=out)
+    assert out.getvalue().count('inner of') >= 2      # the inner Scan listed, and its inner
+
+
+def test_mrg_random_streams_inside():
+    srng = MRG_RandomStreams(seed=123)
+    x = T.matrix('x')
+
+    def step(v):
+        return v * srng.uniform(v.shape)
+    outs, upd = theano.scan(step, sequences=x)
+    rng = np.random.RandomState(8)
+    compare([x], [outs], [[rng.rand(4, 6)], [rng.rand(4, 6)]], updates=upd)
+
+
+def test_device_outputs_viewing_one_buffer():
+    # runtime/steps.donate_output: a scan gradient's inner function returns ViewOp(m) and
+    # m.dimshuffle('x', 0); handing m's buffer to the first left the second reading a fresh one
+    a = T.vector('a')
+    b = T.vector('b')
+    m = a * b
+    f = theano.function([a, b], [theano.Out(m, borrow=True),
+                                 theano.Out(m.dimshuffle('x', 0), borrow=True)],
+                        mode=theano_ocl.OCLMode(outputs='device'))
+    av, bv = np.arange(1, 4.), np.arange(3.)
+    for _ in range(2):
+        one, two = [o.get() for o in f(av, bv)]
+        assert_close(one, av * bv)
+        assert_close(two, (av * bv)[None])
+
+
+def test_profiled_function_and_pickle():
+    # a profiled function plans on its own queue: the loop waits for it, and it for the loop
+    import pickle
+    x = T.matrix('x')
+    W = T.matrix('W')
+    hs, _ = theano.scan(lambda v, h, W: T.tanh(v + T.dot(h, W)), sequences=x[::-1],
+                        outputs_info=x[0], non_sequences=W)
+    rng = np.random.RandomState(10)
+    args = [rng.rand(6, 3), rng.rand(3, 3)]
+    want = theano.function([x, W], hs, mode='FAST_RUN')(*args)
+    f = theano.function([x, W], hs, mode=theano_ocl.OCLMode(), profile=True)
+    on_device(f)
+    for _ in range(2):
+        assert_close(f(*args), want)
+    g = pickle.loads(pickle.dumps(theano.function([x, W], hs, mode='OCL')))
+    on_device(g)
+    assert_close(g(*args), want)
+
+
+def test_scans_that_stay_on_the_host_say_why():
+    A = T.vector('A')
+    k = T.iscalar('k')
+    seen = []
+    mode = theano.compile.MonitorMode(post_func=lambda i, node, fn: seen.append(node))
+    res, _ = theano.scan(lambda p, A: p * A, outputs_info=T.ones_like(A), non_sequences=A,
+                         n_steps=k, mode=mode)
+    # int8 states added on the host, compared with a float on the device each step
+    lim = T.scalar('lim')
+    (vals, steps), _ = theano.scan(
+        lambda v, s: ([v + s, s + 1], theano.scan_module.until(v + s > lim)),
+        outputs_info=[0, 0], n_steps=k)
+    f = compare([A, k, lim], [res[-1], vals, steps],
+                [[np.arange(1, 5.), 4, np.float64(20)], [np.arange(1, 5.), 3, np.float64(5)]],
+                device=False)
+    assert seen                                  # MonitorMode's linker ran the inner nodes
+    rows = [(where, impl) for node, where, impl in theano_ocl.placements(f)
+            if isinstance(node.op, Scan)]
+    assert [where for where, _ in rows] == ['host-fallback'] * 2, rows
+    text = ' '.join(impl for _, impl in rows)
+    assert 'theano.scan(mode=...) asks for the WrapLinker linker' in text, text
+    assert 'on the host at every step' in text, text
+
+
+def test_report_lists_inner_placements():
+    x = T.matrix('x')
+    hs, _ = theano.scan(lambda v, h: T.tanh(v + h), sequences=x, outputs_info=x[0])
+    f = theano.function([x], hs, mode='OCL')
+    out = io.StringIO()
+    theano_ocl.report(f, file=out)
+    text = out.getvalue()
+    assert 'device loop over scan_fn' in text
+    assert 'inner of' in text and 'Elemwise' in text.split('inner of')[1], text
+
+
+def test_lstm_training_matches_c():
+    """bench/lstm.py's model, 50 time steps, 5 SGD steps: losses and parameters as C's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lstm import build_lstm, make_data
+    finally:
+        sys.path.pop(0)
+    f_c, params_c = build_lstm('FAST_RUN', 6, 16)
+    f_o, params_o = build_lstm('OCL', 6, 16)
+    on_device(f_o)
+    assert len(scan_tasks(f_o)) == 2           # the LSTM's scan and its gradient's
+    X, y = make_data(50, 8, 6)
+    for _ in range(5):
+        np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-4)
+    for pc, po in zip(params_c, params_o):
+        np.testing.assert_allclose(po.get_value(), pc.get_value(), rtol=1e-4, atol=1e-6)

@@ -1,0 +1,594 @@
+"""Scan family: ``theano.scan_module.scan_op.Scan`` on the device.
+
+The inner graph is compiled at link time by the OCL linker with its outputs kept on the
+device (the ``'scan_inner_function'`` capability, provided by ``linker.py``: op families
+never import the executor). Planning a Scan node allocates its outer outputs, then records
+ONE host step that runs the loop (:class:`Loop`); per iteration it only *enqueues*:
+
+1. device-to-device copies of the step's sequence rows and state taps into fixed staging
+   buffers (a tap whose row never moves -- a shared variable, a state kept one step deep --
+   is handed over as it is, without a copy);
+2. the inner function's call on those staging arrays (pyopencl arrays over fixed buffers,
+   so its frame is planned once and replayed; inner nodes without device code fall back
+   there like anywhere else);
+3. device-to-device copies of its outputs into the outer buffers at the step's slot.
+
+No host round trip happens per iteration. An ``until`` condition the inner function
+computes on the device stays there: each step a kernel counts the step and sets a stop
+flag, the step's writes are masked by the flag, and the host reads the flag after 4, 8, 16,
+... steps (at most 64 apart). The run that plans the node reads the condition every step
+(an until loop that stops after another number of steps than planned re-plans the frame:
+its outputs' shapes change).
+
+Buffer sizes, slot positions, the final re-ordering of circular buffers and the zeroing of
+steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference): Theano's
+``scan_save_mem`` optimization decides how deep each output's buffer is, through the
+lengths of the initial states and the nit-sot size inputs.
+"""
+import numpy as np
+from theano.scan_module.scan_op import Scan
+
+from .. import darray as da
+from ..darray import DArray
+from ..errors import NoDeviceImplementation
+from ..runtime.context import Replan, family
+from ..runtime.memory import download
+from .base import DeviceImpl
+from .registry import implemented_by, ocl_impl
+
+
+class ScanLayout(object):
+    """Where each kind of value sits among a Scan node's outer inputs and outputs and its
+    inner function's inputs and outputs (the order ``Scan.execute`` reads them in)."""
+
+    def __init__(self, op):
+        self.n_seqs = op.n_seqs
+        self.n_mit_mot = op.n_mit_mot
+        self.n_outs = op.n_mit_mot + op.n_mit_sot + op.n_sit_sot
+        self.n_nit_sot = op.n_nit_sot
+        self.n_shared = op.n_shared_outs
+        self.taps = [list(t) for t in op.tap_array]
+        self.mit_mot_out_slices = [list(s) for s in op.mit_mot_out_slices]
+        self.n_mit_mot_outs = sum(len(s) for s in self.mit_mot_out_slices)
+        self.mintaps = [int(m) for m in op.mintaps]
+        self.as_while = bool(op.as_while)
+        # outer inputs
+        self.state_in = 1 + self.n_seqs                     # seqs_arg_offset
+        self.shared_in = self.state_in + self.n_outs         # shared_arg_offset
+        self.nit_in = self.shared_in + self.n_shared         # nit_sot_arg_offset
+        self.other_in = self.nit_in + self.n_nit_sot
+        # inner inputs
+        self.inner_taps = self.n_seqs
+        self.inner_shared = self.n_seqs + sum(len(t) for t in self.taps)
+        self.inner_other = self.inner_shared + self.n_shared
+        # inner outputs: mit-mot slices, mit-sot/sit-sot/nit-sot, shared, condition
+        self.inner_single = self.n_mit_mot_outs
+        self.inner_shared_out = self.inner_single + self.n_outs - self.n_mit_mot + self.n_nit_sot
+
+    def staged_inputs(self):
+        """(inner input index, outer output index or None, tap) of every inner input read
+        per step: sequences (outer index None), state taps, shared variables (tap None)."""
+        rows = [(k, None, None) for k in range(self.n_seqs)]
+        k = self.inner_taps
+        for idx, taps in enumerate(self.taps):
+            for tap in taps:
+                rows.append((k, idx, tap))
+                k += 1
+        for j in range(self.n_shared):
+            rows.append((k, self.n_outs + self.n_nit_sot + j, None))
+            k += 1
+        return rows
+
+    def sinks(self):
+        """(inner output index, outer output index, mit-mot tap or None) of every inner
+        output written per step (the condition excluded)."""
+        rows = []
+        k = 0
+        for j, slices in enumerate(self.mit_mot_out_slices):
+            for tap in slices:
+                rows.append((k, j, tap))
+                k += 1
+        for j in range(self.n_mit_mot, self.n_outs + self.n_nit_sot + self.n_shared):
+            rows.append((k, j, None))
+            k += 1
+        return rows
+
+
+class ScanImpl(DeviceImpl):
+    """Runs the loop of ``Scan.execute`` on the device (see the module docstring).
+
+    Host inputs: ``n_steps``, the nit-sot sizes, and the non-sequences the inner function
+    reads on the host. The inner function is :attr:`inner_functions`' one entry
+    (``report(f)`` lists its placements under the Scan node).
+    """
+    dtypes = None
+    host_when = ('the inner function reads on the host, at every step, a sequence or a '
+                 'state it computes on the device; a value that is not a tensor')
+
+    def __init__(self, node, dev):
+        DeviceImpl.__init__(self, node, dev)
+        op = node.op
+        self.layout = lay = ScanLayout(op)
+        compile_inner = family('scan_inner_function')
+        try:
+            self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance, dev, op.name,
+                                    given=op.mode is not None)
+        except NoDeviceImplementation:
+            raise
+        except Exception as e:      # the node runs Theano's loop instead, and says why
+            raise NoDeviceImplementation('the inner function could not be linked on the '
+                                         'device: %s: %s' % (type(e).__name__, e))
+        self.inner_functions = (self.fn,)
+        vm = self.fn.fn
+        prog = getattr(vm, 'program', None)
+        if prog is None:     # pragma: no cover - the capability links with the OCL linker
+            raise NoDeviceImplementation('the inner function is not linked on the device')
+        inner_ins = prog.fgraph.inputs
+        # which inner inputs the inner function takes on the device, reads on the host, or
+        # does not read at all
+        self.inner_kind = []
+        for i, var in enumerate(inner_ins):
+            if prog.input_kinds[i] != 'host':
+                self.inner_kind.append('dev')
+            elif var.clients:
+                self.inner_kind.append('host')
+            else:
+                self.inner_kind.append('unused')
+        # a state (or shared variable) that the inner function only reads and computes on
+        # the host (an iteration counter) stays there from step to step: a host copy of its
+        # buffer is read once per run and written back once (``Loop.run``); any other
+        # value read per step must be on the device
+        self.host_states = set()
+        readers = {}
+        for k, o, _ in lay.staged_inputs():
+            if o is not None and self.inner_kind[k] != 'unused':
+                readers.setdefault(o, []).append(k)
+        writers = {}
+        for k, o, _ in lay.sinks():
+            writers.setdefault(o, []).append(prog.fgraph.outputs[k])
+        for k, o, _ in lay.staged_inputs():
+            if self.inner_kind[k] != 'host':
+                continue
+            if o is not None and \
+                    all(self.inner_kind[r] == 'host' for r in readers[o]) and \
+                    all(_computed_on_host(prog, v) for v in writers[o]):
+                self.host_states.add(o)
+                continue
+            raise NoDeviceImplementation(
+                'the inner function reads %s on the host at every step' % (op.inputs[k],))
+        self.cond_on_device = lay.as_while and \
+            not _computed_on_host(prog, prog.fgraph.outputs[-1])
+        host = [0] + list(range(lay.nit_in, lay.other_in))
+        for j in range(lay.other_in, len(node.inputs)):
+            if self.inner_kind[lay.inner_other + j - lay.other_in] == 'host':
+                host.append(j)
+        self.host_inputs = tuple(host)
+
+    def describe(self):
+        c = self.fn.fn.program.counts()
+        return 'device loop over %s (inner: %d device, %d host fallback)' % (
+            self.node.op.name, c['device'], c['fallback'])
+
+    def plan(self, ctx, ins):
+        loop = Loop(self, ctx, ins)
+        outs = loop.run()                 # now: its outputs' shapes depend on what it does
+        ctx.host_step(loop.replay, 'host', reads=None, writes=None)
+        return outs
+
+
+def _computed_on_host(prog, var):
+    """Whether the inner program ``prog`` hands ``var`` back as a host value: computed on
+    the host and not also uploaded (a device-output function returns the device copy)."""
+    if var.owner is None:
+        i = prog.input_index.get(var)
+        return i is None or prog.input_kinds[i] == 'host'      # a constant, a host input
+    return any(t.node is var.owner and t.kind != 'dev' and var not in t.upload_outputs
+               for t in prog.tasks)
+
+
+@ocl_impl.register(Scan)
+@implemented_by(ScanImpl)
+def _scan(op, node, dev):
+    return ScanImpl(node, dev)
+
+
+def _row(d, r):
+    """Row ``r`` of ``d`` (a view)."""
+    return d.view(d.shape[1:], d.strides[1:], d.offset + r * d.strides[0])
+
+
+class Loop(object):
+    """One planned Scan node: its buffers, and the loop that fills them.
+
+    ``run()`` enqueues the whole loop (it runs while planning, and again on every replay
+    of the frame through ``replay``). The number of steps is fixed by the frame (a host
+    input); an ``until`` condition that stops after another number of steps than when
+    the frame was planned changes the outputs' shapes: the frame is planned again.
+    """
+
+    def __init__(self, impl, ctx, ins):
+        self.impl = impl
+        self.lay = lay = impl.layout
+        self.dev = ctx.dev
+        # the loop enqueues on the inner function's queue (a profiled outer function has its
+        # own: then the run waits for the one, and the other waits for the run)
+        self.outer_queue = ctx.queue
+        self.queue = getattr(impl.fn.fn, 'queue', ctx.queue)
+        self.ctx = ctx
+        self.fn = impl.fn
+        self.cells = [c.storage for c in impl.fn.input_storage]
+        self.planned = True          # the step recorded with it first runs right after
+        n_steps = int(ins[0])
+        if n_steps < 0:
+            raise IndexError('Scan was asked to run for negative number of step %d' % n_steps)
+        if n_steps == 0:
+            raise NotImplementedError(
+                "We didn't implemented yet the case where scan do 0 iteration")
+        self.n_steps = n_steps
+        node = impl.node
+        # copied at the start of every run (not recorded as plans: the loop runs while
+        # planning, before the plans this node records would)
+        self.init = []
+        seqs = []
+        for k in range(lay.n_seqs):
+            s = ins[1 + k]
+            if s.shape[0] < n_steps:
+                raise ValueError(('Sequence is shorter then the required number of steps : '
+                                  '(n_steps, seq, seq.shape):'), n_steps, node.inputs[1 + k],
+                                 s.shape)
+            seqs.append(self._contiguous(s))     # (a reversed sequence: go_backwards)
+        self.seqs = seqs
+        self.store = [ins[lay.state_in + idx].shape[0] for idx in range(lay.n_outs)]
+        self.store += [int(ins[lay.nit_in + k]) for k in range(lay.n_nit_sot)]
+        # outer outputs: states (copies of their initial values), shared variables
+        self.outs = [None] * (lay.n_outs + lay.n_nit_sot + lay.n_shared)
+        for idx in range(lay.n_outs):
+            src = ins[lay.state_in + idx]
+            self.outs[idx] = ctx.alloc(src.shape, src.dtype)
+            self.init.append((self.outs[idx], src))
+        for j in range(lay.n_shared):
+            src = ins[lay.shared_in + j]
+            o = lay.n_outs + lay.n_nit_sot + j
+            self.outs[o] = ctx.alloc(src.shape, src.dtype)
+            self.init.append((self.outs[o], src))
+        # what the inner function reads each step
+        self.fixed = []          # (cell, value) set once per run
+        self.stage = []          # (cell, staging DArray, source, outer output or None, tap)
+        self.mirrors = {}        # outer output -> its host copy (impl.host_states)
+        self.host_reads = []     # (cell, outer output, tap)
+        for o in impl.host_states:
+            self.mirrors[o] = np.empty(self.outs[o].shape, self.outs[o].dtype)
+        for k, o, tap in lay.staged_inputs():
+            if impl.inner_kind[k] == 'unused':
+                continue
+            if o in self.mirrors:
+                self.host_reads.append((self.cells[k], o, tap))
+                continue
+            if o is None:
+                src = seqs[k]
+            else:
+                src = self.outs[o]
+            if o is not None and (tap is None or self.store[o] == 1):
+                # the same rows every step: handed over as they are
+                view = src if tap is None else _row(src, 0)
+                self.fixed.append((self.cells[k], view))
+                continue
+            staging = ctx.alloc(src.shape[1:], src.dtype)
+            self.stage.append((self.cells[k], staging, src, o, tap))
+        for j in range(lay.other_in, len(ins)):
+            k = lay.inner_other + j - lay.other_in
+            kind = impl.inner_kind[k]
+            if kind == 'unused':
+                continue
+            self.fixed.append((self.cells[k], ins[j]))
+        self.sinks = lay.sinks()
+        self.done = None         # steps the planned run did (an until condition may stop it)
+        # an until condition computed on the device is kept there on replays (``masked``):
+        # a stop flag and a step count, read every few steps (``CHECKS``), later steps'
+        # writes masked by the flag; the run while planning reads it every step
+        self.masked = impl.cond_on_device and not impl.host_states
+        if self.masked:
+            self.flags = ctx.alloc((2,), 'int32')
+            self.masked_copies = {}
+            self.host_flags = np.zeros(2, np.int32)
+        self.copy_buffer = buffer_copier(self.dev.cl)
+        self.tmp = {}            # outer output -> buffer for re-ordering it
+        self.uploads = []        # events of host values copied in during this run
+        self.strided = {}        # (id(dst), id(src)) -> strided copy, for _copy
+        self.keep = []
+        self.wrappers = {}       # device values handed back per step, for _wrap
+
+    def _contiguous(self, d):
+        """``d``, or a C-contiguous copy of it made at the start of every run."""
+        if d.is_c_contiguous():
+            return d
+        c = self.ctx.alloc(d.shape, d.dtype)
+        self.init.append((c, d))
+        return c
+
+    # ---------------------------------------------------------------- running
+    def replay(self):
+        if self.planned:
+            self.planned = False      # the run while planning was this step's first one
+            return
+        self.run()
+
+    def run(self):
+        lay = self.lay
+        queue = self.queue
+        cl = self.dev.cl
+        copy = self.copy_buffer
+        if self.outer_queue is not queue:
+            self.outer_queue.finish()     # what the plans before this one wrote
+        for dst, src in self.init:
+            self._copy(dst, src)
+        made = {}
+        fixed = [(cell, self._as_pyopencl(v, made) if isinstance(v, DArray) else v)
+                 for cell, v in self.fixed]
+        staged = []
+        for cell, staging, src, o, tap in self.stage:
+            staged.append((cell, self._as_pyopencl(staging, made), staging.root.buf,
+                           staging.boff, src.root.buf, src.boff, src.strides[0],
+                           staging.nbytes, o, None if o is None else self.store[o], tap))
+        # the host states' initial values: one read per run (it waits for earlier plans)
+        mirrors = self.mirrors
+        for o, m in mirrors.items():
+            download(self.dev, queue, self.outs[o], m)
+        store = self.store
+        pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
+        pos0 = pos
+        fn = self.fn.fn
+        n_steps = self.n_steps
+        masked = self.masked and not self.planned
+        if masked:
+            self._zero(self.flags)
+            check = CHECKS[0]
+        i = 0
+        while i < n_steps:
+            for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
+                if nbytes:
+                    row = i if o is None else (pos[o] + tap) % st
+                    copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
+                cell[0] = arr
+            # (set every step: the inner function may swap a cell's array for its host copy)
+            for cell, value in fixed:
+                cell[0] = value
+            for cell, o, tap in self.host_reads:
+                m = mirrors[o]
+                if tap is None:
+                    cell[0] = m
+                else:
+                    r = (pos[o] + tap) % store[o]
+                    cell[0] = m[r:r + 1].reshape(m.shape[1:])
+            results = fn()
+            self._store(results, pos, i, masked)
+            pos = [(p + 1) % s for p, s in zip(pos, store)]
+            i += 1
+            if masked:
+                self._count(results[-1])
+                if i == check or i == n_steps:
+                    check = i + min(i, CHECKS[1])
+                    download(self.dev, queue, self.flags, self.host_flags)
+                    if self.host_flags[0]:
+                        i = int(self.host_flags[1])
+                        pos = [(p + i) % s for p, s in zip(pos0, store)]
+                        break
+            elif lay.as_while and _stop(results[-1]):
+                break
+        for o, m in mirrors.items():
+            self._put(self.outs[o], m)
+        if self.uploads:
+            cl.wait_for_events(self.uploads)
+            self.uploads = []
+        result = self._finish(i, pos)
+        if self.outer_queue is not queue:
+            queue.finish()                # before the plans after this one read it
+        return result
+
+    def _store(self, results, pos, i, masked=False):
+        """Copy the step's inner outputs into the outer buffers at the step's slots (once
+        the stop flag is set, not: ``masked``)."""
+        lay = self.lay
+        outs = self.outs
+        for k, j, tap in self.sinks:
+            value = results[k]
+            buf = outs[j]
+            if j >= lay.n_outs + lay.n_nit_sot:          # a shared variable: its value
+                dst = buf
+            else:
+                if buf is None:                           # a nit-sot's first step
+                    buf = outs[j] = self._nit_sot(j, value)
+                if tap is not None:
+                    r = tap + pos[j]
+                    if r < 0:
+                        r += self.store[j]
+                    if not 0 <= r < self.store[j]:
+                        raise IndexError('index %d is out of bounds for axis 0 with size %d'
+                                         % (tap + pos[j], self.store[j]))
+                else:
+                    r = pos[j]
+                dst = _row(buf, r)
+            shape = np.shape(value)
+            if shape != dst.shape:
+                if j >= lay.n_outs + lay.n_nit_sot or i == 0:
+                    raise ValueError('could not broadcast input array from shape %s into '
+                                     'shape %s' % (shape, dst.shape))
+                raise ValueError('An output of the scan has changed shape. This may be '
+                                 'caused by a pushout optimization. Try adding '
+                                 "'optimizer_excluding=scanOp_pushout_output' to your "
+                                 'Theano flags.')
+            m = self.mirrors.get(j)
+            if masked:
+                self._masked_put(k, r if j < lay.n_outs + lay.n_nit_sot else None, dst,
+                                 value)
+            elif m is None:
+                self._put(dst, value)
+            elif j >= lay.n_outs + lay.n_nit_sot:
+                m[...] = value
+            else:
+                m[r] = value
+
+    def _masked_put(self, k, r, dst, value):
+        """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
+        output and slot)."""
+        if not da.is_device_array(value):
+            tmp = self.wrappers.get(('host', k))
+            if tmp is None:
+                tmp = self.wrappers[('host', k)] = self.ctx.alloc(dst.shape, dst.dtype)
+            self._put(tmp, value)
+            src = tmp
+        else:
+            src = self._wrap(k, value)
+        run = self.masked_copies.get((k, r, id(src)))
+        if run is None:
+            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
+            run = self.masked_copies[(k, r, id(src))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [src, flag, dst],
+                dst.shape)
+        run()
+
+    def _count(self, cond):
+        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
+        once ``cond`` (this step's until condition) is true."""
+        cond = self._wrap(-1, cond)
+        run = self.masked_copies.get(('count', id(cond)))
+        if run is None:
+            flag = self.flags.view((), (), self.flags.offset)
+            count = self.flags.view((), (), self.flags.offset + 4)
+            run = self.masked_copies[('count', id(cond))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i0 | (i2 != 0); o1 = i1 + (i0 == 0);',
+                [flag, count], [flag, count, cond.view((), ())], ())
+        run()
+
+    def _wrap(self, k, value):
+        """A DArray over device array ``value`` (inner output ``k``), the same object every
+        step for the kernels bound to it: only its buffer changes (its layout does not;
+        the wrapped DArrays live as long as the loop, so their ids key those kernels)."""
+        key = (k, value.offset, value.shape, value.strides)
+        d = self.wrappers.get(key)
+        if d is None:
+            d = self.wrappers[key] = da.from_pyopencl(value)
+        d.root.buf = value.base_data
+        return d
+
+    def _nit_sot(self, j, value):
+        """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
+        the first run of the loop makes it; its shape is then fixed)."""
+        if not self.planned:
+            raise Replan(self.impl.node)   # pragma: no cover - made by the planned run
+        shape = (self.store[j],) + tuple(value.shape)
+        d = self.ctx.alloc(shape, self.impl.node.outputs[j].type.dtype)
+        return d
+
+    def _finish(self, i, pos):
+        """Theano's step 6: put circular buffers in order, zero the steps not computed,
+        cut what an ``until`` condition left out. Returns the outer outputs."""
+        lay = self.lay
+        if self.done is None:
+            self.done = i
+        elif self.done != i:
+            raise Replan(self.impl.node)     # an until condition stopped elsewhere
+        result = list(self.outs)
+        for idx in range(lay.n_mit_mot, lay.n_outs + lay.n_nit_sot):
+            d = self.outs[idx]
+            st = self.store[idx]
+            m = lay.mintaps[idx]
+            if st < i - m and pos[idx] < st:
+                p = pos[idx]
+                if p:
+                    tmp = self.tmp.get(idx)
+                    if tmp is None:
+                        tmp = self.tmp[idx] = self.ctx.alloc(d.shape, d.dtype)
+                    self._copy(tmp, d)
+                    n = st - p
+                    self._copy(_rows(d, 0, n), _rows(tmp, p, st))
+                    self._copy(_rows(d, n, st), _rows(tmp, 0, p))
+            elif st > i - m:
+                self._zero(_rows(d, i - m, st))
+                if i < self.n_steps:
+                    result[idx] = _rows(d, 0, st - (self.n_steps - i))
+        return result
+
+    # ---------------------------------------------------------------- device copies
+    def _as_pyopencl(self, d, made):
+        arr = made.get(id(d))
+        if arr is None:
+            arr = made[id(d)] = da.to_pyopencl(d, self.queue)
+        return arr
+
+    def _copy(self, dst, src):
+        """``dst[...] = src`` for DArrays, enqueued now (a strided one by a kernel built the
+        first time)."""
+        if dst.size == 0:
+            return
+        if dst.is_c_contiguous() and src.is_c_contiguous():
+            self.copy_buffer(self.queue, dst.root.buf, src.root.buf, dst.nbytes, src.boff,
+                             dst.boff)
+            return
+        key = (id(dst), id(src))
+        run = self.strided.get(key)
+        if run is None:
+            run = self.strided[key] = family('strided_copy_later')(self.dev, self.queue,
+                                                                   dst, src)
+            self.keep.append((dst, src))       # (the ids stay theirs)
+        run()
+
+    def _put(self, dst, value):
+        """``dst[...] = value``: an inner output, a device array or a host value."""
+        if dst.size == 0:
+            return
+        if da.is_device_array(value):
+            if value.base_data is dst.root.buf and value.offset == dst.boff:
+                return       # the inner function handed back the row it was given
+            if value.flags.c_contiguous:
+                self.copy_buffer(self.queue, dst.root.buf, value.base_data, dst.nbytes,
+                                 value.offset, dst.boff)
+            else:
+                # (a non-sequence handed back as it came: the same view every step)
+                self._copy(dst, self._wrap('view', value))
+            return
+        # a snapshot (the inner function's host code may reuse its output's array), copied
+        # without waiting: the run waits for these copies once, at its end
+        host = np.array(value, dtype=dst.dtype, order='C')
+        self.uploads.append(self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host,
+                                                     dst_offset=dst.boff, is_blocking=False))
+
+    def _zero(self, d):
+        if d.size:
+            self.dev.cl.enqueue_fill_buffer(self.queue, d.root.buf, np.zeros(1, np.uint8),
+                                            d.boff, d.nbytes)
+
+
+#: steps after which a masked run first reads its stop flag, and the most steps between reads
+#: (the gaps double: 4, 8, 16, ... up to 64)
+CHECKS = (4, 64)
+
+
+def buffer_copier(cl):
+    """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device.
+
+    pyopencl's ``enqueue_copy`` works out what to do from its arguments' types: ~11 us a
+    call on the 2-core CPU (PoCL), against ~1 us for the buffer-to-buffer primitive it ends
+    in, which a loop enqueuing several copies per step calls directly where it exists."""
+    raw = getattr(getattr(cl, '_cl', None), '_enqueue_copy_buffer', None)
+    if raw is None:      # pragma: no cover - another pyopencl
+        def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+            cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_offset,
+                            dst_offset=dst_offset)
+        return copy
+
+    def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+        raw(queue, src, dst, nbytes, src_offset, dst_offset)
+    return copy
+
+
+def _rows(d, a, b):
+    """Rows ``a:b`` of ``d`` (a view)."""
+    return d.view((b - a,) + d.shape[1:], d.strides, d.offset + a * d.strides[0])
+
+
+def _stop(cond):
+    """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
+    if da.is_device_array(cond):
+        cond = cond.get()
+    return bool(np.asarray(cond) != 0)
