@@ -9,9 +9,12 @@ share of Apply nodes that ran on the device and the most frequent host fallbacks
 
     python tests/conformance/run.py                       # group issue3, both modes
     python tests/conformance/run.py --group all           # the full documented run
-    python tests/conformance/run.py --quick               # the CI subset; exit 1 on regression
+    python tests/conformance/run.py --quick               # the CI subset of every group;
+                                                          # exit 1 on regression
     python tests/conformance/run.py --modes c --write-docs
-    python tests/conformance/run.py -k elemwise -k ifelse # only modules matching
+    python tests/conformance/run.py -k elemwise -k ifelse # only modules matching (regex)
+    python tests/conformance/run.py --group issue17 -k scan --modes c --plain-c
+                                                          # C as shipped: no Scan fallback
 
 Every module runs in its own interpreter through pynose (``nose_main.py`` = ``python -m
 nose`` plus a crash-proof result stream), with the xunit plugin writing junit XML into a
@@ -49,7 +52,7 @@ DOCS_FILE = os.path.join(REPO, 'docs', 'conformance.md')
 
 # ---------------------------------------------------------------------------------------
 # The module table.
-#   group   : issue3 / issue4 (``--group all`` = every row)
+#   group   : issue3 / issue4 / issue17 (``--group all`` = every row)
 #   module  : dotted name of the Theano test module
 #   quick   : what ``--quick`` runs of it: True = the whole module, False = nothing,
 #             a list = those nose selectors ("Class", "Class.method", "function").
@@ -88,26 +91,35 @@ ELEMWISE_QUICK = [
 ]
 
 MODULES = [
-    # group     module                                              quick
-    ('issue3', 'theano.compile.tests.test_function_module',         True),
-    ('issue3', 'theano.compile.tests.test_pfunc',                   True),
-    ('issue3', 'theano.compile.tests.test_shared',                  True),
-    ('issue3', 'theano.tensor.tests.test_sharedvar',                True),
-    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK),
+    # group     module                                              quick, c_s
+    ('issue3', 'theano.compile.tests.test_function_module',         True, 5),
+    ('issue3', 'theano.compile.tests.test_pfunc',                   True, 4),
+    ('issue3', 'theano.compile.tests.test_shared',                  True, 1),
+    ('issue3', 'theano.tensor.tests.test_sharedvar',                True, 6),
+    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK, 334),
     ('issue3', 'theano.tensor.tests.test_subtensor',
      # test_shape_i_const: 61 s of the module's 176 s under C (cold compiledir)
-     {'exclude': ['test_shape_i_const']}),
-    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True),
-    ('issue3', 'theano.tests.test_ifelse',                          True),
-    ('issue4', 'theano.tensor.tests.test_basic',                    False),
-    ('issue4', 'theano.tensor.tests.test_blas',                     False),
-    ('issue4', 'theano.tensor.tests.test_opt',                      False),
-    ('issue4', 'theano.tensor.tests.test_extra_ops',                False),
-    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False),
-    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False),
-    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False),
+     {'exclude': ['test_shape_i_const']}, 34),
+    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True, 5),
+    ('issue3', 'theano.tests.test_ifelse',                          True, 8),
+    ('issue4', 'theano.tensor.tests.test_basic',                    False, 781),
+    ('issue4', 'theano.tensor.tests.test_blas',                     False, 40),
+    ('issue4', 'theano.tensor.tests.test_opt',                      False, 273),
+    ('issue4', 'theano.tensor.tests.test_extra_ops',                False, 52),
+    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False, 53),
+    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False, 18),
+    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False, 43),
+    ('issue17', 'theano.scan_module.tests.test_scan',               False, 0),
+    ('issue17', 'theano.scan_module.tests.test_scan_opt',           False, 0),
+    ('issue17', 'theano.scan_module.tests.test_scan_checkpoints',   False, 0),
+    ('issue17', 'theano.scan_module.tests.test_scan_utils',         False, 0),
+    ('issue17', 'theano.tensor.nnet.tests.test_corr',               False, 0),
+    ('issue17', 'theano.tensor.nnet.tests.test_conv',               False, 0),
+    ('issue17', 'theano.tensor.nnet.tests.test_abstract_conv',      False, 0),
+    ('issue17', 'theano.tensor.signal.tests.test_pool',             False, 0),
+    ('issue17', 'theano.tensor.nnet.tests.test_bn',                 False, 0),
 ]
-GROUPS = ('issue3', 'issue4', 'all')
+GROUPS = ('issue3', 'issue4', 'issue17', 'all')
 
 MODE_FLAGS = {'c': 'FAST_RUN', 'ocl': 'OCL'}
 MODE_TITLE = {'c': 'C', 'ocl': 'OCL'}
@@ -329,6 +341,9 @@ def make_env(mode, args, stats_file=None, stream_file=None):
     env.pop('THEANO_OCL_STATS', None)
     env.pop('CONFORMANCE_STREAM', None)
     env.pop('CONFORMANCE_IMPORT', None)
+    env.pop('CONFORMANCE_PLAIN', None)
+    if getattr(args, 'plain_c', False):
+        env['CONFORMANCE_PLAIN'] = '1'      # see shim/sitecustomize.py
     if mode == 'ocl':
         # Load the plugin even when its start-up .pth hook is not installed in this
         # interpreter's site-packages (an editable checkout).
@@ -756,13 +771,15 @@ def write_docs(key, section):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--group', choices=GROUPS, default='issue3')
+    ap.add_argument('--group', choices=GROUPS, default=None,
+                    help='modules of one issue (default issue3; with --quick: all)')
     ap.add_argument('--modes', default='c,ocl',
                     help='comma list of c, ocl (default c,ocl)')
     ap.add_argument('--quick', action='store_true',
                     help='the CI subset (see MODULES); exit 1 on any regression')
     ap.add_argument('-k', dest='only', action='append', default=[],
-                    help='only modules whose name contains this (repeatable)')
+                    help='only modules whose name matches this regular expression '
+                         '(re.search; repeatable): -k blas, -k "test_scan$"')
     ap.add_argument('--timeout', type=float, default=None,
                     help='seconds per module and mode (default 3600, --quick 600)')
     ap.add_argument('--device', default=None, help='THEANO_OCL_DEVICE for the OCL run')
@@ -781,14 +798,21 @@ def main(argv=None):
                     help='do not re-run regressions once to tell flaky tests apart')
     ap.add_argument('--note', default=None,
                     help='a sentence added to the report head (e.g. "cold compiledir")')
+    ap.add_argument('--plain-c', action='store_true',
+                    help="with --modes c only: Theano as shipped, without theano_ocl's "
+                         "start-up hook and the shim's Scan fallback (on Python 3.11 every "
+                         "Scan then fails to compile)")
     ap.add_argument('--from-json', default=None, metavar='FILE',
                     help='re-render the report of an earlier --json run (no tests run)')
     args = ap.parse_args(argv)
 
+    if args.group is None:
+        args.group = 'all' if args.quick else 'issue3'
     if args.from_json:
         dump, rows = load_json_rows(args.from_json)
         args.group, args.quick = dump.get('group', args.group), dump.get('quick', False)
         args.only = dump.get('only') or args.only
+        args.plain_c = dump.get('plain_c', False)
         elapsed = dump.get('elapsed') or sum(r.wall for _, b in rows for r in b.values())
         args.json = None if args.json == args.from_json else args.json
         return finish(rows, dump['modes'], load_expected(args.expected), dump['meta'], args,
@@ -799,13 +823,15 @@ def main(argv=None):
         if m not in MODE_FLAGS:
             ap.error('unknown mode %r' % m)
     modes = [m for m in ('c', 'ocl') if m in modes]
+    if args.plain_c and modes != ['c']:
+        ap.error('--plain-c needs --modes c')
     timeout = args.timeout or (600 if args.quick else 3600)
-    rows_spec = [(mod, quick) for grp, mod, quick in MODULES
+    rows_spec = [(mod, quick) for grp, mod, quick, c_s in MODULES
                  if args.group == 'all' or grp == args.group]
     if args.quick:
         rows_spec = [(mod, q) for mod, q in rows_spec if q]
     if args.only:
-        rows_spec = [(mod, q) for mod, q in rows_spec if any(k in mod for k in args.only)]
+        rows_spec = [(mod, q) for mod, q in rows_spec if any(re.search(k, mod) for k in args.only)]
     if not rows_spec:
         log('no module selected')
         print('conformance: 0 passed, 0 failed')
@@ -892,7 +918,9 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
     note = (' ' + note[:1].upper() + note[1:] + '.') if note else ''
     head = ('**%s** — group `%s`%s, modes %s; %s; Theano %s, floatX=%s; OCL device: %s; '
             'run took %.0f s.%s' % (meta['date'], args.group, ' (--quick)' if args.quick else '',
-                                    '+'.join(MODE_TITLE[m] for m in modes), meta['machine'],
+                                    '+'.join(MODE_TITLE[m] for m in modes)
+                                    + (' as shipped (no theano_ocl start-up hook, no Scan '
+                                       'fallback)' if args.plain_c else ''), meta['machine'],
                                     meta['theano'], meta['floatX'], meta['device'], elapsed,
                                     note))
     cols = ('Counts are passed / failed / errors / skipped as reported by nose; times are the '
@@ -903,6 +931,8 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
     print(head + '\n\n' + cols + '\n\n' + table + '\n' + body + '\n')
     if args.write_docs:
         key = '%s-%s-%s' % (args.group, 'quick' if args.quick else 'full', '+'.join(modes))
+        if args.plain_c:
+            key += '-plain'
         if args.only:
             key += '-k-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', k) for k in args.only)
         doc_body = details_markdown(details, with_tb=False)
@@ -911,6 +941,7 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
         log('wrote %s (section %s)' % (DOCS_FILE, key))
     if args.json:
         dump = dict(meta=meta, modes=modes, group=args.group, quick=args.quick,
+                    plain_c=args.plain_c,
                     only=args.only, elapsed=elapsed, modules=collections.OrderedDict())
         for module, by_mode in rows:
             dump['modules'][module] = {
