@@ -90,6 +90,30 @@ ELEMWISE_QUICK = [
     'test_elemwise_grad_broadcast', 'test_not_implemented_elemwise_grad',
 ]
 
+SCAN_QUICK = [
+    # One or two tests per scan feature, each under ~2 s in both modes (warm compiledir):
+    # sequences, sit-sot, mit-sot taps, go_backwards, until, shared updates, random streams
+    # (RandomStreams, MRG), map/reduce, gradients (sit-sot, mit-sot, truncate, second
+    # order, R-op), in-place, pickling.  Left out: the long gradient tests
+    # (test_grad_multiple_outs_taps_backwards, test_hessian_bug_grad_grad_two_scans: ~75 s
+    # each under C), and test_shared_arguments_with_updates / test_speed_batchrnn (~20 s /
+    # ~10 s under OCL).
+    'T_Scan.test_one_sequence_one_output_weights',
+    'T_Scan.test_one_sequence_one_output_weights_shared',
+    'T_Scan.test_multiple_inputs_multiple_outputs', 'T_Scan.test_multiple_outs_taps',
+    'T_Scan.test_using_taps_sequence', 'T_Scan.test_using_taps_input_output',
+    'T_Scan.test_backwards', 'T_Scan.test_while0', 'T_Scan.test_while1', 'T_Scan.test_while2',
+    'T_Scan.test_shared_updates', 'T_Scan.test_simple_shared_random',
+    'T_Scan.test_simple_shared_mrg_random', 'T_Scan.test_map_functionality',
+    'T_Scan.test_reduce', 'T_Scan.test_map', 'T_Scan.test_gibbs_chain',
+    'T_Scan.test_grad_grad_mitsot_sitsot', 'T_Scan.test_verify_second_grad_sitsot',
+    'T_Scan.test_rop_mitmot', 'T_Scan.test_computing_gradient', 'T_Scan.test_grad_of_shared',
+    'T_Scan.test_inplace1', 'T_Scan.test_pickling', 'T_Scan.test_memory_aliasing_updates',
+    'T_Scan.test_only_shared_no_input_no_output', 'T_Scan.test_return_steps',
+    'T_Scan.test_save_mem', 'TestGradUntil.test_grad_until_and_truncate',
+    'test_speed_rnn', 'test_mintap_onestep',
+]
+
 MODULES = [
     # group     module                                              quick, c_s
     ('issue3', 'theano.compile.tests.test_function_module',         True, 5),
@@ -109,15 +133,46 @@ MODULES = [
     ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False, 53),
     ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False, 18),
     ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False, 43),
-    ('issue17', 'theano.scan_module.tests.test_scan',               False, 0),
-    ('issue17', 'theano.scan_module.tests.test_scan_opt',           False, 0),
-    ('issue17', 'theano.scan_module.tests.test_scan_checkpoints',   False, 0),
-    ('issue17', 'theano.scan_module.tests.test_scan_utils',         False, 0),
-    ('issue17', 'theano.tensor.nnet.tests.test_corr',               False, 0),
-    ('issue17', 'theano.tensor.nnet.tests.test_conv',               False, 0),
+    ('issue17', 'theano.scan_module.tests.test_scan',               SCAN_QUICK, 648),
+    ('issue17', 'theano.scan_module.tests.test_scan_opt',
+     ['TestPushOutScanOutputDot'], 41),
+    ('issue17', 'theano.scan_module.tests.test_scan_checkpoints',
+     ['TestScanCheckpoint.test_forward_pass', 'TestScanCheckpoint.test_taps_error'], 18),
+    ('issue17', 'theano.scan_module.tests.test_scan_utils',
+     # test_leaf_inside_scan: 7 s of the module's 12 s
+     {'exclude': ['test_leaf_inside_scan']}, 12),
+    ('issue17', 'theano.tensor.nnet.tests.test_corr',
+     # CorrMM on the device: shapes, padding, subsampling, dtypes, strided inputs; the
+     # infer_shape and dilation sweeps (15-70 s each under OCL: a kernel per shape) left out
+     ['TestCorr2D.test_full_mode', 'TestCorr2D.test_img_kernel_same_shape',
+      'TestCorr2D.test_invalid_filter_shape', 'TestCorr2D.test_non_contiguous',
+      'TestCorr2D.test_shape_Constant_tensor', 'TestCorr2D.test_wrong_input',
+      'TestCorr2D.test_subsample', 'TestCorr2D.test_dtype_upcast'], 69),
+    ('issue17', 'theano.tensor.nnet.tests.test_conv',
+     # the legacy ConvOp (a host fallback under OCL): a few shapes and the errors
+     ['TestConv2D.test_basic1', 'TestConv2D.test_full_mode', 'TestConv2D.test_subsample',
+      'TestConv2D.test_shape_Constant_tensor', 'TestConv2D.test_wrong_input',
+      'test_broadcast_grad'], 106),
     ('issue17', 'theano.tensor.nnet.tests.test_abstract_conv',      False, 0),
-    ('issue17', 'theano.tensor.signal.tests.test_pool',             False, 0),
-    ('issue17', 'theano.tensor.nnet.tests.test_bn',                 False, 0),
+    ('issue17', 'theano.tensor.signal.tests.test_pool',
+     # Pool 2-D/3-D/6-D (max, sum, both averages), the gradients and the grad-of-grad on a
+     # few parameterized cases; the full sweeps (400 cases) left out
+     ['TestDownsampleFactorMax.' + t for t in (
+         'test_out_shape', 'test_max_pool_2d_2D', 'test_max_pool_2d_2D_same_size',
+         'test_max_pool_2d_3D', 'test_max_pool_2d_6D', 'test_max_pool_3d_3D',
+         'test_max_pool_3d_3D_deprecated_interface', 'test_old_pool_interface',
+         'test_pooling_with_tensor_vars_deprecated_interface',
+         'test_DownsampleFactorMaxPaddingStride_grad_grad',
+         'test_DownsampleFactorMax_grad_stride__5_3_3_2_1_2_16_16__False_max',
+         'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__True_average_exc_pad',
+         'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__False_average_inc_pad',
+         'test_DownsampleFactorMaxGrad_grad_stride__5_3_3_2_1_2_16_16__True')], 223),
+    ('issue17', 'theano.tensor.nnet.tests.test_bn',
+     # batch_normalization on feature maps, batch_normalization_train (with broadcast
+     # patterns, without running averages); the train/test/grad-grad sweeps (80-280 s
+     # each under C, cold) left out
+     ['test_bn_feature_maps', 'test_batch_normalization_train_without_running_averages',
+      'test_batch_normalization_train_broadcast'], 690),
 ]
 GROUPS = ('issue3', 'issue4', 'issue17', 'all')
 
@@ -530,15 +585,21 @@ def retry_regressions(module, c_res, o_res, args, workdir, expected, timeout):
             o_res.tests[tid] = dict(rec, flaky=True)
 
 
-def targets_for(module, quick_spec, quick):
+def targets_for(module, quick_spec, quick, exclude=()):
     """nose arguments for one module: the module, a list of selectors, or the module
-    with ``--exclude`` (a dict ``{'exclude': [test names]}`` in the table)."""
+    with ``--exclude`` (a dict ``{'exclude': [test names]}`` in the table); ``exclude``
+    (the ``--exclude`` option) leaves those test names out of every module."""
+    names = list(exclude)
     if not quick or quick_spec is True:
-        return [module]
-    if isinstance(quick_spec, dict):
-        names = quick_spec.get('exclude', [])
-        return ['--exclude=^(%s)$' % '|'.join(re.escape(n) for n in names), module]
-    return ['%s:%s' % (module, s) for s in quick_spec]
+        targets = [module]
+    elif isinstance(quick_spec, dict):
+        names += quick_spec.get('exclude', [])
+        targets = [module]
+    else:
+        targets = ['%s:%s' % (module, s) for s in quick_spec]
+    if names:
+        targets.insert(0, '--exclude=^(%s)$' % '|'.join(re.escape(n) for n in names))
+    return targets
 
 
 # -------------------------------------------------------------------------- report ---
@@ -798,6 +859,9 @@ def main(argv=None):
                     help='do not re-run regressions once to tell flaky tests apart')
     ap.add_argument('--note', default=None,
                     help='a sentence added to the report head (e.g. "cold compiledir")')
+    ap.add_argument('--exclude', action='append', default=[], metavar='NAME',
+                    help='leave tests, classes or generators of this name out of every '
+                         'module (repeatable; e.g. test_all, the long conv generators)')
     ap.add_argument('--plain-c', action='store_true',
                     help="with --modes c only: Theano as shipped, without theano_ocl's "
                          "start-up hook and the shim's Scan fallback (on Python 3.11 every "
@@ -813,6 +877,7 @@ def main(argv=None):
         args.group, args.quick = dump.get('group', args.group), dump.get('quick', False)
         args.only = dump.get('only') or args.only
         args.plain_c = dump.get('plain_c', False)
+        args.exclude = dump.get('exclude') or []
         elapsed = dump.get('elapsed') or sum(r.wall for _, b in rows for r in b.values())
         args.json = None if args.json == args.from_json else args.json
         return finish(rows, dump['modes'], load_expected(args.expected), dump['meta'], args,
@@ -865,7 +930,7 @@ def main(argv=None):
 
     rows = []
     for module, quick in rows_spec:
-        targets = targets_for(module, quick, args.quick)
+        targets = targets_for(module, quick, args.quick, args.exclude)
         by_mode = {}
         for m in modes:
             if m == 'ocl' and ocl_broken is not None:
@@ -920,7 +985,10 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
             'run took %.0f s.%s' % (meta['date'], args.group, ' (--quick)' if args.quick else '',
                                     '+'.join(MODE_TITLE[m] for m in modes)
                                     + (' as shipped (no theano_ocl start-up hook, no Scan '
-                                       'fallback)' if args.plain_c else ''), meta['machine'],
+                                       'fallback)' if args.plain_c else '')
+                                    + (', tests named %s left out' % ', '.join(
+                                        '`%s`' % n for n in args.exclude)
+                                       if args.exclude else ''), meta['machine'],
                                     meta['theano'], meta['floatX'], meta['device'], elapsed,
                                     note))
     cols = ('Counts are passed / failed / errors / skipped as reported by nose; times are the '
@@ -933,6 +1001,8 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
         key = '%s-%s-%s' % (args.group, 'quick' if args.quick else 'full', '+'.join(modes))
         if args.plain_c:
             key += '-plain'
+        if args.exclude:
+            key += '-x-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', n) for n in args.exclude)
         if args.only:
             key += '-k-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', k) for k in args.only)
         doc_body = details_markdown(details, with_tb=False)
@@ -941,7 +1011,7 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
         log('wrote %s (section %s)' % (DOCS_FILE, key))
     if args.json:
         dump = dict(meta=meta, modes=modes, group=args.group, quick=args.quick,
-                    plain_c=args.plain_c,
+                    plain_c=args.plain_c, exclude=args.exclude,
                     only=args.only, elapsed=elapsed, modules=collections.OrderedDict())
         for module, by_mode in rows:
             dump['modules'][module] = {
