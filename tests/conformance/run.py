@@ -9,9 +9,12 @@ share of Apply nodes that ran on the device and the most frequent host fallbacks
 
     python tests/conformance/run.py                       # group issue3, both modes
     python tests/conformance/run.py --group all           # the full documented run
-    python tests/conformance/run.py --quick               # the CI subset; exit 1 on regression
+    python tests/conformance/run.py --quick               # the CI subset of every group;
+                                                          # exit 1 on regression
     python tests/conformance/run.py --modes c --write-docs
-    python tests/conformance/run.py -k elemwise -k ifelse # only modules matching
+    python tests/conformance/run.py -k elemwise -k ifelse # only modules matching (regex)
+    python tests/conformance/run.py --group issue17 -k scan --modes c --plain-c
+                                                          # C as shipped: no Scan fallback
 
 Every module runs in its own interpreter through pynose (``nose_main.py`` = ``python -m
 nose`` plus a crash-proof result stream), with the xunit plugin writing junit XML into a
@@ -49,12 +52,14 @@ DOCS_FILE = os.path.join(REPO, 'docs', 'conformance.md')
 
 # ---------------------------------------------------------------------------------------
 # The module table.
-#   group   : issue3 / issue4 (``--group all`` = every row)
+#   group   : issue3 / issue4 / issue17 (``--group all`` = every row)
 #   module  : dotted name of the Theano test module
 #   quick   : what ``--quick`` runs of it: True = the whole module, False = nothing,
-#             a list = those nose selectors ("Class", "Class.method", "function").
-#   c_s     : wall seconds of the whole module under C on the reference 2-core machine
-#             (warm compiledir), for planning; see docs/conformance.md.
+#             a list = those nose selectors ("Class", "Class.method", "function"),
+#             {'exclude': [names]} = the module less those tests.
+#   c_s     : wall seconds of the whole module under C on the reference 2-core machine,
+#             compilation included (the full runs in docs/conformance.md, 2026-11-24 and
+#             -25; several with a cold compiledir), for planning a run.
 # All modules run through pynose: pytest 9 collects differently (it takes the helper
 # ``SharedTester.test_internal_type`` for a test, no longer runs nose-style ``setup``
 # methods, and skips yield tests), nose's counts match the source.
@@ -87,27 +92,100 @@ ELEMWISE_QUICK = [
     'test_elemwise_grad_broadcast', 'test_not_implemented_elemwise_grad',
 ]
 
+SCAN_QUICK = [
+    # One or two tests per scan feature, each under ~2 s in both modes (warm compiledir):
+    # sequences, sit-sot, mit-sot taps, go_backwards, until, shared updates, random streams
+    # (RandomStreams, MRG), map/reduce, gradients (sit-sot, mit-sot, truncate, second
+    # order, R-op), in-place, pickling.  Left out: the long gradient tests
+    # (test_grad_multiple_outs_taps_backwards, test_hessian_bug_grad_grad_two_scans: ~75 s
+    # each under C), and test_shared_arguments_with_updates / test_speed_batchrnn (~20 s /
+    # ~10 s under OCL).
+    'T_Scan.test_one_sequence_one_output_weights',
+    'T_Scan.test_one_sequence_one_output_weights_shared',
+    'T_Scan.test_multiple_inputs_multiple_outputs', 'T_Scan.test_multiple_outs_taps',
+    'T_Scan.test_using_taps_sequence', 'T_Scan.test_using_taps_input_output',
+    'T_Scan.test_backwards', 'T_Scan.test_while0', 'T_Scan.test_while1', 'T_Scan.test_while2',
+    'T_Scan.test_shared_updates', 'T_Scan.test_simple_shared_random',
+    'T_Scan.test_simple_shared_mrg_random', 'T_Scan.test_map_functionality',
+    'T_Scan.test_reduce', 'T_Scan.test_map', 'T_Scan.test_gibbs_chain',
+    'T_Scan.test_grad_grad_mitsot_sitsot', 'T_Scan.test_verify_second_grad_sitsot',
+    'T_Scan.test_rop_mitmot', 'T_Scan.test_computing_gradient', 'T_Scan.test_grad_of_shared',
+    'T_Scan.test_inplace1', 'T_Scan.test_pickling', 'T_Scan.test_memory_aliasing_updates',
+    'T_Scan.test_only_shared_no_input_no_output', 'T_Scan.test_return_steps',
+    'T_Scan.test_save_mem', 'TestGradUntil.test_grad_until_and_truncate',
+    'test_speed_rnn', 'test_mintap_onestep',
+]
+
 MODULES = [
-    # group     module                                              quick
-    ('issue3', 'theano.compile.tests.test_function_module',         True),
-    ('issue3', 'theano.compile.tests.test_pfunc',                   True),
-    ('issue3', 'theano.compile.tests.test_shared',                  True),
-    ('issue3', 'theano.tensor.tests.test_sharedvar',                True),
-    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK),
+    # group     module                                              quick, c_s
+    ('issue3', 'theano.compile.tests.test_function_module',         True, 5),
+    ('issue3', 'theano.compile.tests.test_pfunc',                   True, 4),
+    ('issue3', 'theano.compile.tests.test_shared',                  True, 1),
+    ('issue3', 'theano.tensor.tests.test_sharedvar',                True, 6),
+    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK, 334),
     ('issue3', 'theano.tensor.tests.test_subtensor',
      # test_shape_i_const: 61 s of the module's 176 s under C (cold compiledir)
-     {'exclude': ['test_shape_i_const']}),
-    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True),
-    ('issue3', 'theano.tests.test_ifelse',                          True),
-    ('issue4', 'theano.tensor.tests.test_basic',                    False),
-    ('issue4', 'theano.tensor.tests.test_blas',                     False),
-    ('issue4', 'theano.tensor.tests.test_opt',                      False),
-    ('issue4', 'theano.tensor.tests.test_extra_ops',                False),
-    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False),
-    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False),
-    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False),
+     {'exclude': ['test_shape_i_const']}, 34),
+    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True, 5),
+    ('issue3', 'theano.tests.test_ifelse',                          True, 8),
+    ('issue4', 'theano.tensor.tests.test_basic',                    False, 781),
+    ('issue4', 'theano.tensor.tests.test_blas',                     False, 40),
+    ('issue4', 'theano.tensor.tests.test_opt',                      False, 273),
+    ('issue4', 'theano.tensor.tests.test_extra_ops',                False, 52),
+    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False, 53),
+    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False, 18),
+    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False, 43),
+    ('issue17', 'theano.scan_module.tests.test_scan',               SCAN_QUICK, 648),
+    ('issue17', 'theano.scan_module.tests.test_scan_opt',
+     ['TestPushOutScanOutputDot'], 41),
+    ('issue17', 'theano.scan_module.tests.test_scan_checkpoints',
+     # 2 of its 4 tests cost 20 s of --quick (two interpreters): full runs only
+     False, 18),
+    ('issue17', 'theano.scan_module.tests.test_scan_utils',
+     # test_leaf_inside_scan: 7 s of the module's 12 s
+     {'exclude': ['test_leaf_inside_scan']}, 12),
+    ('issue17', 'theano.tensor.nnet.tests.test_corr',
+     # CorrMM on the device: shapes, padding, subsampling, dtypes, strided inputs; the
+     # infer_shape and dilation sweeps (15-70 s each under OCL: a kernel per shape) left out
+     ['TestCorr2D.test_full_mode', 'TestCorr2D.test_img_kernel_same_shape',
+      'TestCorr2D.test_invalid_filter_shape', 'TestCorr2D.test_non_contiguous',
+      'TestCorr2D.test_shape_Constant_tensor', 'TestCorr2D.test_wrong_input',
+      'TestCorr2D.test_subsample', 'TestCorr2D.test_dtype_upcast'], 69),
+    ('issue17', 'theano.tensor.nnet.tests.test_conv',
+     # the legacy ConvOp (a host fallback under OCL): a few shapes and the errors
+     ['TestConv2D.test_basic1', 'TestConv2D.test_full_mode', 'TestConv2D.test_subsample',
+      'TestConv2D.test_shape_Constant_tensor', 'TestConv2D.test_wrong_input',
+      'test_broadcast_grad'], 106),
+    ('issue17', 'theano.tensor.nnet.tests.test_abstract_conv',
+     # shape helpers and checks, the gradient-of-conv2d interfaces, bilinear upsampling and
+     # CorrMM_gradInputs on arbitrary output shapes; the test_all generators (~850 conv
+     # cases with gradients, hours on 2 cores) left out; c_s without them
+     ['TestGetConvOutShape', 'TestConvGradInputsShape', 'TestAssertShape.test_shape_check_conv2d',
+      'TestConvTypes', 'test_constant_shapes', 'TestConv2dGrads',
+      'TestBilinearUpsampling.test_bilinear_kernel_2D',
+      'TestBilinearUpsampling.test_fractional_bilinear_upsampling_shape',
+      'TestCorrConv2d.test_gradinput_arbitrary_output_shapes'], 83),
+    ('issue17', 'theano.tensor.signal.tests.test_pool',
+     # Pool 2-D/3-D/6-D (max, sum, both averages), the gradients and the grad-of-grad on a
+     # few parameterized cases; the full sweeps (400 cases) left out
+     ['TestDownsampleFactorMax.' + t for t in (
+         'test_out_shape', 'test_max_pool_2d_2D', 'test_max_pool_2d_2D_same_size',
+         'test_max_pool_2d_3D', 'test_max_pool_2d_6D', 'test_max_pool_3d_3D',
+         'test_max_pool_3d_3D_deprecated_interface', 'test_old_pool_interface',
+         'test_pooling_with_tensor_vars_deprecated_interface',
+         'test_DownsampleFactorMaxPaddingStride_grad_grad',
+         'test_DownsampleFactorMax_grad_stride__5_3_3_2_1_2_16_16__False_max',
+         'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__True_average_exc_pad',
+         'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__False_average_inc_pad',
+         'test_DownsampleFactorMaxGrad_grad_stride__5_3_3_2_1_2_16_16__True')], 223),
+    ('issue17', 'theano.tensor.nnet.tests.test_bn',
+     # batch_normalization on feature maps, batch_normalization_train (with broadcast
+     # patterns, without running averages); the train/test/grad-grad sweeps (80-280 s
+     # each under C, cold) left out
+     ['test_bn_feature_maps', 'test_batch_normalization_train_without_running_averages',
+      'test_batch_normalization_train_broadcast'], 690),
 ]
-GROUPS = ('issue3', 'issue4', 'all')
+GROUPS = ('issue3', 'issue4', 'issue17', 'all')
 
 MODE_FLAGS = {'c': 'FAST_RUN', 'ocl': 'OCL'}
 MODE_TITLE = {'c': 'C', 'ocl': 'OCL'}
@@ -329,6 +407,9 @@ def make_env(mode, args, stats_file=None, stream_file=None):
     env.pop('THEANO_OCL_STATS', None)
     env.pop('CONFORMANCE_STREAM', None)
     env.pop('CONFORMANCE_IMPORT', None)
+    env.pop('CONFORMANCE_PLAIN', None)
+    if getattr(args, 'plain_c', False):
+        env['CONFORMANCE_PLAIN'] = '1'      # see shim/sitecustomize.py
     if mode == 'ocl':
         # Load the plugin even when its start-up .pth hook is not installed in this
         # interpreter's site-packages (an editable checkout).
@@ -515,15 +596,21 @@ def retry_regressions(module, c_res, o_res, args, workdir, expected, timeout):
             o_res.tests[tid] = dict(rec, flaky=True)
 
 
-def targets_for(module, quick_spec, quick):
+def targets_for(module, quick_spec, quick, exclude=()):
     """nose arguments for one module: the module, a list of selectors, or the module
-    with ``--exclude`` (a dict ``{'exclude': [test names]}`` in the table)."""
+    with ``--exclude`` (a dict ``{'exclude': [test names]}`` in the table); ``exclude``
+    (the ``--exclude`` option) leaves those test names out of every module."""
+    names = list(exclude)
     if not quick or quick_spec is True:
-        return [module]
-    if isinstance(quick_spec, dict):
-        names = quick_spec.get('exclude', [])
-        return ['--exclude=^(%s)$' % '|'.join(re.escape(n) for n in names), module]
-    return ['%s:%s' % (module, s) for s in quick_spec]
+        targets = [module]
+    elif isinstance(quick_spec, dict):
+        names += quick_spec.get('exclude', [])
+        targets = [module]
+    else:
+        targets = ['%s:%s' % (module, s) for s in quick_spec]
+    if names:
+        targets.insert(0, '--exclude=^(%s)$' % '|'.join(re.escape(n) for n in names))
+    return targets
 
 
 # -------------------------------------------------------------------------- report ---
@@ -756,13 +843,15 @@ def write_docs(key, section):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--group', choices=GROUPS, default='issue3')
+    ap.add_argument('--group', choices=GROUPS, default=None,
+                    help='modules of one issue (default issue3; with --quick: all)')
     ap.add_argument('--modes', default='c,ocl',
                     help='comma list of c, ocl (default c,ocl)')
     ap.add_argument('--quick', action='store_true',
                     help='the CI subset (see MODULES); exit 1 on any regression')
     ap.add_argument('-k', dest='only', action='append', default=[],
-                    help='only modules whose name contains this (repeatable)')
+                    help='only modules whose name matches this regular expression '
+                         '(re.search; repeatable): -k blas, -k "test_scan$"')
     ap.add_argument('--timeout', type=float, default=None,
                     help='seconds per module and mode (default 3600, --quick 600)')
     ap.add_argument('--device', default=None, help='THEANO_OCL_DEVICE for the OCL run')
@@ -781,14 +870,25 @@ def main(argv=None):
                     help='do not re-run regressions once to tell flaky tests apart')
     ap.add_argument('--note', default=None,
                     help='a sentence added to the report head (e.g. "cold compiledir")')
+    ap.add_argument('--exclude', action='append', default=[], metavar='NAME',
+                    help='leave tests, classes or generators of this name out of every '
+                         'module (repeatable; e.g. test_all, the long conv generators)')
+    ap.add_argument('--plain-c', action='store_true',
+                    help="with --modes c only: Theano as shipped, without theano_ocl's "
+                         "start-up hook and the shim's Scan fallback (on Python 3.11 every "
+                         "Scan then fails to compile)")
     ap.add_argument('--from-json', default=None, metavar='FILE',
                     help='re-render the report of an earlier --json run (no tests run)')
     args = ap.parse_args(argv)
 
+    if args.group is None:
+        args.group = 'all' if args.quick else 'issue3'
     if args.from_json:
         dump, rows = load_json_rows(args.from_json)
         args.group, args.quick = dump.get('group', args.group), dump.get('quick', False)
         args.only = dump.get('only') or args.only
+        args.plain_c = dump.get('plain_c', False)
+        args.exclude = dump.get('exclude') or []
         elapsed = dump.get('elapsed') or sum(r.wall for _, b in rows for r in b.values())
         args.json = None if args.json == args.from_json else args.json
         return finish(rows, dump['modes'], load_expected(args.expected), dump['meta'], args,
@@ -799,13 +899,15 @@ def main(argv=None):
         if m not in MODE_FLAGS:
             ap.error('unknown mode %r' % m)
     modes = [m for m in ('c', 'ocl') if m in modes]
+    if args.plain_c and modes != ['c']:
+        ap.error('--plain-c needs --modes c')
     timeout = args.timeout or (600 if args.quick else 3600)
-    rows_spec = [(mod, quick) for grp, mod, quick in MODULES
+    rows_spec = [(mod, quick) for grp, mod, quick, c_s in MODULES
                  if args.group == 'all' or grp == args.group]
     if args.quick:
         rows_spec = [(mod, q) for mod, q in rows_spec if q]
     if args.only:
-        rows_spec = [(mod, q) for mod, q in rows_spec if any(k in mod for k in args.only)]
+        rows_spec = [(mod, q) for mod, q in rows_spec if any(re.search(k, mod) for k in args.only)]
     if not rows_spec:
         log('no module selected')
         print('conformance: 0 passed, 0 failed')
@@ -814,6 +916,10 @@ def main(argv=None):
 
     tmp = tempfile.mkdtemp(prefix='theano_ocl_conformance_')
     log('conformance: %d modules, modes %s, temp dir %s' % (len(rows_spec), ','.join(modes), tmp))
+    if not args.quick and not args.exclude:
+        c_s = dict((mod, c) for _, mod, _, c in MODULES)
+        log('  (these modules took ~%d s under C on the reference 2-core machine)'
+            % sum(c_s[mod] for mod, _ in rows_spec))
     t_start = time.time()
 
     meta = dict(date=datetime.datetime.now().strftime('%Y-%m-%d %H:%M'),
@@ -839,7 +945,7 @@ def main(argv=None):
 
     rows = []
     for module, quick in rows_spec:
-        targets = targets_for(module, quick, args.quick)
+        targets = targets_for(module, quick, args.quick, args.exclude)
         by_mode = {}
         for m in modes:
             if m == 'ocl' and ocl_broken is not None:
@@ -892,7 +998,12 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
     note = (' ' + note[:1].upper() + note[1:] + '.') if note else ''
     head = ('**%s** — group `%s`%s, modes %s; %s; Theano %s, floatX=%s; OCL device: %s; '
             'run took %.0f s.%s' % (meta['date'], args.group, ' (--quick)' if args.quick else '',
-                                    '+'.join(MODE_TITLE[m] for m in modes), meta['machine'],
+                                    '+'.join(MODE_TITLE[m] for m in modes)
+                                    + (' as shipped (no theano_ocl start-up hook, no Scan '
+                                       'fallback)' if args.plain_c else '')
+                                    + (', tests named %s left out' % ', '.join(
+                                        '`%s`' % n for n in args.exclude)
+                                       if args.exclude else ''), meta['machine'],
                                     meta['theano'], meta['floatX'], meta['device'], elapsed,
                                     note))
     cols = ('Counts are passed / failed / errors / skipped as reported by nose; times are the '
@@ -903,6 +1014,10 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
     print(head + '\n\n' + cols + '\n\n' + table + '\n' + body + '\n')
     if args.write_docs:
         key = '%s-%s-%s' % (args.group, 'quick' if args.quick else 'full', '+'.join(modes))
+        if args.plain_c:
+            key += '-plain'
+        if args.exclude:
+            key += '-x-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', n) for n in args.exclude)
         if args.only:
             key += '-k-' + '-'.join(re.sub(r'[^A-Za-z0-9_]', '', k) for k in args.only)
         doc_body = details_markdown(details, with_tb=False)
@@ -911,6 +1026,7 @@ def finish(rows, modes, expected, meta, args, elapsed, tmp):
         log('wrote %s (section %s)' % (DOCS_FILE, key))
     if args.json:
         dump = dict(meta=meta, modes=modes, group=args.group, quick=args.quick,
+                    plain_c=args.plain_c, exclude=args.exclude,
                     only=args.only, elapsed=elapsed, modules=collections.OrderedDict())
         for module, by_mode in rows:
             dump['modules'][module] = {

@@ -5,6 +5,10 @@ Put on PYTHONPATH by the runner only, for BOTH modes, so the comparison is fair:
 * Python 3.11: Theano 1.0.5's Cython ``scan_perform`` no longer compiles and the
   failure is a plain Exception, not the ImportError that makes Scan fall back to its
   Python loop.  Blocking the module makes every Scan use the Python loop.
+* ``CONFORMANCE_PLAIN=1`` (``run.py --plain-c``) does the opposite: it also takes
+  theano_ocl's start-up finder (``theano_ocl_startup.pth``) off ``sys.meta_path`` so the
+  interpreter runs Theano 1.0.5 as shipped, Scan's failing Cython compile included: the
+  baseline "what C gives without theano_ocl".
 * ``CONFORMANCE_IMPORT=mod1,mod2`` imports those modules first (the OCL run uses it
   to load ``theano_ocl`` when its start-up ``.pth`` hook is not installed).
 
@@ -27,7 +31,11 @@ def _chain():
 
 
 if os.environ.get('CONFORMANCE_SHIM') == '1':
-    sys.modules['theano.scan_module.scan_perform_ext'] = None
+    if os.environ.get('CONFORMANCE_PLAIN') == '1':
+        sys.meta_path[:] = [f for f in sys.meta_path
+                            if not getattr(f, '_theano_ocl_bootstrap', False)]
+    else:
+        sys.modules['theano.scan_module.scan_perform_ext'] = None
     for _name in filter(None, os.environ.get('CONFORMANCE_IMPORT', '').split(',')):
         __import__(_name.strip())
 
