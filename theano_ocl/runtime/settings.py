@@ -17,7 +17,7 @@ argument       default (environment)   meaning
 ``stats``      THEANO_OCL_STATS        a file each link appends its counts to (JSON)
 ``launch``     THEANO_OCL_LAUNCH=auto  how a recorded launch is enqueued: 'native'
                                        (ctypes, no event: ``runtime.native``),
-                                       'pyopencl', 'auto' (native on NVIDIA)
+                                       'pyopencl', 'auto' (pyopencl: measured)
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
