@@ -28,3 +28,10 @@ run gemm 200 gemm.py
 run fusion 300 fusion.py
 run nengo 600 nengo_like.py --ensembles ${NENGO_E:-500} --steps 200 ${NENGO_CACHE:+--cache $NENGO_CACHE}
 run cmdbuf 300 cmdbuf.py
+run vm_launch_cost 300 vm_launch_cost.py
+run lenet 600 lenet.py --json "$out/lenet-$tag.json"
+run lstm 900 lstm.py $quick --json "$out/lstm-$tag.json"
+# torch eager references (a Python with torch and CUDA; not the theano_ocl one)
+if ${TORCH_PYTHON:-python3} -c "import torch" 2>/dev/null; then
+  echo "== torch_ref"; ${TORCH_PYTHON:-python3} torch_ref.py $quick --json "$out/torch-ref.json" | tee "$out/torch-ref.txt"
+fi
