@@ -115,6 +115,11 @@ def test_op_families_record_into_the_runtime_not_the_executor():
         if mod.startswith('theano_ocl.ops.') or mod.startswith('theano_ocl.runtime.'):
             bad = _reaches(graph, mod) & executor
             assert not bad, (mod, sorted(bad))
+    # the runtime imports no op family (families register what it needs)
+    for mod in graph:
+        if mod.startswith('theano_ocl.runtime.'):
+            families = {m for m in _reaches(graph, mod) if m.startswith('theano_ocl.ops')}
+            assert not families, (mod, sorted(families))
     # what the families use from the runtime
     assert 'theano_ocl.runtime.plans' in graph['theano_ocl.ops.elemwise']
     assert 'theano_ocl.runtime.context' in graph['theano_ocl.ops.elemwise']

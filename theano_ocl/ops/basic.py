@@ -4,10 +4,10 @@ On the device they are views: outputs leave the frame through a download (a fres
 host array) or a fresh device buffer, and updates are committed by copy, so no
 output can alias a buffer the next call overwrites.
 """
-import numpy as np
 from theano.compile.ops import DeepCopyOp, ViewOp, OutputGuard
 from theano.ifelse import IfElse
 
+from ..runtime.steps import branch_taken
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 
@@ -25,11 +25,6 @@ class PassThrough(DeviceImpl):
 @implemented_by(PassThrough)
 def _pass_through(op, node, dev):
     return PassThrough(node, dev)
-
-
-def branch_taken(cond):
-    """IfElse's test: any value but zero takes the ``then`` branch (NaN included)."""
-    return bool(np.asarray(cond) != 0)
 
 
 class IfElseImpl(DeviceImpl):

@@ -129,10 +129,9 @@ class FrameBuilder(object):
         where it turns the other way -- before any task of either branch runs."""
         branch = self.taken.get(x_task)
         if branch is None:
-            from ..ops.basic import branch_taken
             cond = x_task.node.inputs[0]
             cell = self.prog.storage_map[cond]
-            branch = self.taken[x_task] = branch_taken(cell[0])
+            branch = self.taken[x_task] = steps.branch_taken(cell[0])
             if not isinstance(cond, Constant) and cond not in self.prog.key_determined:
                 ctx.host_step(steps.branch_guard(cell, branch, cond), 'guard', reads=(), writes=())
                 self._run_new(ctx)

@@ -54,9 +54,12 @@ def guard_host_value(cell, planned, var):
     return run
 
 
-def branch_guard(cell, branch, var):
-    from ..ops.basic import branch_taken
+def branch_taken(cond):
+    """IfElse's test: any value but zero takes the ``then`` branch (NaN included)."""
+    return bool(np.asarray(cond) != 0)
 
+
+def branch_guard(cell, branch, var):
     def run():
         if branch_taken(cell[0]) != branch:
             raise BranchFlip(var)
