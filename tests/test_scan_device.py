@@ -35,14 +35,15 @@ def on_device(f):
 
 def compare(inputs, outputs, calls, updates=None, rtol=None, atol=None, device=True):
     """Compile under C and OCL; for each argument list in ``calls``, compare the outputs
-    (and the shared variables ``updates`` change, after each call)."""
+    (and the shared variables ``updates`` change, after each call). Returns the OCL
+    function and the list of disagreements (empty when every value matched)."""
     shared = [v for v, _ in (updates or {}).items()] if isinstance(updates, dict) else \
         [v for v, _ in (updates or [])]
     start = [s.get_value() for s in shared]
     f_c, f_o = compile_both(inputs, outputs, updates=updates)
     if device:
         on_device(f_o)
-    got_sh, want_sh = [], []
+    want_sh = []
     want = []
     for s, v in zip(shared, start):
         s.set_value(v)
@@ -51,13 +52,22 @@ def compare(inputs, outputs, calls, updates=None, rtol=None, atol=None, device=T
         want_sh.append([s.get_value() for s in shared])
     for s, v in zip(shared, start):
         s.set_value(v)
-    for args, w, wsh in zip(calls, want, want_sh):
+    failures = []
+
+    def check(a, b, what):
+        try:
+            assert_close(a, b, rtol=rtol, atol=atol, what=what)
+        except AssertionError as e:
+            failures.append(str(e))
+    for c, (args, w, wsh) in enumerate(zip(calls, want, want_sh)):
         g = f_o(*args)
+        if len(g) != len(w):
+            failures.append('call %d: %d outputs, Theano C gives %d' % (c, len(g), len(w)))
         for k, (a, b) in enumerate(zip(g, w)):
-            assert_close(a, b, rtol=rtol, atol=atol, what='output %d' % k)
+            check(a, b, 'call %d, output %d' % (c, k))
         for k, (s, b) in enumerate(zip(shared, wsh)):
-            assert_close(s.get_value(), b, rtol=rtol, atol=atol, what='shared %d' % k)
-    return f_o
+            check(s.get_value(), b, 'call %d, shared %d' % (c, k))
+    return f_o, failures
 
 
 @pytest.mark.parametrize('dtype', DTYPES)
@@ -86,7 +96,8 @@ def test_taps_states_and_non_sequences(dtype):
                       rng.uniform(-1, 1, (3, n)).astype(dtype),
                       rng.uniform(-1, 1, n).astype(dtype),
                       rng.uniform(-1, 1, (n, n)).astype(dtype)])
-    compare([x, y0, s0, W], [ys, ss, zs, ys[-1]], calls)
+    _, failures = compare([x, y0, s0, W], [ys, ss, zs, ys[-1]], calls)
+    assert not failures, failures
 
 
 @pytest.mark.parametrize('dtype', DTYPES)
@@ -98,9 +109,10 @@ def test_n_steps_go_backwards_one_step(dtype):
                           go_backwards=True)
     powers, _ = theano.scan(lambda p: p * a, outputs_info=T.ones_like(a), n_steps=k)
     xv = np.arange(1, 8).astype(dtype)
-    compare([x, a, k], [back, powers],
+    _, failures = compare([x, a, k], [back, powers],
             [[xv, np.asarray(1.5, dtype), 6], [xv[:1], np.asarray(-2, dtype), 1],
              [xv[:3], np.asarray(0.5, dtype), 3]])
+    assert not failures, failures
 
 
 def test_zero_steps_and_wrong_shapes_raise_as_theano():
@@ -138,8 +150,9 @@ def test_shared_variable_updated_inside(dtype):
     def step(v):
         return (v * acc).sum(), {acc: acc * np.asarray(0.9, dtype) + v, count: count + 1}
     outs, upd = theano.scan(step, sequences=x)
-    compare([x], [outs], [[rng.rand(5, 3).astype(dtype)], [rng.rand(2, 3).astype(dtype)]],
+    _, failures = compare([x], [outs], [[rng.rand(5, 3).astype(dtype)], [rng.rand(2, 3).astype(dtype)]],
             updates=upd)
+    assert not failures, failures
 
 
 @pytest.mark.parametrize('dtype', DTYPES)
@@ -160,9 +173,10 @@ def test_gradient_mit_mot_and_truncate_gradient(dtype):
     n = 4
     args = [rng.uniform(-1, 1, (7, n)).astype(dtype), rng.uniform(-1, 1, (2, n)).astype(dtype),
             rng.uniform(-1, 1, (n, n)).astype(dtype)]
-    f = compare([x, y0, W], [cost] + grads, [args],
+    f, failures = compare([x, y0, W], [cost] + grads, [args],
                 rtol=1e-4 if dtype == 'float32' else None,
                 atol=1e-5 if dtype == 'float32' else None)
+    assert not failures, failures
     assert len(scan_tasks(f)) >= 3       # forward scans and their gradient scans
     assert any(n.op.n_mit_mot for n, _ in scan_tasks(f))
 
@@ -178,7 +192,8 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     xv = np.arange(1, 301).astype('float64')
     # stops after 5 steps (twice: planned, then replayed), 8, never, 100, at once
     limits = [10, 10, 30, 1e9, 5000, 5000, 0.5]
-    f = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
+    f, failures = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
+    assert not failures, failures
     # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
     from theano_ocl.ops import scan as scan_family
     reads = []
@@ -199,8 +214,9 @@ def test_nested_scans():
     res, _ = theano.scan(outer, sequences=X, outputs_info=T.zeros_like(X[0, 0]),
                          non_sequences=W)
     rng = np.random.RandomState(7)
-    f = compare([X, W], [res, T.grad(res.sum(), W)],
+    f, failures = compare([X, W], [res, T.grad(res.sum(), W)],
                 [[rng.uniform(-1, 1, (3, 4, 5)), rng.uniform(-1, 1, (5, 5))]])
+    assert not failures, failures
     out = io.StringIO()
     theano_ocl.report(f, file=out)
     assert out.getvalue().count('inner of') >= 2      # the inner Scan listed, and its inner
@@ -214,7 +230,8 @@ def test_mrg_random_streams_inside():
         return v * srng.uniform(v.shape)
     outs, upd = theano.scan(step, sequences=x)
     rng = np.random.RandomState(8)
-    compare([x], [outs], [[rng.rand(4, 6)], [rng.rand(4, 6)]], updates=upd)
+    _, failures = compare([x], [outs], [[rng.rand(4, 6)], [rng.rand(4, 6)]], updates=upd)
+    assert not failures, failures
 
 
 def test_device_outputs_viewing_one_buffer():
@@ -264,9 +281,10 @@ def test_scans_that_stay_on_the_host_say_why():
     (vals, steps), _ = theano.scan(
         lambda v, s: ([v + s, s + 1], theano.scan_module.until(v + s > lim)),
         outputs_info=[0, 0], n_steps=k)
-    f = compare([A, k, lim], [res[-1], vals, steps],
+    f, failures = compare([A, k, lim], [res[-1], vals, steps],
                 [[np.arange(1, 5.), 4, np.float64(20)], [np.arange(1, 5.), 3, np.float64(5)]],
                 device=False)
+    assert not failures, failures
     assert seen                                  # MonitorMode's linker ran the inner nodes
     rows = [(where, impl) for node, where, impl in theano_ocl.placements(f)
             if isinstance(node.op, Scan)]
