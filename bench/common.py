@@ -39,3 +39,62 @@ def _fmt(v):
             return '%.2f' % v
         return '%.3g' % v
     return str(v)
+
+
+def commit():
+    """The checkout's commit (and whether it has changes), as the suite records it."""
+    from theano_ocl.benchmarks.timing import _git
+    return _git()
+
+
+def alternate_rounds(fns, runs, iters, pause, args_for):
+    """Time ``fns`` ({backend name: function}) in alternating rounds of ``iters`` calls, each
+    round after ``pause`` seconds: {name: [(median seconds per call, share of the CPUs other
+    processes used, or None)]}. ``args_for(k)``: the arguments of the k-th call of a round."""
+    import time
+    import numpy as np
+    from theano_ocl.benchmarks.timing import OtherLoad
+    load = OtherLoad()
+    rounds = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, f in fns.items():
+            time.sleep(pause)
+            load.start()
+            times = []
+            for k in range(iters):
+                a = args_for(k)
+                t0 = time.perf_counter()
+                f(*a)
+                times.append(time.perf_counter() - t0)
+            rounds[name].append((float(np.median(times)), load.stop()))
+    return rounds
+
+
+def report_rounds(rounds, busy, target, base='Theano C', ours='theano_ocl'):
+    """Print the rounds' table (only the rounds where other processes used at most ``busy``
+    of the CPUs, when each backend has 3 such, else all), the load, and ``base``/``ours``
+    against ``target``. Returns ({name: seconds per call}, ratio)."""
+    import numpy as np
+    quiet = {name: [t for t, o in rs if o is not None and o <= busy]
+             for name, rs in rounds.items()}
+    use_quiet = all(len(q) >= 3 for q in quiet.values())
+    print('\n| backend | ms / step | rounds used | ms / step, all rounds (min..max) |')
+    print('|---|---|---|---|')
+    step = {}
+    for name, rs in rounds.items():
+        every = [t for t, _ in rs]
+        used = quiet[name] if use_quiet else every
+        step[name] = float(np.median(used))
+        print('| %s | %.1f | %d/%d | %.1f (%.1f..%.1f) |' % (
+            name, step[name] * 1e3, len(used), len(every), np.median(every) * 1e3,
+            min(every) * 1e3, max(every) * 1e3))
+    others = [o for rs in rounds.values() for _, o in rs if o is not None]
+    if others:
+        print('\nother processes used %.0f%% of the CPUs per round (median; max %.0f%%)'
+              % (100 * np.median(others), 100 * max(others)))
+    if not use_quiet and others:
+        print('warning: fewer than 3 quiet rounds per backend: all rounds used')
+    ratio = step[base] / step[ours]
+    print('%s: %.2fx %s (target %.1fx: %s)'
+          % (ours, ratio, base, target, 'met' if ratio >= target else 'not met'))
+    return step, ratio

@@ -17,14 +17,16 @@ import argparse
 import datetime
 import json
 import os
-import subprocess
+import sys
 import time
 
 import numpy as np
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 import theano
 import theano.tensor as T
-from theano_ocl.benchmarks.timing import OtherLoad
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def build_lstm(mode, n_in, n_hid, dtype='float32', lr=0.1, seed=0):
@@ -62,15 +64,6 @@ def make_data(steps, batch, n_in, seed=1, dtype='float32'):
     rng = np.random.RandomState(seed)
     return (rng.uniform(-1, 1, (steps, batch, n_in)).astype(dtype),
             rng.uniform(-1, 1, (batch, 1)).astype(dtype))
-
-
-def _commit():
-    try:
-        return subprocess.check_output(['git', 'rev-parse', '--short', 'HEAD'],
-                                       cwd=os.path.dirname(os.path.abspath(__file__)),
-                                       stderr=subprocess.DEVNULL).decode().strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 def main():
@@ -117,48 +110,16 @@ def main():
     c = losses['Theano C']
     rel = float(np.max(np.abs(losses['theano_ocl'] - c) / np.maximum(np.abs(c), 1e-6)))
 
-    load = OtherLoad()
-    rounds = {name: [] for name in names}
-    for _ in range(args.runs):
-        for name in names:
-            f = fns[name]
-            time.sleep(args.pause)
-            load.start()
-            times = []
-            for _ in range(args.iters):
-                t0 = time.perf_counter()
-                f(X, y)
-                times.append(time.perf_counter() - t0)
-            rounds[name].append((float(np.median(times)), load.stop()))
-    quiet = {name: [t for t, o in rs if o is not None and o <= args.busy]
-             for name, rs in rounds.items()}
-    use_quiet = all(len(q) >= 3 for q in quiet.values())
-    print('\n| backend | ms / step | rounds used | ms / step, all rounds (min..max) |')
-    print('|---|---|---|---|')
-    step = {}
-    for name in names:
-        every = [t for t, _ in rounds[name]]
-        used = quiet[name] if use_quiet else every
-        step[name] = float(np.median(used))
-        print('| %s | %.1f | %d/%d | %.1f (%.1f..%.1f) |' % (
-            name, step[name] * 1e3, len(used), len(every), np.median(every) * 1e3,
-            min(every) * 1e3, max(every) * 1e3))
-    others = [o for rs in rounds.values() for _, o in rs if o is not None]
-    if others:
-        print('\nother processes used %.0f%% of the CPUs per round (median; max %.0f%%)'
-              % (100 * np.median(others), 100 * max(others)))
-    if not use_quiet and others:
-        print('warning: fewer than 3 quiet rounds per backend: all rounds used')
-    ratio = step['Theano C'] / step['theano_ocl']
-    print('theano_ocl: %.2fx Theano C (target %.1fx: %s)'
-          % (ratio, target, 'met' if ratio >= target else 'not met'))
+    rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause,
+                                     lambda k: (X, y))
+    step, ratio = common.report_rounds(rounds, args.busy, target)
     ok = rel < 1e-4
     print('losses over %d steps agree within %.1e: %s' % (args.iters, rel,
                                                           'OK' if ok else 'MISMATCH'))
     if args.json:
         with open(args.json, 'w') as fh:
             json.dump(dict(bench='lstm', date=datetime.date.today().isoformat(),
-                           commit=_commit(), device=dev.name, platform=dev.platform_name,
+                           commit=common.commit(), device=dev.name, platform=dev.platform_name,
                            batch=batch, hidden=n_hid, steps=steps, inputs=args.inputs,
                            scans=scans, fallbacks=fallbacks,
                            rounds={n: rounds[n] for n in names},
