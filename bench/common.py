@@ -98,3 +98,19 @@ def report_rounds(rounds, busy, target, base='Theano C', ours='theano_ocl'):
     print('%s: %.2fx %s (target %.1fx: %s)'
           % (ours, ratio, base, target, 'met' if ratio >= target else 'not met'))
     return step, ratio
+
+
+def timed(fn, calls, repeat, sync):
+    """Seconds per call of ``fn`` in each of ``repeat`` runs of ``calls`` calls, after one
+    warm-up call; ``sync()`` waits for the device's queue after each run."""
+    import time
+    fn()
+    sync()
+    out = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        out.append((time.perf_counter() - t0) / calls)
+    return out

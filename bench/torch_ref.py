@@ -15,20 +15,8 @@ import datetime
 import json
 import statistics
 import sys
-import time
 
-
-def timed(fn, calls, repeat, sync):
-    fn()
-    sync()
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        out.append((time.perf_counter() - t0) / calls)
-    return out
+import common  # bench/common.py: the script's own folder is on sys.path
 
 
 def main():
@@ -51,7 +39,7 @@ def main():
     rows = []
 
     def case(name, fn, calls, per='call'):
-        ts = timed(fn, calls, a.repeat, sync)
+        ts = common.timed(fn, calls, a.repeat, sync)
         rows.append(dict(case=name, per=per, median_s=statistics.median(ts), min_s=min(ts),
                          max_s=max(ts), samples=ts))
         print('%-45s %10.1f us  (%.1f..%.1f)' % (name, statistics.median(ts) * 1e6,

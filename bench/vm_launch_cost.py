@@ -25,19 +25,6 @@ def chain(T, x, k):
     return y
 
 
-def timed(fn, calls, repeat, finish):
-    fn()
-    finish()
-    best = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        finish()
-        best.append((time.perf_counter() - t0) / calls)
-    return sorted(best)
-
-
 def main():
     p = common.parser(__doc__)
     p.add_argument('--calls', type=int, default=400)
@@ -74,7 +61,7 @@ def measure(args, dev, xv, launch):
 
         def call():
             f()
-        ts = timed(call, args.calls, args.repeat, dev.queue.finish)
+        ts = sorted(common.timed(call, args.calls, args.repeat, dev.queue.finish))
         dev.queue.finish()
         call_t[k] = ts
         launches[k] = f.fn.last_frame.n_launches
