@@ -90,7 +90,9 @@ def measure(args, dev, xv, launch):
 
 
 def bare(args, dev, n):
-    # bare pyopencl
+    """One kernel, arguments set once, enqueued by pyopencl and by theano_ocl's native
+    launcher (ctypes through the ICD loader, no event: runtime/native.py)."""
+    from theano_ocl.runtime import native
     cl = dev.cl
     prg = cl.Program(dev.context, '__kernel void k(__global float *a, const float s) '
                      '{ size_t i = get_global_id(0); a[i] = a[i] * s; }').build()
@@ -98,40 +100,14 @@ def bare(args, dev, n):
     kern = cl.Kernel(prg, 'k')
     kern.set_args(buf, np.float32(1.0))
     q = dev.queue
-
-    def bare():
-        cl.enqueue_nd_range_kernel(q, kern, (n,), None)
-    bs = []
-    for _ in range(args.repeat):
-        q.finish()
-        t0 = time.perf_counter()
-        for _ in range(args.calls):
-            bare()
-        bs.append((time.perf_counter() - t0) / args.calls * 1e6)
-        q.finish()
-    bs.sort()
-    print('pyopencl enqueue_nd_range_kernel: %.2f-%.2f us per launch' % (bs[0], bs[-1]))
-    # the same launch through the ICD loader by ctypes, no event object
-    import ctypes
-    import ctypes.util
-    lib = ctypes.CDLL(ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1')
-    enq = lib.clEnqueueNDRangeKernel
-    enq.restype = ctypes.c_int32
-    enq.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
-                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
-                    ctypes.c_void_p]
-    gs = (ctypes.c_size_t * 1)(n)
-    qp, kp = q.int_ptr, kern.int_ptr
-    cs = []
-    for _ in range(args.repeat):
-        q.finish()
-        t0 = time.perf_counter()
-        for _ in range(args.calls):
-            enq(qp, kp, 1, None, gs, None, 0, None, None)
-        cs.append((time.perf_counter() - t0) / args.calls * 1e6)
-        q.finish()
-    cs.sort()
-    print('ctypes clEnqueueNDRangeKernel (no event): %.2f-%.2f us per launch' % (cs[0], cs[-1]))
+    paths = [('pyopencl enqueue_nd_range_kernel',
+              lambda: cl.enqueue_nd_range_kernel(q, kern, (n,), None))]
+    if native.available():
+        paths.append(('native launcher (ctypes clEnqueueNDRangeKernel, no event)',
+                      native.launcher(q, kern, 'k', (n,), None)))
+    for name, launch in paths:
+        us = sorted(t * 1e6 for t in common.timed(launch, args.calls, args.repeat, q.finish))
+        print('%s: %.2f-%.2f us per launch' % (name, us[0], us[-1]))
 
 
 if __name__ == '__main__':
