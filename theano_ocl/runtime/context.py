@@ -175,7 +175,7 @@ class PlanContext(object):
         lsize = None if lsize is None else tuple(int(x) for x in lsize)
         queue = self.queue
         if self.native is None:
-            self.native = native.use_native(settings.current().launch, self.dev,
+            self.native = native.use_native(settings.current().launch,
                                             queue is not self.dev.queue)
         if self.native:
             run = native.launcher(queue, kernel, kernel_name, gsize, lsize)

@@ -9,8 +9,7 @@ nothing to compile at the user's site, and the library is the ICD loader pyopenc
 uses (``libOpenCL.so.1``), so the handles (``int_ptr``) are the same objects.
 
 Which path a function takes is its ``launch`` setting (``runtime.settings``): 'native',
-'pyopencl', or 'auto', which is pyopencl everywhere as measured (``bench/vm_launch_cost.py``,
-2026-11-25): on NVIDIA's H100 driver the bare ctypes call costs 7.6-7.8 us against
+'pyopencl' (the default, as measured with ``bench/vm_launch_cost.py``, 2026-11-25): on NVIDIA's H100 driver the bare ctypes call costs 7.6-7.8 us against
 pyopencl's 8.6-9.5 us, but through the VM a launch cost 10.8-12.9 us native against
 10.2-14.1 us with pyopencl (the driver's own time dominates); on PoCL pyopencl's call is
 the cheaper one (1-3 us against 3-5 us). Profiled functions always use pyopencl (their
@@ -46,13 +45,9 @@ def available():
         return False
 
 
-def use_native(setting, dev, profiling):
-    """Whether launches of a function with ``launch`` = ``setting`` on ``dev`` go native."""
-    if profiling or setting == 'pyopencl':
-        return False
-    if setting == 'native':
-        return available()
-    return False        # 'auto': no device where it measured faster (module docstring)
+def use_native(setting, profiling):
+    """Whether launches of a function with ``launch`` = ``setting`` go native."""
+    return setting == 'native' and not profiling and available()
 
 
 class LaunchError(RuntimeError):

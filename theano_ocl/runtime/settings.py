@@ -15,9 +15,9 @@ argument       default (environment)   meaning
 ``cpu_group``  THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
                                        devices (0: chunks of elements)
 ``stats``      THEANO_OCL_STATS        a file each link appends its counts to (JSON)
-``launch``     THEANO_OCL_LAUNCH=auto  how a recorded launch is enqueued: 'native'
-                                       (ctypes, no event: ``runtime.native``),
-                                       'pyopencl', 'auto' (pyopencl: measured)
+``launch``     THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
+                                       (default) or 'native' (ctypes, no event:
+                                       ``runtime.native``)
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -36,13 +36,13 @@ _ENV = {
     'conv': ('THEANO_OCL_CONV', None),
     'cpu_group': ('THEANO_OCL_CPU_GROUP', '64'),
     'stats': ('THEANO_OCL_STATS', None),
-    'launch': ('THEANO_OCL_LAUNCH', 'auto'),
+    'launch': ('THEANO_OCL_LAUNCH', 'pyopencl'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
     'blas': (None, 'clblast', 'host', 'kernel', 'small'),
     'conv': (None, 'gemm', 'direct'),
-    'launch': ('auto', 'native', 'pyopencl'),
+    'launch': ('pyopencl', 'native'),
 }
 NAMES = tuple(_ENV)
 
@@ -51,7 +51,7 @@ class Settings(object):
     __slots__ = NAMES
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
-                 stats=None, launch='auto'):
+                 stats=None, launch='pyopencl'):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -59,7 +59,7 @@ class Settings(object):
         self.conv = conv or None
         self.cpu_group = int(cpu_group)
         self.stats = stats or None
-        self.launch = launch or 'auto'
+        self.launch = launch or 'pyopencl'
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (
