@@ -195,6 +195,8 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     f, failures = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
     assert not failures, failures
     # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
+    # (the first call after 0.5 plans again, reading the condition at every step)
+    assert f(xv, np.float64(5000))[2] == 100
     from theano_ocl.ops import scan as scan_family
     reads = []
     real = scan_family.download

@@ -134,6 +134,19 @@ class OCLFunction(object):
 
     # ---------------------------------------------------------------- the call
     def __call__(self, output_subset=None):
+        return self._pass(True)
+
+    def pass_values(self):
+        """One pass, as a call, that hands nothing over: each device output is the frame's
+        own DArray, valid until the next pass of this function (a call hands the caller a
+        buffer of its own, and the frame takes a fresh one); host outputs as a call
+        returns them; a pass run on the host (``runtime/host_tier.py``) returns what a call
+        returns. For a loop that passes one function's outputs on to its next pass (a
+        device Scan, ``ops/scan.py``): the frame's buffers, and the kernels and batched
+        plan bound to them, stay as they are from pass to pass."""
+        return self._pass(False)
+
+    def _pass(self, hand_over):
         if commit._pending:
             commit.finish_pending()     # an interrupted call's commit, finished first
         for cell in self._host_output_cells:
@@ -170,9 +183,13 @@ class OCLFunction(object):
                 self._hot = guard or None
             if hooked:
                 faults.at('outputs')
-            outputs = []
-            for fetch in frame.outputs:     # (a loop: cheaper than a comprehension for a few)
-                outputs.append(fetch())
+            if hand_over:
+                outputs = []
+                for fetch in frame.outputs:     # (a loop: cheaper than a comprehension)
+                    outputs.append(fetch())
+            else:
+                outputs = [fetch() if d is None else d
+                           for d, fetch in zip(frame.kept_outputs, frame.outputs)]
             if frame.checks:
                 if hooked:
                     faults.at('checks')
@@ -196,8 +213,9 @@ class OCLFunction(object):
         if dev.pending_uploads:
             dev.settle_uploads()
         self.last_frame = frame
-        for j, cell in self._output_cells:
-            cell[0] = outputs[j]
+        if hand_over:
+            for j, cell in self._output_cells:
+                cell[0] = outputs[j]
         if self.profiler is not None:            # profile hook (profiling.py)
             self.profiler.end_call()
         return outputs

@@ -337,7 +337,10 @@ class Loop(object):
         store = self.store
         pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
         pos0 = pos
-        fn = self.fn.fn
+        # one pass of the inner function per step, its device outputs left in its frame's
+        # buffers (copied into the outer ones right after): nothing is handed over, so the
+        # frame's buffers, kernels and batched plan stay bound from step to step
+        fn = self.fn.fn.pass_values
         n_steps = self.n_steps
         masked = self.masked and not self.planned
         if masked:
@@ -373,7 +376,7 @@ class Loop(object):
                         i = int(self.host_flags[1])
                         pos = [(p + i) % s for p, s in zip(pos0, store)]
                         break
-            elif lay.as_while and _stop(results[-1]):
+            elif lay.as_while and self._stop(results[-1]):
                 break
         for o, m in mirrors.items():
             self._put(self.outs[o], m)
@@ -408,7 +411,7 @@ class Loop(object):
                 else:
                     r = pos[j]
                 dst = _row(buf, r)
-            shape = np.shape(value)
+            shape = tuple(value.shape) if hasattr(value, 'shape') else np.shape(value)
             if shape != dst.shape:
                 if j >= lay.n_outs + lay.n_nit_sot or i == 0:
                     raise ValueError('could not broadcast input array from shape %s into '
@@ -431,7 +434,9 @@ class Loop(object):
     def _masked_put(self, k, r, dst, value):
         """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
         output and slot)."""
-        if not da.is_device_array(value):
+        if isinstance(value, DArray):
+            src = value            # the inner frame's own: the same object every step
+        elif not da.is_device_array(value):
             tmp = self.wrappers.get(('host', k))
             if tmp is None:
                 tmp = self.wrappers[('host', k)] = self.ctx.alloc(dst.shape, dst.dtype)
@@ -450,7 +455,8 @@ class Loop(object):
     def _count(self, cond):
         """Enqueue: the step count goes up while the stop flag is not set; the flag is set
         once ``cond`` (this step's until condition) is true."""
-        cond = self._wrap(-1, cond)
+        if not isinstance(cond, DArray):
+            cond = self._wrap(-1, cond)
         run = self.masked_copies.get(('count', id(cond)))
         if run is None:
             flag = self.flags.view((), (), self.flags.offset)
@@ -525,17 +531,29 @@ class Loop(object):
             self.copy_buffer(self.queue, dst.root.buf, src.root.buf, dst.nbytes, src.boff,
                              dst.boff)
             return
-        key = (id(dst), id(src))
+        # one kernel per pair of places (a row of an outer buffer is a new DArray every
+        # step; the kernel reads its arrays' roots' buffers when it runs)
+        key = (id(dst.root), dst.offset, dst.shape, dst.strides,
+               id(src.root), src.offset, src.shape, src.strides)
         run = self.strided.get(key)
         if run is None:
             run = self.strided[key] = family('strided_copy_later')(self.dev, self.queue,
                                                                    dst, src)
-            self.keep.append((dst, src))       # (the ids stay theirs)
+            self.keep.append((dst, src))       # (the roots' ids stay theirs)
         run()
 
     def _put(self, dst, value):
         """``dst[...] = value``: an inner output, a device array or a host value."""
         if dst.size == 0:
+            return
+        if isinstance(value, DArray):        # the inner frame's value (pass_values)
+            if value.root.buf is dst.root.buf and value.boff == dst.boff:
+                return       # the inner function handed back the row it was given
+            if value.is_c_contiguous():
+                self.copy_buffer(self.queue, dst.root.buf, value.root.buf, dst.nbytes,
+                                 value.boff, dst.boff)
+            else:
+                self._copy(dst, value)
             return
         if da.is_device_array(value):
             if value.base_data is dst.root.buf and value.offset == dst.boff:
@@ -552,6 +570,14 @@ class Loop(object):
         host = np.array(value, dtype=dst.dtype, order='C')
         self.uploads.append(self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host,
                                                      dst_offset=dst.boff, is_blocking=False))
+
+    def _stop(self, cond):
+        """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
+        if isinstance(cond, DArray):
+            cond = download(self.dev, self.queue, cond)
+        elif da.is_device_array(cond):
+            cond = cond.get()
+        return bool(np.asarray(cond) != 0)
 
     def _zero(self, d):
         if d.size:
@@ -586,9 +612,3 @@ def _rows(d, a, b):
     """Rows ``a:b`` of ``d`` (a view)."""
     return d.view((b - a,) + d.shape[1:], d.strides, d.offset + a * d.strides[0])
 
-
-def _stop(cond):
-    """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
-    if da.is_device_array(cond):
-        cond = cond.get()
-    return bool(np.asarray(cond) != 0)

@@ -275,12 +275,14 @@ class FrameBuilder(object):
         vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
         ctx = PlanContext(vm, frame, len(prog.tasks) - 1, vm.queue)
         fetchers = []
+        kept = []
         # an output's buffer is handed to the caller only where no other output (an update's
         # source included) views it: handing it over would leave that one reading the fresh
         # buffer (a scan's inner function returns ViewOp(x) and x.dimshuffle('x', 0))
         viewers = collections.Counter(id(dvals[v].root) for v in prog.fgraph.outputs
                                       if v in dvals)
         for j, var in enumerate(prog.fgraph.outputs):
+            kept.append(None)
             if j in prog.update_outputs:
                 fetchers.append(steps.none)
                 continue
@@ -290,6 +292,7 @@ class FrameBuilder(object):
                 fetchers.append(steps.host_value(cell, prog.residents.get(prog.input_index.get(var))))
                 continue
             if vm.output_mode == 'device':
+                kept[-1] = d
                 donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
                           and viewers[id(d.root)] == 1)
                 fetchers.append(steps.donate_output(vm, frame, d) if donate
@@ -304,6 +307,7 @@ class FrameBuilder(object):
                           reads=() if src is None else (src,), writes=())
         self._run_new(ctx)
         frame.outputs = fetchers
+        frame.kept_outputs = kept
 
     def _commits(self):
         vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals

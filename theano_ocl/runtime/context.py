@@ -68,6 +68,9 @@ class Frame(object):
         self.input_bufs = {}       # input index -> buffer its kernels are bound to
         self.root_to_input = {}    # id(root) -> input index, for re-binding
         self.outputs = None        # list of callables giving each output value
+        # per output: its DArray where the call hands it over on the device (donated or
+        # copied), else None (OCLFunction.pass_values reads these in place)
+        self.kept_outputs = None
         self.commits = []          # steps applying the updates
         self.has_host_steps = False
         self.n_launches = 0
