@@ -22,13 +22,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import theano_ocl  # noqa: E402
 from nengo_like import build  # noqa: E402
+from theano_ocl.runtime import plans  # noqa: E402
 
 c_void_p, c_uint, c_int, c_size_t = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
-
-
-def _cells(fn):
-    return {name: c.cell_contents for name, c in
-            zip(fn.__code__.co_freevars, fn.__closure__ or ())}
 
 
 class CommandBuffer(object):
@@ -102,15 +98,16 @@ def main():
     main_ = sim._main
     vm = main_.vm
     frame = vm.last_frame
-    fns, commits, info = vm.executor.plans_for(frame, True)
+    # the batched step and the batched commit copies, as typed plans (runtime/plans.py)
+    p_steps, p_commits = vm.loop_plans(frame)
+    recorded = list(p_steps.plans) + list(p_commits.plan.plans)
     queue = vm.queue
     cb = CommandBuffer(dev, queue)
-    for fn in list(fns) + list(commits):
-        cells = _cells(fn)
-        if 'kernel' not in cells or 'gsize' not in cells:
-            sys.exit('a step of the plan is not a kernel launch (%s): not recordable here'
-                     % fn.__qualname__)
-        cb.add_kernel(cells['kernel'], cells['gsize'], cells['lsize'])
+    for plan in recorded:
+        if not isinstance(plan, plans.Launch):
+            sys.exit('a step of the plan is a %s, not a kernel launch: not recordable here'
+                     % type(plan).__name__)
+        cb.add_kernel(plan.kernel, plan.gsize, plan.lsize)
     cb.close()
     state = [(r, np.empty(r.nbytes, np.uint8)) for r in
              [frame.input_roots[i] for i in frame.input_roots
@@ -131,7 +128,7 @@ def main():
             out.append(x)
         return out
 
-    steps = list(fns) + list(commits)
+    steps = [plan.fn for plan in recorded]
     results = {}
     for rep in range(3):
         for name in ('plain enqueues', 'command buffer'):

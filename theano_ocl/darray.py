@@ -229,16 +229,21 @@ def _template_attrs(make_fast):
 _device_array_class = []     # [pyopencl.array.Array, or None without pyopencl] once known
 
 
-def is_device_array(value):
-    # called on every call for each device input (frame key, input buffers): the class is
-    # looked up once, not imported per call
+def device_array_class():
+    """``pyopencl.array.Array`` (None without pyopencl), imported once."""
     if not _device_array_class:
         try:
             import pyopencl.array as cla
             _device_array_class.append(cla.Array)
         except ImportError:  # pragma: no cover
             _device_array_class.append(None)
-    cls = _device_array_class[0]
+    return _device_array_class[0]
+
+
+def is_device_array(value):
+    # called on every call for each device input (frame key, input buffers): the class is
+    # looked up once, not imported per call
+    cls = _device_array_class[0] if _device_array_class else device_array_class()
     return cls is not None and isinstance(value, cls)
 
 

@@ -65,26 +65,40 @@ def make_guard(vm, frame):
     plans one clears the function's ``_hot`` (_drop, _plan); every general call sets it."""
     if frame.key is None or vm.profile:
         return False
-    residents, arrays = [], []
+    residents, arrays, devarrays = [], [], []
     for (kind, cell, res, i), part in zip(vm._key_plan, frame.key[1:]):
         if kind == 'resident':
             residents.append((res, part, i))
         elif kind == 'dev' and type(part) is tuple and \
                 all(type(n) is int for n in part):
             arrays.append((cell, part))
+        elif kind == 'dev' and type(part) is tuple and len(part) == 4 and part[0] == 'd' \
+                and i in frame.input_bufs:
+            # a device array (a device Scan's inner function takes its staging arrays
+            # every step): the planned layout, in the buffer the kernels are bound to
+            devarrays.append((cell, part[1], part[2], part[3], i))
         else:
             return False
     dev = vm.dev
     residents = tuple(residents)
     arrays = tuple(arrays)
     if frame.tiny or frame.on_host:
+        if devarrays:
+            return False
         return tier_guard(vm, frame, residents, arrays)
+    devarrays = tuple(devarrays)
+    device_array = da.device_array_class() if devarrays else None
 
     def guard():
         bufs = frame.input_bufs
         for res, shape, i in residents:
             d = res.current(dev)
             if d is None or d.shape != shape or d.root.buf is not bufs[i]:
+                return None
+        for cell, shape, strides, offset, i in devarrays:
+            v = cell[0]
+            if type(v) is not device_array or v.base_data is not bufs[i] or \
+                    v.shape != shape or v.strides != strides or v.offset != offset:
                 return None
         return frame if arrays_match(arrays) else None
     return guard

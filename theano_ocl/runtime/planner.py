@@ -178,10 +178,13 @@ def schedule(ops):
 
 
 class BatchedPlan(object):
-    """Steps regrouped: ``fns`` run in order do what the original steps did."""
+    """Steps regrouped: ``plans`` (``runtime.plans`` objects: the original steps kept as
+    they were, and a ``Launch`` per merged group) run in order do what the original steps
+    did; ``fns`` are their callables."""
 
-    def __init__(self, fns, n_launches_before, n_launches_after, bound, holds):
-        self.fns = fns
+    def __init__(self, plans_, n_launches_before, n_launches_after, bound, holds):
+        self.plans = plans_
+        self.fns = [p.fn for p in plans_]
         self.n_launches_before = n_launches_before
         self.n_launches_after = n_launches_after
         self.bound = bound          # [(root, buffer bound, origin bound)]
@@ -323,7 +326,7 @@ def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
 
     def run():
         return enqueue(queue, kernel, gsize, lsize)
-    return run
+    return plans.Launch(run, -1, kernel, name, gsize, lsize, args)
 
 
 def plan_steps(steps, dev, queue, min_group=2, cpu_group=None):
@@ -331,30 +334,30 @@ def plan_steps(steps, dev, queue, min_group=2, cpu_group=None):
     :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`)."""
     ops = [analyse(i, s) for i, s in enumerate(steps)]
     before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
-    fns, holds, bound = [], [], []
+    out, holds, bound = [], [], []
     after = 0
     for group in schedule(ops):
         if len(group) < min_group:
             for o in group:
-                fns.append(o.step.fn)
+                out.append(o.step)
                 after += o.step.kind in ('launch', 'copy')
             continue
         slab = slab_of(group)
         if slab is not None and len(group) <= SLAB_MAX_BATCH:
             # every operand position lies in one buffer: one launch, pointers bound once
-            fns.append(_make_batch(dev, queue, group, holds, bound, slab, cpu_group))
+            out.append(_make_batch(dev, queue, group, holds, bound, slab, cpu_group))
             after += 1
             continue
         K = max_batch(dev, group[0].key)
         for c in range(0, len(group), K):
             chunk = group[c:c + K]
             if len(chunk) < min_group:
-                fns.extend(o.step.fn for o in chunk)
+                out.extend(o.step for o in chunk)
                 after += len(chunk)
                 continue
-            fns.append(_make_batch(dev, queue, chunk, holds, bound, None, cpu_group))
+            out.append(_make_batch(dev, queue, chunk, holds, bound, None, cpu_group))
             after += 1
-    return BatchedPlan(fns, before, after, bound, holds)
+    return BatchedPlan(out, before, after, bound, holds)
 
 
 # --------------------------------------------------------------------------- commits
