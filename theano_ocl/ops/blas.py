@@ -19,6 +19,14 @@ never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
   ``kernels/gemm.cl.mako``, any strides and dtypes, float16 accumulated in float, complex
   values as (re, im) vectors.
 
+On GPUs, a product of at most ``KERNEL_MAX_MACS`` multiply-adds takes the tiled kernel
+even where CLBlast is chosen (unless the ``blas`` setting forces a backend): a CLBlast call
+costs ~80-100 us of host time on the H100 whatever its size (its routine objects, database
+lookups and padding kernels per call), a launch of the kernel ~8 us; measured per call of
+``T.dot`` on the H100 (2026-11-25): 64x256x1024, CLBlast 90-94 us against 25 us; 512^3
+104-117 against 53 us; 256x784x1000 101-104 against 77 us; 256x1000x1000 about even; 1024^3
+CLBlast 145-196 against 360 us.
+
 Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
 with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per
 element of C, one launch whose sizes are arguments, which the planner batches with other
@@ -49,6 +57,10 @@ from .fusion import Fused, fmap
 from .registry import implemented_by, ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
+
+#: on GPUs, products up to this many multiply-adds take the tiled kernel rather than CLBlast
+#: (see the module docstring for the measurements)
+KERNEL_MAX_MACS = 3 << 26
 
 
 # --------------------------------------------------------------------------- backend choice
@@ -111,7 +123,9 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
         backend = 'kernel'      # the combining launch after CLBlast knows real arithmetic only
     if backend == 'host':
         plan_host(ctx, A, B, C, alpha, beta, Z)
-    elif backend == 'clblast':
+    elif backend == 'clblast' and (_forced() is not None or
+                                   A.shape[0] * A.shape[1] * A.shape[2] * B.shape[2]
+                                   > KERNEL_MAX_MACS):
         plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
         _plan_kernel(ctx, A, B, C, alpha, beta, Z)
@@ -196,7 +210,11 @@ class BlasImpl(DeviceImpl):
         _acc_type(node.outputs[0].type.dtype)    # raises for dtypes no backend takes
 
     def describe(self):
-        return '%s (%s)' % (type(self.node.op).__name__, self.backend)
+        backend = self.backend
+        if backend == 'clblast' and _forced() is None:
+            backend = 'clblast; the tiled kernel up to %dM multiply-adds' % (
+                KERNEL_MAX_MACS // 10 ** 6)
+        return '%s (%s)' % (type(self.node.op).__name__, backend)
 
     def scalar(self, j, darr):
         return Scalar.of(self.node.inputs[j], darr)
