@@ -23,6 +23,10 @@ overrides it; tests run both.
 Shapes, kernel size, padding and the errors follow the C code's ``c_code_helper`` and
 ``corrMM`` (the same ValueError messages for impossible or inconsistent shapes). The
 unshared variant (``unshared=True``) stays on the host.
+
+The legacy ``theano.tensor.nnet.conv.ConvOp`` (``conv.conv2d``; its gradients are ConvOps
+too) runs as ``CorrMM`` of its kernel read flipped, with the C code's shape checks; the
+zero-inserted "logical" shapes of the strided gradients are built on the device first.
 """
 
 import numpy as np
@@ -389,8 +393,8 @@ class ConvOpImpl(CorrMMImpl):
     (dx, dy), through the same im2col + GEMM or direct kernels. The logical (zero-inserted)
     image and kernel shapes of the ops ``ConvOp.grad`` builds for strided convolutions are
     materialized on the device first."""
-    host_when = ('integer or complex images (ConvOp sums in their own dtype); logical '
-                 'image or kernel shapes without every shape given at build time')
+    host_when = ('integer or complex images (Theano C has no ConvOp code for them either); '
+                 'logical image or kernel shapes without every shape given at build time')
 
     def describe(self):
         return '%s: %s CorrMM of the flipped kernel' % (CorrImpl.describe(self),
