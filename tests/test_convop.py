@@ -114,6 +114,17 @@ def test_wrong_shapes_raise_as_c():
     for f in (f_c, f_o):
         with pytest.raises(ValueError, match='stack size'):
             f(rand((2, 3, 6, 5), 'float64'), rand((4, 2, 3, 3), 'float64'))
+    # a kernel larger than the image ('valid')
+    for f in (f_c, f_o):
+        for kshp, dims in [((1, 1, 4, 4), '0x0'), ((1, 1, 3, 4), '1x0')]:
+            with pytest.raises(ValueError, match='Output dimensions are not valid ' + dims):
+                f(rand((1, 1, 3, 3), 'float64'), rand(kshp, 'float64'))
+    # empty batch, stack or filters: zeros of the right shape, as C
+    for ishp, kshp in [((0, 1, 3, 3), (2, 1, 2, 2)), ((2, 0, 3, 3), (2, 0, 2, 2)),
+                       ((2, 1, 3, 3), (0, 1, 2, 2))]:
+        want = f_c(rand(ishp, 'float64'), rand(kshp, 'float64'))
+        got = f_o(rand(ishp, 'float64'), rand(kshp, 'float64'))
+        assert got.shape == want.shape and not got.any()
 
 
 def test_int_stays_on_host_and_fails_as_c():

@@ -417,6 +417,11 @@ class ConvOpImpl(CorrMMImpl):
                 offsets = tuple((L - k * r - 1 + r) % r for L, k, r in
                                 [(L, k, -(-L // k)) for L, k in zip(k_logical, kshp)])
             kern = _spread(ctx, kern, k_logical, offsets)
+        sign = 1 if op.out_mode == 'full' else -1
+        dims = [int(np.ceil((n + sign * (k - 1)) / float(d)))
+                for n, k, d in zip(im_logical, k_logical, (op.dx, op.dy))]
+        if min(dims) <= 0:
+            raise ValueError('Output dimensions are not valid %dx%d' % tuple(dims))
         return self.forward(ctx, _ConvOpCorr(op), img, _flipped(kern))
 
 
