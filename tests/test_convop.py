@@ -41,6 +41,7 @@ CASES = [
     ('full', (2, 3), 'float32', (3, 2, 7, 5), (5, 2, 4, 3), True),
     ('valid', (3, 2), 'float64', (1, 3, 10, 7), (2, 3, 2, 3), True),
     ('full', (1, 1), 'float32', (2, 1, 5, 6), (3, 1, 5, 2), False),
+    ('full', (1, 1), 'float64', (2, 5, 6, 7), (2, 5, 3, 4), True),     # as CorrMM_gradInputs
 ]
 
 
@@ -56,6 +57,8 @@ def test_forward(case, algorithm):
     assert n == 1 and len(on) == 1
     assert ('GEMM' in on[0]) == (algorithm == 'gemm'), on
     assert (border + ' CorrMM of the flipped kernel') in on[0]
+    op = [n.op for n in f.maker.fgraph.apply_nodes if isinstance(n.op, conv.ConvOp)][0]
+    assert oconv.full_as_grad_inputs(op, ishp, kshp) == (case == 4)
 
 
 def test_non_contiguous(algorithm):
@@ -85,6 +88,13 @@ def test_gradient_convops(border, ss, dtype):
                          **TOL[dtype])
     on, n = _convops(f)
     assert n == 3 and len(on) == 3, on
+    # the valid case's input gradient (a full ConvOp, shapes given) takes the
+    # CorrMM_gradInputs path; the strided full forward the padded CorrMM
+    full = [node.op for node in f.maker.fgraph.apply_nodes
+            if isinstance(node.op, conv.ConvOp) and node.op.out_mode == 'full']
+    assert [oconv.full_as_grad_inputs(op, (op.bsize,) + op.imshp,
+                                      (op.nkern, op.imshp[0]) + op.kshp) for op in full] \
+        == [border == 'valid']
     if ss != (1, 1):
         logical = [node.op for node in f.maker.fgraph.apply_nodes
                    if isinstance(node.op, conv.ConvOp) and
