@@ -28,6 +28,15 @@ over to :func:`find_theano_spec`. From there on:
    mode. The finder turns "cannot be built" into that ``ImportError``, with one warning
    per process, and remembers it so that later Scans do not retry the compile.
 
+4. right before ``theano.tensor.nnet.abstract_conv`` executes (``theano.tensor.nnet.conv``
+   imports it first), :func:`alias_scipy_signal` gives the private SciPy names Theano's
+   reference convolutions import (``scipy.signal.signaltools._valfrommode``, ...,
+   ``scipy.signal.sigtools._convolve2d``) back at those paths, taken from where SciPy
+   >= 1.8 keeps them (``scipy.signal._signaltools``, ``scipy.signal._sigtools``). Without
+   them Theano sets ``imported_scipy_signal = False``: the legacy ``ConvOp`` cannot run its
+   Python ``perform`` and Theano's conv tests skip. Only missing names are added, in the
+   imported modules; nothing on disk changes.
+
 ``theano_ocl/__init__.py`` calls :func:`apply_theano_patches` so that the same happens
 without the ``.pth`` (a checkout that is not installed): before ``theano`` is imported it
 installs the hook; after, it relaxes the two flags on the live config and registers.
@@ -40,7 +49,8 @@ import os
 import sys
 
 __all__ = ['apply_theano_patches', 'install_hook', 'install_scan_hook', 'is_registered',
-           'find_theano_spec', 'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth']
+           'find_theano_spec', 'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth',
+           'alias_scipy_signal', 'repair_theano_scipy_imports']
 
 #: values the ``linker`` / ``mode`` flags accept on top of Theano's own
 EXTRA_LINKERS = ('ocl',)
@@ -79,7 +89,7 @@ class TheanoImportHook(object):
     after the module executed. It removes itself once ``theano`` has been imported.
     """
     _theano_ocl_hook = True
-    _WATCH = ('theano', 'theano.configparser')
+    _WATCH = ('theano', 'theano.configparser', 'theano.tensor.nnet.abstract_conv')
 
     def __init__(self):
         self._busy = set()
@@ -101,6 +111,8 @@ class TheanoImportHook(object):
             if fullname == 'theano':
                 uninstall_hook()
             return None
+        if fullname == 'theano.tensor.nnet.abstract_conv':
+            return _wrap_exec(spec, before=_before_abstract_conv)
         after = _after_theano if fullname == 'theano' else _after_configparser
         try:
             return _wrap_exec(spec, after,
@@ -123,8 +135,9 @@ def _find_spec_elsewhere(fullname, path, target, skip):
     return None
 
 
-def _wrap_exec(spec, after=None, on_error=None):
-    """Make ``spec.loader.exec_module`` call ``after(module)`` once the module executed.
+def _wrap_exec(spec, after=None, on_error=None, before=None):
+    """Make ``spec.loader.exec_module`` call ``after(module)`` once the module executed
+    (and ``before(module)`` right before it executes).
 
     ``on_error(exc)`` runs when the module raises (with None when the loader cannot be
     wrapped); an exception it returns is raised instead, chained to the original.
@@ -137,6 +150,11 @@ def _wrap_exec(spec, after=None, on_error=None):
         return spec
 
     def exec_module(module):
+        if before is not None:
+            try:
+                before(module)
+            except Exception as e:  # the hook must never break `import theano`
+                _warn('start-up hook failed before importing %s: %r' % (module.__name__, e))
         try:
             orig(module)
         except BaseException as exc:
@@ -426,7 +444,89 @@ def apply_theano_patches():
         return False
     _patch_live_config(theano)
     install_scan_hook()
+    repair_theano_scipy_imports()
     return _register()
+
+
+# ---------------------------------------------------------------------------------------
+# SciPy's private signal names
+
+#: (old module, where SciPy >= 1.8 keeps it, names Theano 1.0.5 imports from the old one)
+SCIPY_SIGNAL_ALIASES = (
+    ('scipy.signal.signaltools', 'scipy.signal._signaltools',
+     ('_valfrommode', '_bvalfromboundary', 'convolve')),
+    ('scipy.signal.sigtools', 'scipy.signal._sigtools', ('_convolve2d',)),
+)
+
+#: Theano modules that import those names under ``try`` (``imported_scipy_signal``)
+THEANO_SCIPY_USERS = (
+    ('theano.tensor.nnet.abstract_conv',
+     ('_valfrommode', '_bvalfromboundary', 'convolve', '_convolve2d')),
+    ('theano.tensor.nnet.conv', ('_valfrommode', '_bvalfromboundary', '_convolve2d')),
+)
+
+
+def alias_scipy_signal():
+    """Make ``from scipy.signal.signaltools import _valfrommode, _bvalfromboundary,
+    convolve`` and ``from scipy.signal.sigtools import _convolve2d`` work on a SciPy that
+    moved them (1.8 made the modules private; 1.15 has no ``sigtools`` at all and a
+    ``signaltools`` shim without the underscored names). A name the old module has is left
+    alone; a missing old module becomes the new one in ``sys.modules``. Returns the list of
+    ``module.name`` aliases made."""
+    import importlib
+    import importlib.util
+    made = []
+    for old_name, new_name, names in SCIPY_SIGNAL_ALIASES:
+        try:
+            new = importlib.import_module(new_name)
+        except ImportError:
+            continue                    # an older SciPy: the old paths are the real ones
+        old = sys.modules.get(old_name)
+        if old is None:
+            try:
+                found = importlib.util.find_spec(old_name) is not None
+            except ImportError:
+                found = False
+            if not found:
+                sys.modules[old_name] = new
+                made.append(old_name)
+                continue
+            old = importlib.import_module(old_name)
+        for name in names:
+            # vars(): the shim's module __getattr__ would answer 'convolve' with a warning
+            if name not in vars(old) and hasattr(new, name):
+                setattr(old, name, getattr(new, name))
+                made.append('%s.%s' % (old_name, name))
+    return made
+
+
+def _before_abstract_conv(module):
+    alias_scipy_signal()
+
+
+def repair_theano_scipy_imports():
+    """Theano was imported before the hook: give its conv modules the SciPy names they
+    failed to import (and ``imported_scipy_signal = True``). True when both have them."""
+    ok = True
+    for modname, names in THEANO_SCIPY_USERS:
+        m = sys.modules.get(modname)
+        if m is None or getattr(m, 'imported_scipy_signal', True):
+            continue
+        try:
+            alias_scipy_signal()
+            import importlib
+            values = {}
+            for name in names:
+                src = 'scipy.signal.sigtools' if name == '_convolve2d' \
+                    else 'scipy.signal.signaltools'
+                values[name] = getattr(importlib.import_module(src), name)
+        except Exception:
+            ok = False
+            continue
+        for name, value in values.items():
+            setattr(m, name, value)
+        m.imported_scipy_signal = True
+    return ok
 
 
 # ---------------------------------------------------------------------------------------

@@ -152,7 +152,7 @@ MODULES = [
       'TestCorr2D.test_shape_Constant_tensor', 'TestCorr2D.test_wrong_input',
       'TestCorr2D.test_subsample', 'TestCorr2D.test_dtype_upcast'], 69),
     ('issue17', 'theano.tensor.nnet.tests.test_conv',
-     # the legacy ConvOp (a host fallback under OCL): a few shapes and the errors
+     # the legacy ConvOp (a CorrMM of the flipped kernel under OCL): a few shapes, the errors
      ['TestConv2D.test_basic1', 'TestConv2D.test_full_mode', 'TestConv2D.test_subsample',
       'TestConv2D.test_shape_Constant_tensor', 'TestConv2D.test_wrong_input',
       'test_broadcast_grad'], 106),

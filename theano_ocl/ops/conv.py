@@ -23,9 +23,14 @@ overrides it; tests run both.
 Shapes, kernel size, padding and the errors follow the C code's ``c_code_helper`` and
 ``corrMM`` (the same ValueError messages for impossible or inconsistent shapes). The
 unshared variant (``unshared=True``) stays on the host.
+
+The legacy ``theano.tensor.nnet.conv.ConvOp`` (``conv.conv2d``; its gradients are ConvOps
+too) runs as ``CorrMM`` of its kernel read flipped, with the C code's shape checks; the
+zero-inserted "logical" shapes of the strided gradients are built on the device first.
 """
 
 import numpy as np
+from theano.tensor.nnet import conv as tconv
 from theano.tensor.nnet import corr as tcorr
 
 from .. import scalar as oscalar
@@ -243,11 +248,8 @@ class CorrImpl(DeviceImpl):
     def alloc(self, ctx, shape):
         return ctx.alloc(shape, self.node.outputs[0].type.dtype)
 
-
-class CorrMMImpl(CorrImpl):
-    def plan(self, ctx, ins):
-        op = self.node.op
-        bottom, weights = ins
+    def forward(self, ctx, op, bottom, weights):
+        """``top`` of the correlation ``op`` (its geometry parameters) of two strided inputs."""
         geo = forward_geometry(op, bottom.shape, weights.shape)
         top = self.alloc(ctx, (geo.N, geo.F, geo.OH, geo.OW))
         if top.size == 0 or geo.C == 0:
@@ -267,6 +269,33 @@ class CorrMMImpl(CorrImpl):
                                           (NP * tmp.itemsize, geo.OH * geo.OW * tmp.itemsize,
                                            tmp.itemsize)))
         return [top]
+
+    def grad_inputs(self, ctx, op, weights, top, height=None, width=None):
+        """``bottom`` of the input gradient of the correlation ``op`` (its geometry
+        parameters): the full convolution of ``top`` with ``weights``, transposed."""
+        geo = inputs_geometry(op, weights.shape, top.shape, height, width)
+        out = self.alloc(ctx, (geo.N, geo.C, geo.H, geo.W))
+        if out.size == 0 or top.size == 0 or geo.F == 0:
+            return [_zeros(ctx, out)]
+        if self.algorithm == 'direct':
+            plan_conv(ctx, 'gradI', geo, op, [weights, top], out)
+            return [out]
+        G = op.num_groups
+        K = geo.C // G * geo.KH * geo.KW
+        NP = geo.N * geo.OH * geo.OW
+        t = _top_fnp(ctx, geo, top)
+        w = ctx.contiguous(weights)
+        col = self.alloc(ctx, (geo.C * geo.KH * geo.KW, NP))
+        # col[g] = W[g]^T (K x F/G) @ top[g] (F/G x NP)
+        plan_gemm(ctx, self.blas, _grouped(w, G, geo.F // G, K, transposed=True),
+                  _grouped(t, G, geo.F // G, NP), _grouped(col, G, K, NP))
+        plan_conv(ctx, 'col2im', geo, op, [col], out)
+        return [out]
+
+
+class CorrMMImpl(CorrImpl):
+    def plan(self, ctx, ins):
+        return self.forward(ctx, self.node.op, *ins)
 
 
 class CorrGradWeightsImpl(CorrImpl):
@@ -293,26 +322,149 @@ class CorrGradWeightsImpl(CorrImpl):
 
 class CorrGradInputsImpl(CorrImpl):
     def plan(self, ctx, ins):
+        return self.grad_inputs(ctx, self.node.op, ins[0], ins[1], *self.hw(ins))
+
+
+# --------------------------------------------------------------------------- ConvOp
+class _ConvOpCorr(object):
+    """The correlation parameters (those ``Geometry`` reads) a ``ConvOp`` maps to: its
+    subsampling, no dilation, one group, no padding ('valid') or K - 1 each side ('full')."""
+    filter_dilation = (1, 1)
+    num_groups = 1
+    unshared = False
+
+    def __init__(self, convop, pad=True):
+        self.subsample = (convop.dx, convop.dy)
+        full = (-2, -2)     # _pads: (KH - 1, KH - 1)
+        self.pad = (full, full) if convop.out_mode == 'full' and pad else ((0, 0), (0, 0))
+
+
+#: the C code's checks of the shapes given to ConvOp at build time (ConvOp.c_code)
+_HARDCODED = (
+    ('number of rows in the filter', 1, 2, lambda op: op.kshp[0]),
+    ('number of columns in the filter', 1, 3, lambda op: op.kshp[1]),
+    ('image stack size', 0, 1, lambda op: op.imshp[0]),
+    ('kernel stack size', 1, 1, lambda op: op.imshp[0]),
+    ('number of rows in the image', 0, 2, lambda op: op.imshp[1]),
+    ('number of columns in the image', 0, 3, lambda op: op.imshp[2]),
+    ('batch size', 0, 0, lambda op: op.bsize),
+    ('number of kernels in the filter', 1, 0, lambda op: op.nkern),
+)
+
+
+def check_convop_shapes(op, img_shape, kern_shape):
+    """The ValueErrors of ConvOp's C code for run-time shapes that differ from the ones
+    the op was built with, or stack sizes that differ."""
+    shapes = (img_shape, kern_shape)
+    for what, i, axis, value in _HARDCODED:
+        v = value(op)
+        if v is not None and v != shapes[i][axis]:
+            raise ValueError("The hardcoded shape for the %s (%d) isn't the run time shape "
+                             "(%d)." % (what, v, shapes[i][axis]))
+    if kern_shape[1] != img_shape[1]:
+        raise ValueError('the filter stack size (%d) and image stack size (%d) differ'
+                         % (kern_shape[1], img_shape[1]))
+
+
+def _spread(ctx, d, logical, offsets=(0, 0)):
+    """``d`` (A, B, h, w) spread over zeros of shape (A, B) + ``logical`` every
+    ceil(logical / (h, w)) positions from ``offsets``: ConvOp's logical (zero-inserted)
+    image or kernel, as its ``perform`` builds it."""
+    A, B, h, w = d.shape
+    LH, LW = logical
+    rs, cs = -(-LH // h), -(-LW // w)
+    ro, co = offsets
+    if ro + (h - 1) * rs >= LH or co + (w - 1) * cs >= LW:
+        raise ValueError('ConvOp: %s does not fit the logical shape %s' % (d.shape, logical))
+    buf = _zeros(ctx, ctx.alloc((A, B, LH, LW), d.dtype))
+    s = buf.strides
+    ctx.copy(buf.view(d.shape, (s[0], s[1], s[2] * rs, s[3] * cs),
+                      offset=buf.offset + ro * s[2] + co * s[3]), d)
+    return buf
+
+
+def _flipped(d):
+    """The view of ``d`` (F, C, KH, KW) with both kernel axes reversed (no copy)."""
+    s = d.strides
+    return d.view(d.shape, (s[0], s[1], -s[2], -s[3]),
+                  offset=d.offset + (d.shape[2] - 1) * s[2] + (d.shape[3] - 1) * s[3])
+
+
+def full_as_grad_inputs(op, img_shape, kern_shape):
+    """Whether ConvOp ``op`` runs as ``CorrMM_gradInputs`` rather than a padded ``CorrMM``.
+
+    A 'full' convolution without subsampling is the input gradient of a valid correlation
+    whose 'top' is the image and whose weights are the kernel seen as (C, F, KH, KW): its
+    columns have F * KH * KW rows over the image positions, against C * KH * KW over the
+    (larger) output for the padded forward correlation. The one with fewer is taken (the
+    input gradient of a LeNet's first layer, C=20 -> F=1: 12x less on the 2-core CPU).
+    """
+    N, C, H, W = img_shape
+    F, _, KH, KW = kern_shape
+    return (op.out_mode == 'full' and (op.dx, op.dy) == (1, 1)
+            and F * H * W < C * (H + KH - 1) * (W + KW - 1))
+
+
+class ConvOpImpl(CorrImpl):
+    """``theano.tensor.nnet.conv.ConvOp``: a convolution, i.e. ``CorrMM`` with the kernel
+    read flipped (a negative-stride view), 'valid' or 'full' (padding K - 1), subsampled by
+    (dx, dy), through the same im2col + GEMM or direct kernels. The logical (zero-inserted)
+    image and kernel shapes of the ops ``ConvOp.grad`` builds for strided convolutions are
+    materialized on the device first."""
+    host_when = ('integer or complex images (Theano C has no ConvOp code for them either); '
+                 'logical image or kernel shapes without every shape given at build time')
+
+    def describe(self):
         op = self.node.op
-        weights, top = ins[:2]
-        geo = inputs_geometry(op, weights.shape, top.shape, *self.hw(ins))
-        out = self.alloc(ctx, (geo.N, geo.C, geo.H, geo.W))
-        if out.size == 0 or top.size == 0 or geo.F == 0:
-            return [_zeros(ctx, out)]
-        if self.algorithm == 'direct':
-            plan_conv(ctx, 'gradI', geo, op, [weights, top], out)
-            return [out]
-        G = op.num_groups
-        K = geo.C // G * geo.KH * geo.KW
-        NP = geo.N * geo.OH * geo.OW
-        t = _top_fnp(ctx, geo, top)
-        w = ctx.contiguous(weights)
-        col = self.alloc(ctx, (geo.C * geo.KH * geo.KW, NP))
-        # col[g] = W[g]^T (K x F/G) @ top[g] (F/G x NP)
-        plan_gemm(ctx, self.blas, _grouped(w, G, geo.F // G, K, transposed=True),
-                  _grouped(t, G, geo.F // G, NP), _grouped(col, G, K, NP))
-        plan_conv(ctx, 'col2im', geo, op, [col], out)
-        return [out]
+        how = '%s CorrMM of the flipped kernel' % op.out_mode
+        if op.out_mode == 'full' and (op.dx, op.dy) == (1, 1):
+            how += ', or CorrMM_gradInputs of the kernel where its columns are fewer'
+        return '%s: %s' % (CorrImpl.describe(self), how)
+
+    def plan(self, ctx, ins):
+        op = self.node.op
+        img, kern = ins
+        check_convop_shapes(op, img.shape, kern.shape)
+        # as ConvOp.perform: a logical size not given is the run-time one
+        im_logical = tuple(L if L is not None else n
+                           for L, n in zip(op.imshp_logical[1:], img.shape[2:]))
+        if im_logical != tuple(img.shape[2:]):
+            img = _spread(ctx, img, im_logical)
+        kshp = tuple(kern.shape[2:])
+        k_logical = tuple(L if L is not None else n for L, n in zip(op.kshp_logical, kshp))
+        if k_logical != kshp:
+            offsets = (0, 0)
+            if not op.kshp_logical_top_aligned:
+                offsets = tuple((L - k * r - 1 + r) % r for L, k, r in
+                                [(L, k, -(-L // k)) for L, k in zip(k_logical, kshp)])
+            kern = _spread(ctx, kern, k_logical, offsets)
+        sign = 1 if op.out_mode == 'full' else -1
+        dims = [int(np.ceil((n + sign * (k - 1)) / float(d)))
+                for n, k, d in zip(im_logical, k_logical, (op.dx, op.dy))]
+        if min(dims) <= 0:
+            raise ValueError('Output dimensions are not valid %dx%d' % tuple(dims))
+        if full_as_grad_inputs(op, img.shape, kern.shape):
+            F, C, KH, KW = kern.shape
+            s = kern.strides
+            weights = kern.view((C, F, KH, KW), (s[1], s[0], s[2], s[3]))
+            return self.grad_inputs(ctx, _ConvOpCorr(op, pad=False), weights, img)
+        return self.forward(ctx, _ConvOpCorr(op), img, _flipped(kern))
+
+
+@implemented_by(ConvOpImpl)
+def _convop_factory(op, node, dev):
+    dtype = node.outputs[0].type.dtype
+    if dtype not in ConvOpImpl.dtypes:
+        raise NoDeviceImplementation('ConvOp of %s (the device path takes float32/float64)'
+                                     % dtype)
+    logical = (tuple(op.imshp_logical) != tuple(op.imshp)
+               or tuple(op.kshp_logical) != tuple(op.kshp))
+    if logical and not op.has_all_shape(op.imshp, op.kshp, op.nkern, op.bsize):
+        raise NoDeviceImplementation('ConvOp with logical shapes but not every shape given')
+    return ConvOpImpl(node, dev)
+
+
+ocl_impl.register(tconv.ConvOp)(_convop_factory)
 
 
 def _zeros(ctx, out):
