@@ -25,6 +25,8 @@ steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference)
 ``scan_save_mem`` optimization decides how deep each output's buffer is, through the
 lengths of the initial states and the nit-sot size inputs.
 """
+import functools
+
 import numpy as np
 from theano.scan_module.scan_op import Scan
 
@@ -119,6 +121,7 @@ class ScanImpl(DeviceImpl):
             raise NoDeviceImplementation('the inner function could not be linked on the '
                                          'device: %s: %s' % (type(e).__name__, e))
         self.inner_functions = (self.fn,)
+        _expose_inner_function(op, self.fn)
         vm = self.fn.fn
         prog = getattr(vm, 'program', None)
         if prog is None:     # pragma: no cover - the capability links with the OCL linker
@@ -174,6 +177,43 @@ class ScanImpl(DeviceImpl):
         outs = loop.run()                 # now: its outputs' shapes depend on what it does
         ctx.host_step(loop.replay, 'host', reads=None, writes=None)
         return outs
+
+
+def _expose_inner_function(op, fn):
+    """``op.fn = fn``, as Theano's ``Scan.make_thunk`` sets it: code that inspects what the
+    optimizer did inside a scan reads ``op.fn.maker.fgraph`` (the inner graph optimized by
+    the Scan's mode, the same here) and ``op.fn.input_storage``. An inner function that
+    Theano's own loop built is kept: a Theano thunk of this op (a C function compiled from
+    the same graph, the plain function ``SimulatorOCL`` re-links) reads ``op.fn`` at every
+    call. Theano's ``make_thunk`` reuses whatever ``op.fn`` holds, and this one cannot serve
+    its loop (outputs left on the device, no output preallocation): it is dropped there
+    first (``_theano_builds_its_own``)."""
+    _theano_builds_its_own()
+    current = getattr(op, 'fn', None)
+    if not current or _device_loop_function(current):
+        op.fn = fn
+
+
+def _device_loop_function(fn):
+    """Whether ``fn`` is a device loop's inner function (its outputs stay on the device)."""
+    linker = getattr(getattr(fn, 'maker', None), 'linker', None)
+    return getattr(linker, 'output_mode', None) == 'device'
+
+
+def _theano_builds_its_own():
+    """Wrap ``Scan.make_thunk`` (once) so that it never reuses a device loop's inner
+    function: it then compiles its own, as when ``op.fn`` is not set."""
+    theano_make_thunk = Scan.make_thunk
+    if getattr(theano_make_thunk, 'skips_device_loops', False):
+        return
+
+    @functools.wraps(theano_make_thunk)
+    def make_thunk(self, node, *args, **kwargs):
+        if _device_loop_function(self.__dict__.get('fn')):
+            del self.fn
+        return theano_make_thunk(self, node, *args, **kwargs)
+    make_thunk.skips_device_loops = True
+    Scan.make_thunk = make_thunk
 
 
 def _computed_on_host(prog, var):
@@ -314,12 +354,23 @@ class Loop(object):
         self.run()
 
     def run(self):
+        if self.outer_queue is not self.queue:
+            self.outer_queue.finish()     # what the plans before this one wrote
+        try:
+            return self._run()
+        finally:
+            # as Scan.execute: the inner function's cells hold nothing between runs (no
+            # host value kept alive, no device array in a function that may be pickled)
+            for c in self.fn.input_storage:
+                c.storage[0] = None
+            for c in self.fn.output_storage:
+                c.storage[0] = None
+
+    def _run(self):
         lay = self.lay
         queue = self.queue
         cl = self.dev.cl
         copy = self.copy_buffer
-        if self.outer_queue is not queue:
-            self.outer_queue.finish()     # what the plans before this one wrote
         for dst, src in self.init:
             self._copy(dst, src)
         made = {}
