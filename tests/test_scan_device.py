@@ -195,7 +195,7 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     f, failures = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
     assert not failures, failures
     # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
-    # (the first call after 0.5 plans again, reading the condition at every step)
+    # (the call after 0.5 runs the frame planned for 100 steps: an alternate of its key)
     assert f(xv, np.float64(5000))[2] == 100
     from theano_ocl.ops import scan as scan_family
     reads = []
@@ -203,6 +203,42 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     monkeypatch.setattr(scan_family, 'download', lambda *a: reads.append(1) or real(*a))
     assert f(xv, np.float64(5000))[2] == 100
     assert 1 <= len(reads) <= 6, len(reads)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
+    # a frame per number of steps, kept as alternates of one key: calls whose until
+    # condition alternates between two stopping steps plan no more frames, and each runs
+    # the loop once (the frame planned for those steps takes the run's results); a
+    # mit-sot with taps -3, -1 and its last value only (a circular buffer put in order)
+    x = T.vector('x', dtype=dtype)
+    lim = T.scalar('lim', dtype=dtype)
+    y0 = T.vector('y0', dtype=dtype)
+    c = np.asarray(0.5, dtype)
+
+    def step(v, ym3, ym1, acc):
+        new = acc + v
+        return [ym3 * c + new, new, new * 2], theano.scan_module.until(new > lim)
+    (ys, sums, dbl), _ = theano.scan(step, sequences=x, outputs_info=[
+        dict(initial=y0, taps=[-3, -1]), T.zeros_like(lim), None])
+    xv = np.arange(1, 41).astype(dtype)
+    y0v = np.asarray([1, -2, 3], dtype)
+    # stops after 4, 8, 4, 8, ...; then after 2, 13, 27, 40 (more than the VM keeps)
+    limits = [6, 30, 6, 30, 6, 30, 2, 80, 350, 6, 1e9, 30, 6, 30]
+    f, failures = compare([x, y0, lim], [ys, ys[-1], sums[-1], dbl, sums.shape[0]],
+                          [[xv, y0v, np.asarray(v, dtype)] for v in limits])
+    assert not failures, failures
+    plans = f.fn.replans
+    inner, = [t.impl.fn.fn for t in f.fn.program.tasks if isinstance(t.node.op, Scan)]
+    passes = []
+    real = inner.pass_values
+    monkeypatch.setattr(inner, 'pass_values', lambda: passes.append(1) or real())
+    calls = []
+    for v in (6, 30) * 4:
+        calls.append(f(xv, y0v, np.asarray(v, dtype))[-1])
+    assert calls == [4, 8] * 4
+    assert f.fn.replans == plans, (plans, f.fn.replans)
+    assert len(passes) == 4 * (4 + 8), len(passes)
 
 
 def test_nested_scans():
