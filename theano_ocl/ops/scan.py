@@ -188,14 +188,11 @@ class ScanImpl(DeviceImpl):
 
 
 def _expose_inner_function(op, fn):
-    """``op.fn = fn``, as Theano's ``Scan.make_thunk`` sets it: code that inspects what the
-    optimizer did inside a scan reads ``op.fn.maker.fgraph`` (the inner graph optimized by
-    the Scan's mode, the same here) and ``op.fn.input_storage``. An inner function that
-    Theano's own loop built is kept: a Theano thunk of this op (a C function compiled from
-    the same graph, the plain function ``SimulatorOCL`` re-links) reads ``op.fn`` at every
-    call. Theano's ``make_thunk`` reuses whatever ``op.fn`` holds, and this one cannot serve
-    its loop (outputs left on the device, no output preallocation): it is dropped there
-    first (``_theano_builds_its_own``)."""
+    """``op.fn = fn``, as Theano's ``Scan.make_thunk`` sets it (code reads what the optimizer
+    did inside a scan off ``op.fn.maker.fgraph``), unless Theano's own is there: a Theano
+    thunk of this op (the plain function ``SimulatorOCL`` re-links) reads it at every call.
+    Theano's ``make_thunk`` reuses whatever ``op.fn`` holds; this one cannot serve its loop
+    (outputs on the device, no output preallocation): ``_theano_builds_its_own``."""
     _theano_builds_its_own()
     current = getattr(op, 'fn', None)
     if not current or _device_loop_function(current):
