@@ -199,7 +199,7 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     f, failures = compare([x, lim], [sums, dbl, sums.shape[0]], [[xv, np.float64(v)] for v in limits])
     assert not failures, failures
     # a replay reads the device's stop flag after 4, 8, 16, ... steps, not at every step
-    # (the first call after 0.5 plans again, reading the condition at every step)
+    # (the call after 0.5 runs the frame planned for 100 steps: an alternate of its key)
     assert f(xv, np.float64(5000))[2] == 100
     from theano_ocl.ops import scan as scan_family
     reads = []
@@ -207,6 +207,42 @@ def test_until_condition_read_every_few_steps(monkeypatch):
     monkeypatch.setattr(scan_family, 'download', lambda *a: reads.append(1) or real(*a))
     assert f(xv, np.float64(5000))[2] == 100
     assert 1 <= len(reads) <= 6, len(reads)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
+    # a frame per number of steps, kept as alternates of one key: calls whose until
+    # condition alternates between two stopping steps plan no more frames, and each runs
+    # the loop once (the frame planned for those steps takes the run's results); a
+    # mit-sot with taps -3, -1 and its last value only (a circular buffer put in order)
+    x = T.vector('x', dtype=dtype)
+    lim = T.scalar('lim', dtype=dtype)
+    y0 = T.vector('y0', dtype=dtype)
+    c = np.asarray(0.5, dtype)
+
+    def step(v, ym3, ym1, acc):
+        new = acc + v
+        return [ym3 * c + new, new, new * 2], theano.scan_module.until(new > lim)
+    (ys, sums, dbl), _ = theano.scan(step, sequences=x, outputs_info=[
+        dict(initial=y0, taps=[-3, -1]), T.zeros_like(lim), None])
+    xv = np.arange(1, 41).astype(dtype)
+    y0v = np.asarray([1, -2, 3], dtype)
+    # stops after 4, 8, 4, 8, ...; then after 2, 13, 27, 40 (more than the VM keeps)
+    limits = [6, 30, 6, 30, 6, 30, 2, 80, 350, 6, 1e9, 30, 6, 30]
+    f, failures = compare([x, y0, lim], [ys, ys[-1], sums[-1], dbl, sums.shape[0]],
+                          [[xv, y0v, np.asarray(v, dtype)] for v in limits])
+    assert not failures, failures
+    plans = f.fn.replans
+    inner, = [t.impl.fn.fn for t in f.fn.program.tasks if isinstance(t.node.op, Scan)]
+    passes = []
+    real = inner.pass_values
+    monkeypatch.setattr(inner, 'pass_values', lambda: passes.append(1) or real())
+    calls = []
+    for v in (6, 30) * 4:
+        calls.append(f(xv, y0v, np.asarray(v, dtype))[-1])
+    assert calls == [4, 8] * 4
+    assert f.fn.replans == plans, (plans, f.fn.replans)
+    assert len(passes) == 4 * (4 + 8), len(passes)
 
 
 def test_nested_scans():
@@ -328,3 +364,73 @@ def test_lstm_training_matches_c():
         np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-4)
     for pc, po in zip(params_c, params_o):
         np.testing.assert_allclose(po.get_value(), pc.get_value(), rtol=1e-4, atol=1e-6)
+
+
+def scan_op(f):
+    ops = [node.op for node in f.maker.fgraph.apply_nodes if isinstance(node.op, Scan)]
+    assert len(ops) == 1, ops
+    return ops[0]
+
+
+def inner_ops(op):
+    """The computations of ``op.fn``'s graph (Theano's keeps its outputs from being
+    computed in place, for its output preallocation: in-place or not is left out)."""
+    return [(type(n.op).__name__, type(getattr(n.op, 'scalar_op', None)).__name__)
+            for n in op.fn.maker.fgraph.toposort()]
+
+
+def cells_empty(fn):
+    return all(c.storage[0] is None for c in fn.input_storage + fn.output_storage)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_op_fn_is_the_inner_function_as_with_theano(dtype):
+    # Theano's make_thunk sets op.fn; code inspects op.fn.maker.fgraph (what the optimizer
+    # did inside: W1 + W2 is pushed out of the loop) and op.fn's storage (empty between
+    # calls, as Scan.execute leaves it); the function pickles after a call
+    import pickle
+    h0 = T.vector('h0', dtype=dtype)
+    W1 = T.matrix('W1', dtype=dtype)
+    W2 = T.matrix('W2', dtype=dtype)
+    hs, _ = theano.scan(lambda h, W1, W2: T.tanh(T.dot(h, W1 + W2)), outputs_info=h0,
+                        non_sequences=[W1, W2], n_steps=5)
+    f_c, f_o = compile_both([h0, W1, W2], hs)
+    on_device(f_o)
+    op_c, op_o = scan_op(f_c), scan_op(f_o)
+    assert op_o.fn is not op_c.fn
+    assert inner_ops(op_o) == inner_ops(op_c)
+    assert ('Gemv', 'NoneType') in inner_ops(op_o)
+    assert ('Elemwise', 'Add') not in inner_ops(op_o), inner_ops(op_o)
+    assert cells_empty(op_o.fn)
+    rng = np.random.RandomState(3)
+    for n in (4, 7):
+        args = [rng.uniform(-1, 1, n).astype(dtype),
+                rng.uniform(-1, 1, (n, n)).astype(dtype),
+                rng.uniform(-1, 1, (n, n)).astype(dtype)]
+        assert_close(f_o(*args), f_c(*args))
+        assert cells_empty(op_o.fn), [c.storage[0] for c in op_o.fn.input_storage]
+    g = pickle.loads(pickle.dumps(f_o))
+    on_device(g)
+    assert_close(g(*args), f_c(*args))
+    assert inner_ops(scan_op(g)) == inner_ops(op_c)
+
+
+def test_theano_loops_of_the_same_op_keep_their_own_inner_function():
+    # a Scan op linked by Theano (its loop reads op.fn at every call) and on the device:
+    # the plain function SimulatorOCL re-links keeps its op.fn, and Theano's VM running a
+    # device-linked graph (the host tier of a small, hot function) builds its own
+    x = T.matrix('x')
+    hs, _ = theano.scan(lambda v, h: T.tanh(v + 0.5 * h), sequences=x, outputs_info=x[0])
+    rng = np.random.RandomState(4)
+    f_c = theano.function([x], hs, mode='FAST_RUN')
+    theano_fn = scan_op(f_c).fn
+    sim = theano_ocl.SimulatorOCL(f_c)
+    assert scan_op(f_c).fn is theano_fn
+    f_o = theano.function([x], hs, mode='OCL')
+    on_device(f_o)
+    for _ in range(30):          # past the host tier's threshold (vm.host_tier_after)
+        xv = rng.uniform(-1, 1, (5, 3))
+        want = np.tanh(xv[0] + 0.5 * xv[0])
+        assert_close(f_o(xv), f_c(xv))
+        assert_close(sim(xv), f_c(xv))
+        assert_close(f_c(xv)[0], want)

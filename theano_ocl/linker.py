@@ -565,7 +565,9 @@ def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False):
         raise NoDeviceImplementation('theano.scan(mode=...) asks for the %s linker'
                                      % type(mode.linker).__name__)
     linker = OCLLinker(device=dev.spec, output_mode='device', **settings.current().as_dict())
-    mode = theano.compile.mode.Mode(linker=linker, optimizer=mode.optimizer)
+    # the optimizer as the mode was given it (a Query, a name), not the optimizer it made:
+    # that one does not pickle (Scan's op.fn, this function, pickles with the Scan)
+    mode = theano.compile.mode.Mode(linker=linker, optimizer=mode.provided_optimizer)
     return theano.function([theano.In(v, borrow=True) for v in inputs],
                            [theano.Out(v, borrow=True) for v in outputs],
                            mode=mode, name=name, on_unused_input='ignore')

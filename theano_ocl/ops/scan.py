@@ -16,22 +16,31 @@ ONE host step that runs the loop (:class:`Loop`); per iteration it only *enqueue
 No host round trip happens per iteration. An ``until`` condition the inner function
 computes on the device stays there: each step a kernel counts the step and sets a stop
 flag, the step's writes are masked by the flag, and the host reads the flag after 4, 8, 16,
-... steps (at most 64 apart). The run that plans the node reads the condition every step
-(an until loop that stops after another number of steps than planned re-plans the frame:
-its outputs' shapes change).
+... steps (at most 64 apart). The run that plans the node reads the condition every step.
+An until loop that stops after another number of steps than planned changes its outputs'
+shapes: it raises ``BranchFlip``, and the VM runs a frame of the same key planned for that
+many steps (it keeps a few, as for IfElse branches; the first time it plans one), which
+takes the loop's results instead of running it again (``Loop._take_stopped``).
+
+As Theano's ``Scan.make_thunk``, the node sets ``op.fn`` to its inner function (code that
+inspects what the optimizer did inside a scan reads ``op.fn.maker.fgraph``) and leaves that
+function's storage empty between runs.
 
 Buffer sizes, slot positions, the final re-ordering of circular buffers and the zeroing of
 steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference): Theano's
 ``scan_save_mem`` optimization decides how deep each output's buffer is, through the
 lengths of the initial states and the nit-sot size inputs.
 """
+import functools
+import sys
+
 import numpy as np
 from theano.scan_module.scan_op import Scan
 
 from .. import darray as da
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
-from ..runtime.context import Replan, family
+from ..runtime.context import BranchFlip, Replan, family
 from ..runtime.memory import download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
@@ -119,6 +128,8 @@ class ScanImpl(DeviceImpl):
             raise NoDeviceImplementation('the inner function could not be linked on the '
                                          'device: %s: %s' % (type(e).__name__, e))
         self.inner_functions = (self.fn,)
+        self.stopped = None      # (flip, Loop, steps): a run its until condition cut short
+        _expose_inner_function(op, self.fn)
         vm = self.fn.fn
         prog = getattr(vm, 'program', None)
         if prog is None:     # pragma: no cover - the capability links with the OCL linker
@@ -176,6 +187,40 @@ class ScanImpl(DeviceImpl):
         return outs
 
 
+def _expose_inner_function(op, fn):
+    """``op.fn = fn``, as Theano's ``Scan.make_thunk`` sets it (code reads what the optimizer
+    did inside a scan off ``op.fn.maker.fgraph``), unless Theano's own is there: a Theano
+    thunk of this op (the plain function ``SimulatorOCL`` re-links) reads it at every call.
+    Theano's ``make_thunk`` reuses whatever ``op.fn`` holds; this one cannot serve its loop
+    (outputs on the device, no output preallocation): ``_theano_builds_its_own``."""
+    _theano_builds_its_own()
+    current = getattr(op, 'fn', None)
+    if not current or _device_loop_function(current):
+        op.fn = fn
+
+
+def _device_loop_function(fn):
+    """Whether ``fn`` is a device loop's inner function (its outputs stay on the device)."""
+    linker = getattr(getattr(fn, 'maker', None), 'linker', None)
+    return getattr(linker, 'output_mode', None) == 'device'
+
+
+def _theano_builds_its_own():
+    """Wrap ``Scan.make_thunk`` (once) so that it never reuses a device loop's inner
+    function: it then compiles its own, as when ``op.fn`` is not set."""
+    theano_make_thunk = Scan.make_thunk
+    if getattr(theano_make_thunk, 'skips_device_loops', False):
+        return
+
+    @functools.wraps(theano_make_thunk)
+    def make_thunk(self, node, *args, **kwargs):
+        if _device_loop_function(self.__dict__.get('fn')):
+            del self.fn
+        return theano_make_thunk(self, node, *args, **kwargs)
+    make_thunk.skips_device_loops = True
+    Scan.make_thunk = make_thunk
+
+
 def _computed_on_host(prog, var):
     """Whether the inner program ``prog`` hands ``var`` back as a host value: computed on
     the host and not also uploaded (a device-output function returns the device copy)."""
@@ -203,7 +248,8 @@ class Loop(object):
     ``run()`` enqueues the whole loop (it runs while planning, and again on every replay
     of the frame through ``replay``). The number of steps is fixed by the frame (a host
     input); an ``until`` condition that stops after another number of steps than when
-    the frame was planned changes the outputs' shapes: the frame is planned again.
+    the frame was planned changes the outputs' shapes: another frame of the same key runs
+    (see the module docstring).
     """
 
     def __init__(self, impl, ctx, ins):
@@ -314,12 +360,31 @@ class Loop(object):
         self.run()
 
     def run(self):
+        if self.outer_queue is not self.queue:
+            self.outer_queue.finish()     # what the plans before this one wrote
+        try:
+            result = self._run()
+            if self.outer_queue is not self.queue:
+                self.queue.finish()           # before the plans after this one read it
+            return result
+        finally:
+            # as Scan.execute: the inner function's cells hold nothing between runs (no
+            # host value kept alive, no device array in a function that may be pickled)
+            for c in self.fn.input_storage:
+                c.storage[0] = None
+            for c in self.fn.output_storage:
+                c.storage[0] = None
+
+    def _run(self):
         lay = self.lay
+        stopped, self.impl.stopped = self.impl.stopped, None
+        if stopped is not None and not self.planned:
+            outs = self._take_stopped(*stopped)
+            if outs is not None:
+                return outs
         queue = self.queue
         cl = self.dev.cl
         copy = self.copy_buffer
-        if self.outer_queue is not queue:
-            self.outer_queue.finish()     # what the plans before this one wrote
         for dst, src in self.init:
             self._copy(dst, src)
         made = {}
@@ -383,10 +448,23 @@ class Loop(object):
         if self.uploads:
             cl.wait_for_events(self.uploads)
             self.uploads = []
-        result = self._finish(i, pos)
-        if self.outer_queue is not queue:
-            queue.finish()                # before the plans after this one read it
-        return result
+        return self._finish(i, pos)
+
+    def _take_stopped(self, flip, other, steps):
+        """The outputs of ``other``'s run, stopped after ``steps`` steps, when this frame was
+        planned for that many and the run belongs to this very call: the VM is handling the
+        ``flip`` it raised (or the IfElse flip it raised under), and the frames it tries
+        compute the same inputs again. Their buffers are copied into this frame's, then put
+        in order as after a run of its own. None where it does not apply."""
+        if sys.exc_info()[1] is not flip or other is self or steps != self.done or \
+                other.n_steps != self.n_steps or other.store != self.store or \
+                any(a is None or b is None or a.shape != b.shape or a.dtype != b.dtype
+                    for a, b in zip(other.outs, self.outs)):
+            return None
+        for dst, src in zip(self.outs, other.outs):
+            self._copy(dst, src)
+        pos = [(-m + steps) % s for m, s in zip(self.lay.mintaps, self.store)]
+        return self._finish(steps, pos)
 
     def _store(self, results, pos, i, masked=False):
         """Copy the step's inner outputs into the outer buffers at the step's slots (once
@@ -493,7 +571,14 @@ class Loop(object):
         if self.done is None:
             self.done = i
         elif self.done != i:
-            raise Replan(self.impl.node)     # an until condition stopped elsewhere
+            # an until condition stopped elsewhere: the outputs' shapes differ from the
+            # frame's, a frame of the same key planned for that many steps runs instead
+            # (the VM keeps a few, as for IfElse branches) and takes this run's results
+            # (``_take_stopped``) rather than running the loop again
+            flip = BranchFlip(self.impl.node)
+            handled = sys.exc_info()[1]
+            self.impl.stopped = (handled if isinstance(handled, BranchFlip) else flip, self, i)
+            raise flip
         result = list(self.outs)
         for idx in range(lay.n_mit_mot, lay.n_outs + lay.n_nit_sot):
             d = self.outs[idx]
