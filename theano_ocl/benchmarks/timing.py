@@ -88,6 +88,14 @@ def _cpu_name():
 
 
 def _git():
+    """{commit, dirty} of the checkout. ``THEANO_OCL_BENCH_COMMIT`` (a commit, ``+dirty``
+    appended when the tree had changes) overrides what git says: a copy of the working
+    tree on another machine may carry a stale ``.git`` (the GPU machine's copies read an
+    older HEAD, with local changes, than the tree they held)."""
+    given = os.environ.get('THEANO_OCL_BENCH_COMMIT')
+    if given:
+        commit, _, flag = given.partition('+')
+        return dict(commit=commit, dirty=flag == 'dirty', given=True)
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     try:
         commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True,
