@@ -15,7 +15,7 @@ from theano.sandbox.rng_mrg import MRG_RandomStreams
 from theano.scan_module.scan_op import Scan
 
 import theano_ocl
-from helpers import assert_close, compile_both
+from helpers import assert_close, compile_both, setting
 
 DTYPES = ['float32', 'float64']
 
@@ -434,3 +434,22 @@ def test_theano_loops_of_the_same_op_keep_their_own_inner_function():
         assert_close(f_o(xv), f_c(xv))
         assert_close(sim(xv), f_c(xv))
         assert_close(f_c(xv)[0], want)
+
+
+@pytest.mark.parametrize('case', ['taps', 'mit_mot', 'until', 'nested', 'lstm'])
+def test_a_steps_row_copies_in_one_launch_each_way(monkeypatch, case):
+    """The ``scan_rows`` setting (ops/scan_rows.py: a step's staged rows, and its outputs
+    into their slots, each in one launch): the same programs against Theano C, and the
+    launches really ran."""
+    from theano_ocl.ops import scan_rows
+    setting(monkeypatch, 'scan_rows', '1')
+    runs = []
+    real = scan_rows.RowCopies.run
+    monkeypatch.setattr(scan_rows.RowCopies, 'run',
+                        lambda self, *a: runs.append(len(self.entries)) or real(self, *a))
+    {'taps': lambda: test_taps_states_and_non_sequences('float64'),
+     'mit_mot': lambda: test_gradient_mit_mot_and_truncate_gradient('float32'),
+     'until': lambda: test_until_condition_read_every_few_steps(monkeypatch),
+     'nested': test_nested_scans,
+     'lstm': test_lstm_training_matches_c}[case]()
+    assert runs and max(runs) > 1, runs       # several copies went as one launch

@@ -37,13 +37,14 @@ import sys
 import numpy as np
 from theano.scan_module.scan_op import Scan
 
-from .. import darray as da
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
+from ..runtime import settings
 from ..runtime.memory import download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
+from .scan_rows import LoopCopies, RowCopies, buffer_copier
 
 
 class ScanLayout(object):
@@ -242,7 +243,7 @@ def _row(d, r):
     return d.view(d.shape[1:], d.strides[1:], d.offset + r * d.strides[0])
 
 
-class Loop(object):
+class Loop(LoopCopies):
     """One planned Scan node: its buffers, and the loop that fills them.
 
     ``run()`` enqueues the whole loop (it runs while planning, and again on every replay
@@ -343,6 +344,10 @@ class Loop(object):
         self.strided = {}        # (id(dst), id(src)) -> strided copy, for _copy
         self.keep = []
         self.wrappers = {}       # device values handed back per step, for _wrap
+        # a step's copies in one launch each way (ops/scan_rows.py), once built
+        self.use_rows = settings.current().scan_rows
+        self.rows_in = None      # RowCopies of the staged rows, False where not possible
+        self.rows_out = None     # (inner output values, RowCopies) of the sinks
 
     def _contiguous(self, d):
         """``d``, or a C-contiguous copy of it made at the start of every run."""
@@ -395,6 +400,11 @@ class Loop(object):
             staged.append((cell, self._as_pyopencl(staging, made), staging.root.buf,
                            staging.boff, src.root.buf, src.boff, src.strides[0],
                            staging.nbytes, o, None if o is None else self.store[o], tap))
+        rows_in = self._rows_in()
+        if rows_in:
+            meta = [(o, st, tap) for _, _, _, _, _, _, _, nbytes, o, st, tap in staged
+                    if nbytes]
+            staged_cells = [(row[0], row[1]) for row in staged]
         # the host states' initial values: one read per run (it waits for earlier plans)
         mirrors = self.mirrors
         for o, m in mirrors.items():
@@ -413,11 +423,16 @@ class Loop(object):
             check = CHECKS[0]
         i = 0
         while i < n_steps:
-            for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
-                if nbytes:
-                    row = i if o is None else (pos[o] + tap) % st
-                    copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
-                cell[0] = arr
+            if rows_in:
+                rows_in.run([i if o is None else (pos[o] + tap) % st for o, st, tap in meta])
+                for cell, arr in staged_cells:
+                    cell[0] = arr
+            else:
+                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
+                    if nbytes:
+                        row = i if o is None else (pos[o] + tap) % st
+                        copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
+                    cell[0] = arr
             # (set every step: the inner function may swap a cell's array for its host copy)
             for cell, value in fixed:
                 cell[0] = value
@@ -466,11 +481,69 @@ class Loop(object):
         pos = [(-m + steps) % s for m, s in zip(self.lay.mintaps, self.store)]
         return self._finish(steps, pos)
 
+    def _rows_in(self):
+        """The staged rows' copies as one launch (``RowCopies``), or False."""
+        rows = self.rows_in
+        if not self.use_rows:
+            return False
+        if rows is None:
+            entries = [(_row(src, 0), src.strides[0], staging, 0)
+                       for _, staging, src, o, tap in self.stage if staging.nbytes]
+            rows = RowCopies(self.dev, self.queue, entries)
+            rows = self.rows_in = rows if rows.ok else False
+        elif rows and not rows.valid():
+            rows.rebind()
+        return rows
+
+    def _rows_out(self, results, pos):
+        """After step 0: the sinks' copies as one launch when every value is one of the
+        inner frame's C-contiguous device values (``pass_values``), none a host mirror."""
+        lay = self.lay
+        if not self.use_rows:
+            return None
+        entries, values = [], []
+        for k, j, tap in self.sinks:
+            value = results[k]
+            if not isinstance(value, DArray) or not value.is_c_contiguous() or \
+                    j in self.mirrors:
+                return None
+            values.append(value)
+            if value.nbytes:
+                buf = self.outs[j]
+                shared = j >= lay.n_outs + lay.n_nit_sot
+                entries.append((value, 0, buf if shared else _row(buf, 0),
+                                0 if shared else buf.strides[0]))
+        rows = RowCopies(self.dev, self.queue, entries) if entries else None
+        return (values, rows) if rows is not None and rows.ok else None
+
+    def _slot(self, j, tap, pos):
+        """The row of outer output ``j`` a sink writes at positions ``pos`` (as Theano's
+        loop indexes it: a mit-mot tap past the buffer raises)."""
+        if tap is None:
+            return pos[j]
+        r = tap + pos[j]
+        if r < 0:
+            r += self.store[j]
+        if not 0 <= r < self.store[j]:
+            raise IndexError('index %d is out of bounds for axis 0 with size %d'
+                             % (tap + pos[j], self.store[j]))
+        return r
+
     def _store(self, results, pos, i, masked=False):
         """Copy the step's inner outputs into the outer buffers at the step's slots (once
         the stop flag is set, not: ``masked``)."""
         lay = self.lay
         outs = self.outs
+        batched = self.rows_out
+        if batched and i and not masked and all(
+                results[k] is v for (k, _, _), v in zip(self.sinks, batched[0])):
+            rows = batched[1]
+            if not rows.valid():
+                rows.rebind()
+            n_kept = lay.n_outs + lay.n_nit_sot
+            rows.run(None, [0 if j >= n_kept else self._slot(j, tap, pos)
+                            for (k, j, tap), v in zip(self.sinks, batched[0]) if v.nbytes])
+            return
         for k, j, tap in self.sinks:
             value = results[k]
             buf = outs[j]
@@ -479,15 +552,7 @@ class Loop(object):
             else:
                 if buf is None:                           # a nit-sot's first step
                     buf = outs[j] = self._nit_sot(j, value)
-                if tap is not None:
-                    r = tap + pos[j]
-                    if r < 0:
-                        r += self.store[j]
-                    if not 0 <= r < self.store[j]:
-                        raise IndexError('index %d is out of bounds for axis 0 with size %d'
-                                         % (tap + pos[j], self.store[j]))
-                else:
-                    r = pos[j]
+                r = self._slot(j, tap, pos)
                 dst = _row(buf, r)
             shape = tuple(value.shape) if hasattr(value, 'shape') else np.shape(value)
             if shape != dst.shape:
@@ -508,52 +573,8 @@ class Loop(object):
                 m[...] = value
             else:
                 m[r] = value
-
-    def _masked_put(self, k, r, dst, value):
-        """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
-        output and slot)."""
-        if isinstance(value, DArray):
-            src = value            # the inner frame's own: the same object every step
-        elif not da.is_device_array(value):
-            tmp = self.wrappers.get(('host', k))
-            if tmp is None:
-                tmp = self.wrappers[('host', k)] = self.ctx.alloc(dst.shape, dst.dtype)
-            self._put(tmp, value)
-            src = tmp
-        else:
-            src = self._wrap(k, value)
-        run = self.masked_copies.get((k, r, id(src)))
-        if run is None:
-            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
-            run = self.masked_copies[(k, r, id(src))] = family('elementwise_later')(
-                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [src, flag, dst],
-                dst.shape)
-        run()
-
-    def _count(self, cond):
-        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
-        once ``cond`` (this step's until condition) is true."""
-        if not isinstance(cond, DArray):
-            cond = self._wrap(-1, cond)
-        run = self.masked_copies.get(('count', id(cond)))
-        if run is None:
-            flag = self.flags.view((), (), self.flags.offset)
-            count = self.flags.view((), (), self.flags.offset + 4)
-            run = self.masked_copies[('count', id(cond))] = family('elementwise_later')(
-                self.dev, self.queue, 'o0 = i0 | (i2 != 0); o1 = i1 + (i0 == 0);',
-                [flag, count], [flag, count, cond.view((), ())], ())
-        run()
-
-    def _wrap(self, k, value):
-        """A DArray over device array ``value`` (inner output ``k``), the same object every
-        step for the kernels bound to it: only its buffer changes (its layout does not;
-        the wrapped DArrays live as long as the loop, so their ids key those kernels)."""
-        key = (k, value.offset, value.shape, value.strides)
-        d = self.wrappers.get(key)
-        if d is None:
-            d = self.wrappers[key] = da.from_pyopencl(value)
-        d.root.buf = value.base_data
-        return d
+        if i == 0 and not masked:
+            self.rows_out = self._rows_out(results, pos)
 
     def _nit_sot(self, j, value):
         """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
@@ -600,97 +621,10 @@ class Loop(object):
                     result[idx] = _rows(d, 0, st - (self.n_steps - i))
         return result
 
-    # ---------------------------------------------------------------- device copies
-    def _as_pyopencl(self, d, made):
-        arr = made.get(id(d))
-        if arr is None:
-            arr = made[id(d)] = da.to_pyopencl(d, self.queue)
-        return arr
-
-    def _copy(self, dst, src):
-        """``dst[...] = src`` for DArrays, enqueued now (a strided one by a kernel built the
-        first time)."""
-        if dst.size == 0:
-            return
-        if dst.is_c_contiguous() and src.is_c_contiguous():
-            self.copy_buffer(self.queue, dst.root.buf, src.root.buf, dst.nbytes, src.boff,
-                             dst.boff)
-            return
-        # one kernel per pair of places (a row of an outer buffer is a new DArray every
-        # step; the kernel reads its arrays' roots' buffers when it runs)
-        key = (id(dst.root), dst.offset, dst.shape, dst.strides,
-               id(src.root), src.offset, src.shape, src.strides)
-        run = self.strided.get(key)
-        if run is None:
-            run = self.strided[key] = family('strided_copy_later')(self.dev, self.queue,
-                                                                   dst, src)
-            self.keep.append((dst, src))       # (the roots' ids stay theirs)
-        run()
-
-    def _put(self, dst, value):
-        """``dst[...] = value``: an inner output, a device array or a host value."""
-        if dst.size == 0:
-            return
-        if isinstance(value, DArray):        # the inner frame's value (pass_values)
-            if value.root.buf is dst.root.buf and value.boff == dst.boff:
-                return       # the inner function handed back the row it was given
-            if value.is_c_contiguous():
-                self.copy_buffer(self.queue, dst.root.buf, value.root.buf, dst.nbytes,
-                                 value.boff, dst.boff)
-            else:
-                self._copy(dst, value)
-            return
-        if da.is_device_array(value):
-            if value.base_data is dst.root.buf and value.offset == dst.boff:
-                return       # the inner function handed back the row it was given
-            if value.flags.c_contiguous:
-                self.copy_buffer(self.queue, dst.root.buf, value.base_data, dst.nbytes,
-                                 value.offset, dst.boff)
-            else:
-                # (a non-sequence handed back as it came: the same view every step)
-                self._copy(dst, self._wrap('view', value))
-            return
-        # a snapshot (the inner function's host code may reuse its output's array), copied
-        # without waiting: the run waits for these copies once, at its end
-        host = np.array(value, dtype=dst.dtype, order='C')
-        self.uploads.append(self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host,
-                                                     dst_offset=dst.boff, is_blocking=False))
-
-    def _stop(self, cond):
-        """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
-        if isinstance(cond, DArray):
-            cond = download(self.dev, self.queue, cond)
-        elif da.is_device_array(cond):
-            cond = cond.get()
-        return bool(np.asarray(cond) != 0)
-
-    def _zero(self, d):
-        if d.size:
-            self.dev.cl.enqueue_fill_buffer(self.queue, d.root.buf, np.zeros(1, np.uint8),
-                                            d.boff, d.nbytes)
-
 
 #: steps after which a masked run first reads its stop flag, and the most steps between reads
 #: (the gaps double: 4, 8, 16, ... up to 64)
 CHECKS = (4, 64)
-
-
-def buffer_copier(cl):
-    """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device.
-
-    pyopencl's ``enqueue_copy`` works out what to do from its arguments' types: ~11 us a
-    call on the 2-core CPU (PoCL), against ~1 us for the buffer-to-buffer primitive it ends
-    in, which a loop enqueuing several copies per step calls directly where it exists."""
-    raw = getattr(getattr(cl, '_cl', None), '_enqueue_copy_buffer', None)
-    if raw is None:      # pragma: no cover - another pyopencl
-        def copy(queue, dst, src, nbytes, src_offset, dst_offset):
-            cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_offset,
-                            dst_offset=dst_offset)
-        return copy
-
-    def copy(queue, dst, src, nbytes, src_offset, dst_offset):
-        raw(queue, src, dst, nbytes, src_offset, dst_offset)
-    return copy
 
 
 def _rows(d, a, b):

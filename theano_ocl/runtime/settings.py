@@ -18,6 +18,9 @@ argument       default (environment)   meaning
 ``launch``     THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
                                        (default) or 'native' (ctypes, no event:
                                        ``runtime.native``)
+``scan_rows``  THEANO_OCL_SCAN_ROWS=0  a device Scan copies a step's rows in one
+                                       launch each way (``ops/scan_rows.py``)
+                                       instead of one copy per row
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -37,6 +40,7 @@ _ENV = {
     'cpu_group': ('THEANO_OCL_CPU_GROUP', '64'),
     'stats': ('THEANO_OCL_STATS', None),
     'launch': ('THEANO_OCL_LAUNCH', 'pyopencl'),
+    'scan_rows': ('THEANO_OCL_SCAN_ROWS', '0'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
@@ -51,7 +55,7 @@ class Settings(object):
     __slots__ = NAMES
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
-                 stats=None, launch='pyopencl'):
+                 stats=None, launch='pyopencl', scan_rows=False):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -60,6 +64,7 @@ class Settings(object):
         self.cpu_group = int(cpu_group)
         self.stats = stats or None
         self.launch = launch or 'pyopencl'
+        self.scan_rows = _flag(scan_rows)
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (

@@ -1,0 +1,238 @@
+"""Device-to-device copies of a device Scan's loop (``ops/scan.py``).
+
+Each step of the loop copies rows: sequence rows and state taps into the inner function's
+staging buffers before its pass, its outputs into the outer buffers' slots after it. One
+enqueued copy costs about as much host time as a launch (8-12 us on NVIDIA's driver, a
+command of its own on PoCL); :class:`RowCopies` does all of a step's copies of one side in
+one launch, its rows set as kernel arguments (those that change) before each launch.
+
+That is the ``scan_rows`` setting (``runtime/settings.py``), off by default: on the 2-core
+PoCL CPU a row copy is a memcpy in the driver's thread (3 row copies cost 8-11 us a step)
+and the launch more (~30 us); on the H100 an enqueued copy and a launch each cost 8-12 us
+of host time, so it should pay there, but that has not been measured yet.
+"""
+import numpy as np
+
+from .. import darray as da
+from .. import kernels
+from ..darray import DArray
+from ..runtime.context import family
+from ..runtime.memory import download
+
+#: work-items per work-group along the units of a row
+GROUP = 64
+
+def buffer_copier(cl):
+    """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device.
+
+    pyopencl's ``enqueue_copy`` works out what to do from its arguments' types: ~11 us a
+    call on the 2-core CPU (PoCL), against ~1 us for the buffer-to-buffer primitive it ends
+    in, which a loop enqueuing several copies per step calls directly where it exists."""
+    raw = getattr(getattr(cl, '_cl', None), '_enqueue_copy_buffer', None)
+    if raw is None:      # pragma: no cover - another pyopencl
+        def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+            cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_offset,
+                            dst_offset=dst_offset)
+        return copy
+
+    def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+        raw(queue, src, dst, nbytes, src_offset, dst_offset)
+    return copy
+
+
+class RowCopies(object):
+    """One launch copying ``entries``: (src, src row stride, dst, dst row stride) with
+    ``src``/``dst`` C-contiguous DArrays of one row each (row 0 of their buffers' rows;
+    a stride of 0 for a place that does not move), all rows the same byte size per entry.
+
+    ``usable(...)`` is False where a destination shares a buffer with a source (the copies
+    of one launch run in no set order); ``run(srows, drows)`` enqueues the launch with these
+    rows (None: all 0). ``valid()`` tells whether the buffers are still where it bound
+    them."""
+
+    def __init__(self, dev, queue, entries):
+        self.dev = dev
+        self.queue = queue
+        self.entries = entries
+        self.roots = [(s.root, d.root) for s, _, d, _ in entries]
+        self.ok = not ({id(d.root) for _, _, d, _ in entries} &
+                       {id(s.root) for s, _, _, _ in entries})
+        if not self.ok or not entries:
+            self.ok = False
+            return
+        units, self.shape = [], []
+        for s, ss, d, ds in entries:
+            parts = (s.boff, ss, d.boff, ds, s.nbytes)
+            unit = 4 if all(p % 4 == 0 for p in parts) else 1
+            units.append('uint' if unit == 4 else 'uchar')
+            self.shape.append(unit)
+        src, name = kernels.render('scan_rows.cl.mako', 'scan_rows', units=tuple(units))
+        self.kernel = dev.cl.Kernel(dev.build(src), name)
+        most = max(s.nbytes // u for (s, _, _, _), u in zip(entries, self.shape))
+        self.gsize = (-(-most // GROUP) * GROUP, len(entries))
+        self.lsize = (GROUP, 1)
+        self._bind()
+        self.rows = [None] * (2 * len(entries))
+        self.enqueue = dev.cl.enqueue_nd_range_kernel
+
+    def _bind(self):
+        k = self.kernel
+        self.bound = []
+        for e, ((s, ss, d, ds), u) in enumerate(zip(self.entries, self.shape)):
+            a = 9 * e
+            k.set_arg(a, s.root.buf)
+            k.set_arg(a + 1, np.int64(s.boff // u))
+            k.set_arg(a + 2, np.int64(ss // u))
+            k.set_arg(a + 4, d.root.buf)
+            k.set_arg(a + 5, np.int64(d.boff // u))
+            k.set_arg(a + 6, np.int64(ds // u))
+            k.set_arg(a + 8, np.int64(s.nbytes // u))
+            self.bound.append((s.root.buf, s.root.origin, d.root.buf, d.root.origin))
+
+    def valid(self):
+        """Whether every buffer is where it was bound (else: bind again)."""
+        for (sr, dr), (sb, so, db, do) in zip(self.roots, self.bound):
+            if sr.buf is not sb or sr.origin != so or dr.buf is not db or dr.origin != do:
+                return False
+        return True
+
+    def rebind(self):
+        self._bind()
+        self.rows = [None] * len(self.rows)
+
+    def run(self, srows=None, drows=None):
+        k = self.kernel
+        rows = self.rows
+        n = len(self.entries)
+        for e in range(n):
+            r = 0 if srows is None else srows[e]
+            if rows[e] != r:
+                k.set_arg(9 * e + 3, np.int64(r))
+                rows[e] = r
+            r = 0 if drows is None else drows[e]
+            if rows[n + e] != r:
+                k.set_arg(9 * e + 7, np.int64(r))
+                rows[n + e] = r
+        self.enqueue(self.queue, k, self.gsize, self.lsize)
+
+
+class LoopCopies(object):
+    """The device copies of ``ops.scan.Loop`` one at a time: whole arrays, strided ones, a
+    step's value into its slot (masked by an ``until`` flag), the flag itself. The loop
+    provides ``dev``, ``queue``, ``ctx``, ``copy_buffer``, ``strided``, ``keep``,
+    ``wrappers``, ``masked_copies``, ``flags`` and ``uploads``."""
+
+    def _masked_put(self, k, r, dst, value):
+        """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
+        output and slot)."""
+        if isinstance(value, DArray):
+            src = value            # the inner frame's own: the same object every step
+        elif not da.is_device_array(value):
+            tmp = self.wrappers.get(('host', k))
+            if tmp is None:
+                tmp = self.wrappers[('host', k)] = self.ctx.alloc(dst.shape, dst.dtype)
+            self._put(tmp, value)
+            src = tmp
+        else:
+            src = self._wrap(k, value)
+        run = self.masked_copies.get((k, r, id(src)))
+        if run is None:
+            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
+            run = self.masked_copies[(k, r, id(src))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [src, flag, dst],
+                dst.shape)
+        run()
+
+    def _count(self, cond):
+        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
+        once ``cond`` (this step's until condition) is true."""
+        if not isinstance(cond, DArray):
+            cond = self._wrap(-1, cond)
+        run = self.masked_copies.get(('count', id(cond)))
+        if run is None:
+            flag = self.flags.view((), (), self.flags.offset)
+            count = self.flags.view((), (), self.flags.offset + 4)
+            run = self.masked_copies[('count', id(cond))] = family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i0 | (i2 != 0); o1 = i1 + (i0 == 0);',
+                [flag, count], [flag, count, cond.view((), ())], ())
+        run()
+
+    def _wrap(self, k, value):
+        """A DArray over device array ``value`` (inner output ``k``), the same object every
+        step for the kernels bound to it: only its buffer changes (its layout does not;
+        the wrapped DArrays live as long as the loop, so their ids key those kernels)."""
+        key = (k, value.offset, value.shape, value.strides)
+        d = self.wrappers.get(key)
+        if d is None:
+            d = self.wrappers[key] = da.from_pyopencl(value)
+        d.root.buf = value.base_data
+        return d
+
+
+    def _as_pyopencl(self, d, made):
+        arr = made.get(id(d))
+        if arr is None:
+            arr = made[id(d)] = da.to_pyopencl(d, self.queue)
+        return arr
+
+    def _copy(self, dst, src):
+        """``dst[...] = src`` for DArrays, enqueued now (a strided one by a kernel built the
+        first time)."""
+        if dst.size == 0:
+            return
+        if dst.is_c_contiguous() and src.is_c_contiguous():
+            self.copy_buffer(self.queue, dst.root.buf, src.root.buf, dst.nbytes, src.boff,
+                             dst.boff)
+            return
+        # one kernel per pair of places (a row of an outer buffer is a new DArray every
+        # step; the kernel reads its arrays' roots' buffers when it runs)
+        key = (id(dst.root), dst.offset, dst.shape, dst.strides,
+               id(src.root), src.offset, src.shape, src.strides)
+        run = self.strided.get(key)
+        if run is None:
+            run = self.strided[key] = family('strided_copy_later')(self.dev, self.queue,
+                                                                   dst, src)
+            self.keep.append((dst, src))       # (the roots' ids stay theirs)
+        run()
+
+    def _put(self, dst, value):
+        """``dst[...] = value``: an inner output, a device array or a host value."""
+        if dst.size == 0:
+            return
+        if isinstance(value, DArray):        # the inner frame's value (pass_values)
+            if value.root.buf is dst.root.buf and value.boff == dst.boff:
+                return       # the inner function handed back the row it was given
+            if value.is_c_contiguous():
+                self.copy_buffer(self.queue, dst.root.buf, value.root.buf, dst.nbytes,
+                                 value.boff, dst.boff)
+            else:
+                self._copy(dst, value)
+            return
+        if da.is_device_array(value):
+            if value.base_data is dst.root.buf and value.offset == dst.boff:
+                return       # the inner function handed back the row it was given
+            if value.flags.c_contiguous:
+                self.copy_buffer(self.queue, dst.root.buf, value.base_data, dst.nbytes,
+                                 value.offset, dst.boff)
+            else:
+                # (a non-sequence handed back as it came: the same view every step)
+                self._copy(dst, self._wrap('view', value))
+            return
+        # a snapshot (the inner function's host code may reuse its output's array), copied
+        # without waiting: the run waits for these copies once, at its end
+        host = np.array(value, dtype=dst.dtype, order='C')
+        self.uploads.append(self.dev.cl.enqueue_copy(self.queue, dst.root.buf, host,
+                                                     dst_offset=dst.boff, is_blocking=False))
+
+    def _stop(self, cond):
+        """Whether an ``until`` condition stops the loop (Theano: ``cond == 0`` goes on)."""
+        if isinstance(cond, DArray):
+            cond = download(self.dev, self.queue, cond)
+        elif da.is_device_array(cond):
+            cond = cond.get()
+        return bool(np.asarray(cond) != 0)
+
+    def _zero(self, d):
+        if d.size:
+            self.dev.cl.enqueue_fill_buffer(self.queue, d.root.buf, np.zeros(1, np.uint8),
+                                            d.boff, d.nbytes)
