@@ -11,7 +11,9 @@ batch 16, 32 hidden, 20 steps.
 ``--runs`` rounds of ``--iters`` timed training steps, the backends taking turns (median
 step time per round; rounds where other processes used more than ``--busy`` of the CPUs are
 set aside when at least 3 quiet rounds remain). ``--json PATH`` writes the run (device,
-date, commit, per-round samples) as data. Exit status 1 only when the losses disagree.
+date, commit, per-round samples) as data. ``--scan-rows`` times a third variant, theano_ocl
+with the ``scan_rows`` setting on (a step's row copies in one launch each way), in the
+same rounds. Exit status 1 only when the losses disagree.
 """
 import argparse
 import datetime
@@ -79,6 +81,8 @@ def main():
     ap.add_argument('--pause', type=float, default=0.5)
     ap.add_argument('--busy', type=float, default=0.05)
     ap.add_argument('--json', default=None, help='write the run to this file')
+    ap.add_argument('--scan-rows', action='store_true',
+                    help="also time theano_ocl with OCLMode(scan_rows=True)")
     args = ap.parse_args()
     size = (16, 32, 20) if args.quick else (64, 256, 50)
     batch = args.batch or size[0]
@@ -92,8 +96,12 @@ def main():
     print('# %s | device: %s / %s (%d CUs)' % (datetime.date.today().isoformat(),
                                                dev.platform_name, dev.name, dev.compute_units))
     names = ('Theano C', 'theano_ocl')
+    modes = ['FAST_RUN', theano_ocl.OCLMode(device=args.device)]
+    if args.scan_rows:
+        names += ('theano_ocl scan_rows',)
+        modes.append(theano_ocl.OCLMode(device=args.device, scan_rows=True))
     fns = {}
-    for name, mode in zip(names, ('FAST_RUN', theano_ocl.OCLMode(device=args.device))):
+    for name, mode in zip(names, modes):
         t0 = time.perf_counter()
         fns[name] = build_lstm(mode, args.inputs, n_hid)[0]
         print('# %s: compiled in %.1f s' % (name, time.perf_counter() - t0))
@@ -108,7 +116,8 @@ def main():
     losses = {name: np.array([float(fns[name](X, y)) for _ in range(args.iters)])
               for name in names}
     c = losses['Theano C']
-    rel = float(np.max(np.abs(losses['theano_ocl'] - c) / np.maximum(np.abs(c), 1e-6)))
+    rel = max(float(np.max(np.abs(losses[name] - c) / np.maximum(np.abs(c), 1e-6)))
+              for name in names if name != 'Theano C')
 
     rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause,
                                      lambda k: (X, y))
