@@ -8,7 +8,7 @@ else the first device.
 
     python bench/launch_costs.py
 """
-import pyopencl as cl, numpy as np, time, sys
+import pyopencl as cl, numpy as np, time
 plats = cl.get_platforms()
 plat = ([p for p in plats if 'NVIDIA' in p.name] or plats)[0]
 ctx = cl.Context(plat.get_devices()[:1]); q = cl.CommandQueue(ctx)

@@ -2,7 +2,6 @@
 the plot, failures recorded rather than fatal, and the docs' rendered benchmark pages
 being the rendering of the stored runs."""
 import glob
-import json
 import os
 import subprocess
 import sys

@@ -326,7 +326,6 @@ def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
     that was the last to read an operand must not release it (its buffer reused or taken in
     place before the consumer runs). Found by an MLP step with every product on the small
     kernel: the hidden layer's delta (dot(delta1, W1.T) * (1 - h1**2)) read a recycled W1.T."""
-    from theano_ocl.ops import blas
     from test_training import _build, _data
     setting(monkeypatch, 'blas', 'small')
     sizes = [78, 500, 500, 10]            # 64x500 float32 values: buffers the frame recycles

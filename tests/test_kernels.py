@@ -10,8 +10,6 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 import theano_ocl
 from theano_ocl import kernels
 

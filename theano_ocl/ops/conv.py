@@ -39,7 +39,7 @@ from ..errors import NoDeviceImplementation
 from ..runtime import settings
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
-from .blas import as_batch, choose_backend, plan_gemm
+from .blas import choose_backend, plan_gemm
 from .registry import implemented_by, ocl_impl
 
 ALGORITHMS = ('direct', 'gemm')

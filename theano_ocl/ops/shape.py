@@ -18,9 +18,8 @@ from theano.tensor import basic as tbasic
 from theano.tensor.elemwise import DimShuffle
 from theano.tensor.opt import Assert, MakeVector
 
-from ..darray import DArray, Root, c_strides
+from ..darray import c_strides
 from ..errors import NoDeviceImplementation
-from ..runtime.memory import upload
 from .base import DeviceImpl
 from .elemwise import check_flag, error_flag, plan_elementwise, strided_copy
 from .registry import implemented_by, ocl_impl
