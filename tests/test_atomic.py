@@ -136,6 +136,18 @@ def _check_every_boundary(ocl, ref, prepare, x, how, expect=None):
 NOTHING_COMMITTED = (True, False)     # an interrupted call that left every update undone
 
 
+@pytest.fixture(autouse=True)
+def sigint_raises_keyboard_interrupt():
+    """Python's own SIGINT handler for every test here: a process started in the
+    background by a non-interactive shell (a CI job, ``make test &``) inherits SIGINT
+    ignored, and Python then leaves it so -- the 'signal' cases would see no interrupt."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, old)
+
+
 @pytest.fixture(scope='module')
 def models():
     return Model(theano_ocl.OCLMode()), Model('FAST_RUN')
