@@ -336,6 +336,32 @@ def test_scans_that_stay_on_the_host_say_why():
     assert 'on the host at every step' in text, text
 
 
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_inner_host_fallback_reading_a_sequence_keeps_the_loop_on_the_device(dtype):
+    """An inner op without device code that reads a sequence row (MatrixInverse) falls back
+    inside the device loop, its rows read from a host copy of the sequence taken once per
+    run; the Scan itself stays on the device, and a sequence row that decides the inner
+    plan (an index) still keeps a Scan on the host (test above)."""
+    from theano.tensor import nlinalg
+    from theano_ocl.report import inner_functions
+    x = T.tensor3('x', dtype=dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(m, acc, W):
+        return acc + T.dot(nlinalg.matrix_inverse(m), W)
+    out, _ = theano.scan(step, sequences=x, outputs_info=T.zeros_like(W), non_sequences=W)
+    rng = np.random.RandomState(8)
+    calls = [[(rng.rand(n, 3, 3) + 3 * np.eye(3)).astype(dtype), rng.rand(3, 3).astype(dtype)]
+             for n in (5, 1, 5)]
+    f, failures = compare([x, W], [out, out[-1]], calls, device=False,
+                          rtol=1e-5 if dtype == 'float32' else None)
+    assert not failures, failures
+    assert [where for _, where in scan_tasks(f)] == ['device'], scan_tasks(f)
+    inner = [type(n.op).__name__ for _, fn in inner_functions(f)
+             for n in theano_ocl.fallback_nodes(fn)]
+    assert inner == ['MatrixInverse'], inner
+
+
 def test_report_lists_inner_placements():
     x = T.matrix('x')
     hs, _ = theano.scan(lambda v, h: T.tanh(v + h), sequences=x, outputs_info=x[0])

@@ -112,8 +112,9 @@ class ScanImpl(DeviceImpl):
     (``report(f)`` lists its placements under the Scan node).
     """
     dtypes = None
-    host_when = ('the inner function reads on the host, at every step, a sequence or a '
-                 'state it computes on the device; a value that is not a tensor')
+    host_when = ('the inner function reads on the host, at every step, a state it computes '
+                 'on the device, or a sequence whose value decides its plan (an index, a '
+                 'size); a value that is not a tensor')
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
@@ -151,6 +152,10 @@ class ScanImpl(DeviceImpl):
         # buffer is read once per run and written back once (``Loop.run``); any other
         # value read per step must be on the device
         self.host_states = set()
+        # a sequence the inner function reads on the host, not to decide a plan (a value
+        # its host nodes compute with): its rows come from a host copy read once per run
+        self.host_seqs = set()
+        keyed = {i for i, kind in prog.input_plan if kind == 'meta'}
         readers = {}
         for k, o, _ in lay.staged_inputs():
             if o is not None and self.inner_kind[k] != 'unused':
@@ -165,6 +170,9 @@ class ScanImpl(DeviceImpl):
                     all(self.inner_kind[r] == 'host' for r in readers[o]) and \
                     all(_computed_on_host(prog, v) for v in writers[o]):
                 self.host_states.add(o)
+                continue
+            if o is None and k not in keyed:
+                self.host_seqs.add(k)
                 continue
             raise NoDeviceImplementation(
                 'the inner function reads %s on the host at every step' % (op.inputs[k],))
@@ -303,6 +311,7 @@ class Loop(LoopCopies):
         self.stage = []          # (cell, staging DArray, source, outer output or None, tap)
         self.mirrors = {}        # outer output -> its host copy (impl.host_states)
         self.host_reads = []     # (cell, outer output, tap)
+        self.host_seq_reads = []  # (cell, sequence index): impl.host_seqs
         for o in impl.host_states:
             self.mirrors[o] = np.empty(self.outs[o].shape, self.outs[o].dtype)
         for k, o, tap in lay.staged_inputs():
@@ -310,6 +319,9 @@ class Loop(LoopCopies):
                 continue
             if o in self.mirrors:
                 self.host_reads.append((self.cells[k], o, tap))
+                continue
+            if o is None and k in impl.host_seqs:
+                self.host_seq_reads.append((self.cells[k], k))
                 continue
             if o is None:
                 src = seqs[k]
@@ -409,6 +421,8 @@ class Loop(LoopCopies):
         mirrors = self.mirrors
         for o, m in mirrors.items():
             download(self.dev, queue, self.outs[o], m)
+        host_seqs = [(cell, download(self.dev, queue, self.seqs[k]))
+                     for cell, k in self.host_seq_reads]
         store = self.store
         pos = [(-m) % s for m, s in zip(lay.mintaps, store)]
         pos0 = pos
@@ -443,6 +457,8 @@ class Loop(LoopCopies):
                 else:
                     r = (pos[o] + tap) % store[o]
                     cell[0] = m[r:r + 1].reshape(m.shape[1:])
+            for cell, h in host_seqs:
+                cell[0] = h[i:i + 1].reshape(h.shape[1:])
             results = fn()
             self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
