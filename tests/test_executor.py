@@ -122,3 +122,23 @@ def test_native_launch_error_names_the_kernel():
     # a local size that does not divide the global size: the driver refuses it
     with pytest.raises(native.LaunchError, match=r'twice.*OpenCL error -\d+'):
         native.launcher(dev.queue, kernel, 'twice', (12,), (5,))()
+
+
+def test_run_probes_a_strided_output_as_n_calls_would():
+    """A probed output that is a strided view on the device (a transpose): its per-step
+    slots come from one strided copy kernel whose destination moves from slot to slot."""
+    x = T.matrix('x')
+    W = theano.shared(np.random.RandomState(6).uniform(-1, 1, (3, 5)), name='W')
+    W_new = W * 0.5 + x
+    out = W_new.T            # a view of the update's value, which the frame keeps
+    f_c = theano.function([x], out, updates=[(W, W_new)], mode='FAST_RUN')
+    f_o = theano.function([x], out, updates=[(W, W_new)], mode=theano_ocl.OCLMode())
+    xs = np.random.RandomState(7).uniform(-1, 1, (6, 3, 5))
+    start = W.get_value()
+    got = f_o.fn.run(6, feeds={0: xs}, probes=[0], probe_every=2)[0]
+    W.set_value(start)
+    want = [f_c(v) for v in xs]
+    assert_close(got, np.array(want[1::2]), what='every 2nd transposed output')
+    prog = f_o.fn.program
+    d = f_o.fn.last_frame.dvals[prog.fgraph.outputs[0]]
+    assert not d.is_c_contiguous()          # the case under test: a strided device value

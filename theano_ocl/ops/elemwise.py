@@ -253,13 +253,8 @@ def strided_copy_later(dev, queue, dst, src):
     return elementwise_later(dev, queue, body, [dst], [src], dst.shape, support)
 
 
-def strided_copy_now(dev, queue, dst, src):
-    strided_copy_later(dev, queue, dst, src)()
-
-
 provide('strided_copy_later', strided_copy_later)
 provide('elementwise_later', elementwise_later)
-provide('strided_copy_now', strided_copy_now)
 
 
 # ------------------------------------------------------------------ batched launches

@@ -41,10 +41,10 @@ from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
 from ..runtime import settings
-from ..runtime.memory import download
+from ..runtime.memory import buffer_copier, download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
-from .scan_rows import LoopCopies, RowCopies, buffer_copier
+from .scan_rows import LoopCopies, RowCopies
 
 
 class ScanLayout(object):

@@ -22,24 +22,6 @@ from ..runtime.memory import download
 #: work-items per work-group along the units of a row
 GROUP = 64
 
-def buffer_copier(cl):
-    """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device.
-
-    pyopencl's ``enqueue_copy`` works out what to do from its arguments' types: ~11 us a
-    call on the 2-core CPU (PoCL), against ~1 us for the buffer-to-buffer primitive it ends
-    in, which a loop enqueuing several copies per step calls directly where it exists."""
-    raw = getattr(getattr(cl, '_cl', None), '_enqueue_copy_buffer', None)
-    if raw is None:      # pragma: no cover - another pyopencl
-        def copy(queue, dst, src, nbytes, src_offset, dst_offset):
-            cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_offset,
-                            dst_offset=dst_offset)
-        return copy
-
-    def copy(queue, dst, src, nbytes, src_offset, dst_offset):
-        raw(queue, src, dst, nbytes, src_offset, dst_offset)
-    return copy
-
-
 class RowCopies(object):
     """One launch copying ``entries``: (src, src row stride, dst, dst row stride) with
     ``src``/``dst`` C-contiguous DArrays of one row each (row 0 of their buffers' rows;

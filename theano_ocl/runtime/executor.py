@@ -24,8 +24,9 @@ import warnings
 import numpy as np
 
 from . import commit, faults
-from .context import Replan, bind_site
+from .context import Replan, bind_site, family
 from .frames import frame_key
+from .memory import buffer_copier
 from ..darray import DArray, Root
 
 
@@ -254,7 +255,13 @@ class Executor(object):
                     probe_bufs.append(None)
                     continue
                 buf = dev.alloc(max(d.nbytes * n_slots, 1))
-                probe_bufs.append((buf, d))
+                strided = None
+                if d.nbytes and not d.is_c_contiguous():
+                    # one copy kernel per probe, its destination moved slot by slot
+                    slot_root = Root(buf, d.nbytes)
+                    strided = (slot_root, family('strided_copy_later')(
+                        dev, queue, DArray(slot_root, d.shape, d.dtype), d))
+                probe_bufs.append((buf, d, strided))
                 if k == 1 and d.nbytes:
                     v0 = outs0[j]
                     if hasattr(v0, 'base_data'):
@@ -291,7 +298,7 @@ class Executor(object):
             snapshot = self.snapshot() if frame.checks else None
 
             def loop(first, check_each):
-                enqueue_copy = cl.enqueue_copy
+                copy = buffer_copier(cl)
                 slot = first if k == 1 else first // k
                 hooked = faults.hook is not None
                 step = first
@@ -300,8 +307,8 @@ class Executor(object):
                         if hooked:
                             faults.at('run_steps step %d' % step)
                         for i, stage, big, nbytes, src0 in copies:
-                            enqueue_copy(queue, stage.base_data, big.base_data,
-                                         byte_count=nbytes, src_offset=src0 + step * nbytes)
+                            copy(queue, stage.base_data, big.base_data, nbytes,
+                                 src0 + step * nbytes, stage.offset)
                         for kernel, argi, off, itemsize, nbytes, _, _ in rebinds:
                             kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
                         for cell, arr in host_feeds:
@@ -309,10 +316,9 @@ class Executor(object):
                         for fn in step_fns:
                             fn()
                         for dst, d, nbytes in carries:
-                            enqueue_copy(queue, dst, d.root.buf, byte_count=nbytes,
-                                         src_offset=d.boff)
+                            copy(queue, dst, d.root.buf, nbytes, d.boff, 0)
                         if (step + 1) % k == 0:
-                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot)
+                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot, copy)
                             slot += 1
                         if check_each and frame.checks:
                             self._checked(frame, step)
@@ -364,7 +370,7 @@ class Executor(object):
                 results.append(np.array(host_probes[j]).reshape(
                     (n_slots,) + np.shape(host_probes[j][0]) if host_probes[j] else (0,)))
                 continue
-            buf, d = pb
+            buf, d, _ = pb
             if probes_on == 'device':
                 results.append(cla.Array(queue, (n_slots,) + d.shape, d.dtype, data=buf))
                 continue
@@ -432,23 +438,21 @@ class Executor(object):
                                     dst_offset=d.boff)
             res.mark_device_newer()
 
-    def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot):
-        cl = self.vm.dev.cl
+    def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot, copy):
         queue = self.vm.queue
         for j, pb in zip(probe_idx, probe_bufs):
             if pb is None:
                 host_probes[j].append(np.array(frame.outputs[j](), copy=True))
                 continue
-            buf, d = pb
+            buf, d, strided = pb
             if not d.nbytes:
                 continue
-            if d.is_c_contiguous():
-                cl.enqueue_copy(queue, buf, d.root.buf, byte_count=d.nbytes,
-                                src_offset=d.boff, dst_offset=slot * d.nbytes)
+            if strided is None:
+                copy(queue, buf, d.root.buf, d.nbytes, d.boff, slot * d.nbytes)
             else:
-                from .context import family
-                dst = DArray(Root(buf, d.nbytes), d.shape, d.dtype, offset=slot * d.nbytes)
-                family('strided_copy_now')(self.vm.dev, queue, dst, d)
+                slot_root, run = strided
+                slot_root.origin = slot * d.nbytes
+                run()
 
     def _stage(self, i, shape, dtype):
         import pyopencl.array as cla

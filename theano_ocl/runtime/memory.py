@@ -71,3 +71,21 @@ def upload(dev, queue, darr, host, blocking=False):
             transfer('upload', darr.nbytes, ev)
         return ev
     return None
+
+
+def buffer_copier(cl):
+    """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device.
+
+    pyopencl's ``enqueue_copy`` works out what to do from its arguments' types: ~11 us a
+    call on the 2-core CPU (PoCL), against ~1 us for the buffer-to-buffer primitive it ends
+    in, which a loop enqueuing several copies per step calls directly where it exists."""
+    raw = getattr(getattr(cl, '_cl', None), '_enqueue_copy_buffer', None)
+    if raw is None:      # pragma: no cover - another pyopencl
+        def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+            cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_offset,
+                            dst_offset=dst_offset)
+        return copy
+
+    def copy(queue, dst, src, nbytes, src_offset, dst_offset):
+        raw(queue, src, dst, nbytes, src_offset, dst_offset)
+    return copy

@@ -8,12 +8,13 @@ C form (the kernel's arguments were bound once by ``set_args``). ctypes comes wi
 nothing to compile at the user's site, and the library is the ICD loader pyopencl itself
 uses (``libOpenCL.so.1``), so the handles (``int_ptr``) are the same objects.
 
-Which path a function takes is its ``launch`` setting (``runtime.settings``): 'native',
-'pyopencl' (the default, as measured with ``bench/vm_launch_cost.py``, 2026-11-25): on NVIDIA's H100 driver the bare ctypes call costs 7.6-7.8 us against
-pyopencl's 8.6-9.5 us, but through the VM a launch cost 10.8-12.9 us native against
-10.2-14.1 us with pyopencl (the driver's own time dominates); on PoCL pyopencl's call is
-the cheaper one (1-3 us against 3-5 us). Profiled functions always use pyopencl (their
-kernels are timed by events).
+Which path a function takes is its ``launch`` setting (``runtime.settings``): 'native', or
+'pyopencl', the default, as measured with ``bench/vm_launch_cost.py`` (2026-11-25): on
+NVIDIA's H100 driver the bare ctypes call costs 7.6-7.8 us against pyopencl's 8.6-9.5 us,
+but through the VM a launch cost 10.8-12.9 us native against 10.2-14.1 us with pyopencl
+(the driver's own time dominates); on PoCL pyopencl's call is the cheaper one (1-3 us
+against 3-5 us). Profiled functions always use pyopencl (their kernels are timed by
+events).
 """
 import ctypes
 import ctypes.util
