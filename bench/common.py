@@ -47,6 +47,21 @@ def commit():
     return _git()
 
 
+def write_record(path, bench, dev, rounds, step, ratio, loss_rel_diff, **params):
+    """Write one script run as JSON (docs/_data/scripts/ keeps those the changelog cites):
+    the benchmark's name and ``params``, date, commit, device, every round's samples,
+    ms per step per backend, the ratio against Theano C and the losses' agreement."""
+    import datetime
+    import json
+    record = dict(bench=bench, date=datetime.date.today().isoformat(), commit=commit(),
+                  device=dev.name, platform=dev.platform_name)
+    record.update(params)
+    record.update(rounds=dict(rounds), ms_per_step={n: t * 1e3 for n, t in step.items()},
+                  ratio=ratio, loss_rel_diff=loss_rel_diff)
+    with open(path, 'w') as fh:
+        json.dump(record, fh, indent=1)
+
+
 def alternate_rounds(fns, runs, iters, pause, args_for):
     """Time ``fns`` ({backend name: function}) in alternating rounds of ``iters`` calls, each
     round after ``pause`` seconds: {name: [(median seconds per call, share of the CPUs other

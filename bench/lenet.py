@@ -18,7 +18,6 @@ Exit status 1 only when the losses disagree.
 """
 import argparse
 import datetime
-import json
 import os
 import sys
 import time
@@ -148,14 +147,9 @@ def main():
     ok = rel < 1e-4
     print('losses over %d steps agree within %.1e: %s' % (args.steps, rel, 'OK' if ok else 'MISMATCH'))
     if args.json:
-        with open(args.json, 'w') as fh:
-            json.dump(dict(bench='lenet', date=datetime.date.today().isoformat(),
-                           commit=common.commit(), device=dev.name, platform=dev.platform_name,
-                           batch=args.batch, batchnorm=args.batchnorm, conv=conv_rows,
-                           fallbacks=fallbacks,
-                           rounds={n: rounds[n] for n in names},
-                           ms_per_step={n: step[n] * 1e3 for n in names}, ratio=ratio,
-                           loss_rel_diff=rel), fh, indent=1)
+        common.write_record(args.json, 'lenet', dev, rounds, step, ratio, rel,
+                            batch=args.batch, batchnorm=args.batchnorm, conv=conv_rows,
+                            fallbacks=fallbacks)
     return 0 if ok else 1
 
 

@@ -17,7 +17,6 @@ same rounds. Exit status 1 only when the losses disagree.
 """
 import argparse
 import datetime
-import json
 import os
 import sys
 import time
@@ -126,14 +125,9 @@ def main():
     print('losses over %d steps agree within %.1e: %s' % (args.iters, rel,
                                                           'OK' if ok else 'MISMATCH'))
     if args.json:
-        with open(args.json, 'w') as fh:
-            json.dump(dict(bench='lstm', date=datetime.date.today().isoformat(),
-                           commit=common.commit(), device=dev.name, platform=dev.platform_name,
-                           batch=batch, hidden=n_hid, steps=steps, inputs=args.inputs,
-                           scans=scans, fallbacks=fallbacks,
-                           rounds={n: rounds[n] for n in names},
-                           ms_per_step={n: step[n] * 1e3 for n in names}, ratio=ratio,
-                           loss_rel_diff=rel), fh, indent=1)
+        common.write_record(args.json, 'lstm', dev, rounds, step, ratio, rel,
+                            batch=batch, hidden=n_hid, steps=steps, inputs=args.inputs,
+                            scans=scans, fallbacks=fallbacks)
     return 0 if ok else 1
 
 
