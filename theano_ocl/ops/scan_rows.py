@@ -22,21 +22,21 @@ from ..runtime.memory import download
 #: work-items per work-group along the units of a row
 GROUP = 64
 
+
 class RowCopies(object):
     """One launch copying ``entries``: (src, src row stride, dst, dst row stride) with
     ``src``/``dst`` C-contiguous DArrays of one row each (row 0 of their buffers' rows;
     a stride of 0 for a place that does not move), all rows the same byte size per entry.
 
-    ``usable(...)`` is False where a destination shares a buffer with a source (the copies
-    of one launch run in no set order); ``run(srows, drows)`` enqueues the launch with these
-    rows (None: all 0). ``valid()`` tells whether the buffers are still where it bound
-    them."""
+    ``ok`` is False where a destination shares a buffer with a source (the copies of one
+    launch run in no set order); ``run(srows, drows)`` enqueues the launch with these rows
+    (None: all 0). ``valid()`` tells whether the buffers are still where it bound them
+    (``rebind()`` binds them again)."""
 
     def __init__(self, dev, queue, entries):
         self.dev = dev
         self.queue = queue
         self.entries = entries
-        self.roots = [(s.root, d.root) for s, _, d, _ in entries]
         self.ok = not ({id(d.root) for _, _, d, _ in entries} &
                        {id(s.root) for s, _, _, _ in entries})
         if not self.ok or not entries:
@@ -73,8 +73,9 @@ class RowCopies(object):
 
     def valid(self):
         """Whether every buffer is where it was bound (else: bind again)."""
-        for (sr, dr), (sb, so, db, do) in zip(self.roots, self.bound):
-            if sr.buf is not sb or sr.origin != so or dr.buf is not db or dr.origin != do:
+        for (s, _, d, _), (sb, so, db, do) in zip(self.entries, self.bound):
+            if s.root.buf is not sb or s.root.origin != so or \
+                    d.root.buf is not db or d.root.origin != do:
                 return False
         return True
 
@@ -102,7 +103,7 @@ class LoopCopies(object):
     """The device copies of ``ops.scan.Loop`` one at a time: whole arrays, strided ones, a
     step's value into its slot (masked by an ``until`` flag), the flag itself. The loop
     provides ``dev``, ``queue``, ``ctx``, ``copy_buffer``, ``strided``, ``keep``,
-    ``wrappers``, ``masked_copies``, ``flags`` and ``uploads``."""
+    ``wrappers``, ``wrapped``, ``masked_copies``, ``flags`` and ``uploads``."""
 
     def _masked_put(self, k, r, dst, value):
         """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
@@ -151,10 +152,12 @@ class LoopCopies(object):
         return d
 
 
-    def _as_pyopencl(self, d, made):
-        arr = made.get(id(d))
-        if arr is None:
-            arr = made[id(d)] = da.to_pyopencl(d, self.queue)
+    def _as_pyopencl(self, d):
+        """A pyopencl array over DArray ``d`` (the loop keeps ``d``), made again only when
+        its root moved: the same array from run to run, so no run builds wrappers."""
+        arr = self.wrapped.get(id(d))
+        if arr is None or arr.base_data is not d.root.buf or arr.offset != d.boff:
+            arr = self.wrapped[id(d)] = da.to_pyopencl(d, self.queue)
         return arr
 
     def _copy(self, dst, src):
