@@ -60,10 +60,14 @@ def report(f, file=None):
     file = file or sys.stdout
     prog, fn = _program(f)
     rows = placements(f)
-    c = prog.counts()
-    print('theano_ocl: %s  |  %d nodes: %d device, %d host shape arithmetic, %d host fallback'
-          % (fn.dev, len(rows), c['device'], c['meta'], c['fallback']), file=file)
+    print('theano_ocl: %s  |  %s' % (fn.dev, _counts(prog, rows)), file=file)
     _print_rows(f, rows, file, '')
+
+
+def _counts(prog, rows):
+    c = prog.counts()
+    return '%d nodes: %d device, %d host shape arithmetic, %d host fallback' % (
+        len(rows), c['device'], c['meta'], c['fallback'])
 
 
 def _print_rows(f, rows, file, indent):
@@ -75,8 +79,6 @@ def _print_rows(f, rows, file, indent):
               file=file)
         for g in inner.get(node, ()):
             sub = placements(g)
-            c = _program(g)[0].counts()
-            print('%s      inner of %s: %d nodes: %d device, %d host shape arithmetic, '
-                  '%d host fallback' % (indent, str(node.op)[:40], len(sub), c['device'],
-                                        c['meta'], c['fallback']), file=file)
+            print('%s      inner of %s: %s' % (indent, str(node.op)[:40],
+                                               _counts(_program(g)[0], sub)), file=file)
             _print_rows(g, sub, file, indent + '      ')
