@@ -49,8 +49,10 @@ class Resident(object):
         d = self.current(dev)
         return np.shape(self.cell[0]) if d is None else d.shape
 
-    def ensure_device(self, dev, queue):
-        """The current value as a DArray on ``dev`` (uploading the host value if newer)."""
+    def ensure_device(self, dev, queue, batch=None):
+        """The current value as a DArray on ``dev`` (uploading the host value if newer;
+        with ``batch``, a ``runtime.uploads.UploadBatch`` of ``queue``, added to it:
+        current once the batch is flushed)."""
         d = self.current(dev)
         if d is not None:
             return d
@@ -65,17 +67,29 @@ class Resident(object):
             # On the device's own queue the copy does not wait: a call that uploads many
             # shared variables (after set_value) waits once, at its end (settle_uploads)
             blocking = queue is not dev.queue
-            ev = dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
-                                     is_blocking=blocking)
-            if not blocking:
-                dev.pending_upload(ev)
-            elif queue is dev._profiling_queue:     # profile hook (profiling.py)
-                from .profiling import transfer
-                transfer('upload', value.nbytes, ev)
+            if batch is not None and not blocking and batch.add(self.root.buf, self.root.origin, value,
+                                               self._uploaded, self.cell[0]):
+                # sent with the others when the loop making them ends; current once it
+                # is enqueued (an interrupt before: the next call uploads it again)
+                return self.darr
+            else:
+                ev = dev.cl.enqueue_copy(queue, self.root.buf, value,
+                                         dst_offset=self.root.origin, is_blocking=blocking)
+                if not blocking:
+                    dev.pending_upload(ev)
+                elif queue is dev._profiling_queue:     # profile hook (profiling.py)
+                    from .profiling import transfer
+                    transfer('upload', value.nbytes, ev)
         self.host_obj = self.cell[0]
         self.host_dirty = False
         self.device_newer = False
         return self.darr
+
+    def _uploaded(self, host_obj):
+        """A batched upload of ``host_obj`` (the cell's value then) was enqueued."""
+        self.host_obj = host_obj
+        self.host_dirty = False
+        self.device_newer = False
 
     def _place(self, dev, shape, dtype):
         place = None

@@ -27,6 +27,7 @@ from theano.compile import function_module as fm
 from theano.compile.sharedvalue import SharedVariable
 
 from .device import get_device, NoOpenCLPlatform
+from .runtime import uploads
 from .runtime.executor import RunStepsError
 
 
@@ -359,13 +360,16 @@ class SimulatorOCL(object):
         """Upload every shared variable's host value now, discarding device-side values not
         yet synced (use after changing a host array in place, which the lazy coherence cannot
         see)."""
+        dev = self.device
+        batch = uploads.UploadBatch(dev, dev.queue)
         for res in self._residents():
             if res.dev is None:
                 continue
             res.device_newer = False
             res.host_dirty = True
-            res.ensure_device(res.dev, res.dev.queue)
-        self.device.settle_uploads()
+            res.ensure_device(res.dev, res.dev.queue, batch if res.dev is dev else None)
+        batch.flush()
+        dev.settle_uploads()
 
     # ----------------------------------------------------------------- pickling
     def __getstate__(self):

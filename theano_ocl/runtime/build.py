@@ -19,7 +19,7 @@ import numpy as np
 from theano.gof.graph import Constant
 
 from .. import darray as da
-from . import faults, steps
+from . import faults, steps, uploads
 from .context import Frame, PlanContext, family
 from .memory import download
 
@@ -141,12 +141,21 @@ class FrameBuilder(object):
     def _inputs(self):
         vm, prog, frame = self.vm, self.prog, self.frame
         ctx = PlanContext(vm, frame, 0, vm.queue)
+        batch = uploads.UploadBatch(vm.dev, vm.queue)   # (_bind_inputs only records)
+        self._bind_inputs(ctx, batch)
+        batch.flush()
+        for var, d in vm.const_dvals.items():
+            self._set(var, d)
+        self._run_new(ctx)
+
+    def _bind_inputs(self, ctx, batch):
+        vm, prog, frame = self.vm, self.prog, self.frame
         for i, var in enumerate(prog.fgraph.inputs):
             kind = prog.input_kinds[i]
             cell = prog.input_cells[i]
             if kind == 'resident':
                 res = prog.residents[i]
-                d = res.ensure_device(vm.dev, vm.queue)
+                d = res.ensure_device(vm.dev, vm.queue, batch)
                 frame.input_roots[i] = d.root
                 frame.root_to_input[id(d.root)] = i
                 self._set(var, d)
@@ -169,9 +178,6 @@ class FrameBuilder(object):
                     ctx.host_step(steps.upload_input_step(vm.dev, vm.queue, d, cell), 'upload',
                                   reads=(), writes=(d,))
                 self._set(var, d)
-        for var, d in vm.const_dvals.items():
-            self._set(var, d)
-        self._run_new(ctx)
 
     # ---------------------------------------------------------------- tasks
     def _device(self, task, ctx):

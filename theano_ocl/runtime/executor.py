@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from . import commit, faults
+from . import commit, faults, uploads
 from .context import Replan, bind_site, family
 from .frames import frame_key
 from .memory import buffer_copier
@@ -54,11 +54,14 @@ class Executor(object):
         bufs = frame.input_bufs
         inputs = vm._inputs
         dev, queue = vm.dev, vm.queue
-        for i, root in frame.input_roots.items():
+        roots = frame.input_roots
+        # (many shared variables set on the host: their uploads as one, runtime/uploads.py)
+        batch = uploads.UploadBatch(dev, queue) if len(roots) >= uploads.GROUP_MIN else None
+        for i, root in roots.items():
             cell, res = inputs[i]
             # the buffer this input is in now (a device array's: rebound to, no copy)
             if res is not None:
-                cur = res.ensure_device(dev, queue).root.buf
+                cur = res.ensure_device(dev, queue, batch).root.buf
             else:
                 v = cell[0]
                 cur = v.base_data if hasattr(v, 'base_data') else None
@@ -73,6 +76,8 @@ class Executor(object):
                 else:
                     for site in frame.rebind_sites.get(i, ()):
                         bind_site(site, root)
+        if batch is not None:
+            batch.flush()
         self.run_steps(frame)
 
     def run_steps(self, frame):

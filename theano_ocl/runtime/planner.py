@@ -370,7 +370,8 @@ def commit_copy_step(vm, prepare):
     if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
             or not d.is_c_contiguous():
         return None
-    if d.root is dst.root and d.offset == dst.offset:
+    if (d.root is dst.root and d.offset == dst.offset) or not d.nbytes:
+        # computed in place, or empty (an OpenCL copy of 0 bytes is an error)
         return plans.HostStep(steps.none, -1, reads=(), writes=())
     cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
 
