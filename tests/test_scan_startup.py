@@ -6,6 +6,7 @@ its Python loop (``Scan.execute``), warning once per process. Each test runs a f
 interpreter (the hook acts at start-up), compiles a cumulative sum and an RNN-like scan
 with its gradient, and compares with numpy.
 """
+import glob
 import os
 import shutil
 import textwrap
@@ -110,8 +111,8 @@ def _run_modes(tmp_path, flags, modes, prefix=''):
 def compiledir(tmp_path_factory):
     # One for the module, empty when the first test starts: no waiting on other processes'
     # compile lock, and the C modules the first test builds (most of this file's time)
-    # serve the others. Only test_failed_compile_falls_back writes scan_perform/ in it and
-    # it removes that again.
+    # serve the others. Only the failed-compile tests write scan_perform/ in it, and they
+    # remove it again.
     return str(tmp_path_factory.mktemp('compiledir'))
 
 
@@ -138,21 +139,46 @@ def test_linker_flag_without_importing_theano_ocl(tmp_path, compiledir):
     assert [run['linker'] for run in res['runs']] == ['OCLLinker'], res['runs']
 
 
-@pytest.mark.skipif(shutil.which('g++') is None,
-                    reason="no C++ compiler: Theano never tries the compile (its own fallback)")
+needs_gxx = pytest.mark.skipif(
+    shutil.which('g++') is None,
+    reason="no C++ compiler: Theano never tries the compile (its own fallback)")
+
+
+def _failed_compile(tmp_path, compiledir):
+    """A process whose compile of scan_perform is tried and fails (theano_ocl imported
+    first): ImportError for Scan, one warning, clean sys.path. Returns the leftover."""
+    p = _run_modes(tmp_path, _flags(base_compiledir=compiledir), ['FAST_RUN'],
+                   prefix=FORCE_COMPILE)
+    res = _check(p.stdout, p.stderr, 1, linker='VM_Linker')
+    assert 'its compilation failed' in p.stderr
+    leftover = os.path.join(res['compiledir'], 'scan_perform')
+    assert os.path.isdir(leftover)      # Theano keeps the failed mod.cpp there
+    return leftover
+
+
+def _remove_leftovers(compiledir):
+    for d in glob.glob(os.path.join(compiledir, '*', 'scan_perform')):
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@needs_gxx
 def test_failed_compile_falls_back(tmp_path, compiledir):
-    """The compile is tried and fails: ImportError for Scan, one warning, clean sys.path;
-    then a process meeting the failed compile's leftovers in the compiledir."""
-    leftover = None
+    """The compile is tried and fails: ImportError for Scan, one warning, clean sys.path."""
     try:
-        p = _run_modes(tmp_path, _flags(base_compiledir=compiledir), ['FAST_RUN'],
-                       prefix=FORCE_COMPILE)
-        res = _check(p.stdout, p.stderr, 1, linker='VM_Linker')
-        assert 'its compilation failed' in p.stderr
-        leftover = os.path.join(res['compiledir'], 'scan_perform')
-        assert os.path.isdir(leftover)      # Theano keeps the failed mod.cpp there
+        _failed_compile(tmp_path, compiledir)
+    finally:
+        _remove_leftovers(compiledir)
+
+
+@needs_gxx
+@pytest.mark.skipif('not _pth_active()', reason='needs theano_ocl_startup.pth installed '
+                    '(the process imports theano first)')
+def test_failed_compile_leftovers_met_by_the_next_process(tmp_path, compiledir):
+    """A plain script run after a failed compile meets its leftovers in the compiledir:
+    the start-up hook alone gives Scan its Python loop there too."""
+    try:
+        _failed_compile(tmp_path, compiledir)
         p = _run_modes(tmp_path, _flags(base_compiledir=compiledir), ['FAST_RUN'])
         _check(p.stdout, p.stderr, 1, linker='VM_Linker')
     finally:
-        if leftover is not None:
-            shutil.rmtree(leftover, ignore_errors=True)
+        _remove_leftovers(compiledir)
