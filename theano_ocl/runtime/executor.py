@@ -290,9 +290,11 @@ class Executor(object):
             if rebinds:
                 batch = False     # batched kernels bind the input buffer itself
             t_plan = time.perf_counter()
-            step_fns, commit_actions, info = self.plans_for(frame, batch)
+            step_fns, commit_actions, info, kept_actions = self.plans_for(frame, batch)
             t_plan = time.perf_counter() - t_plan
             host_steps = self._warn_host_steps(frame, what, stacklevel + 3)
+            if host_steps:
+                kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
             t_loop = time.perf_counter()
@@ -329,8 +331,9 @@ class Executor(object):
                             self._checked(frame, step)
                         if hooked:
                             faults.at('run_steps step %d commit' % step)
-                        # one commit per pass, all of its updates or none (runtime/commit.py)
-                        commit.apply(commit_actions())
+                        # one commit per pass, all of its updates or none (runtime/commit.py);
+                        # the first pass of the loop sets the residents' flags, which then hold
+                        commit.apply(commit_actions() if step == first else kept_actions())
                         stats['steps_done'] = step + 1
                 except Replan as e:
                     raise error(
@@ -494,8 +497,9 @@ class Executor(object):
         return 'rebind'
 
     def plans_for(self, frame, batch):
-        """(pass callables, per-pass commit actions, launch counts) for replaying ``frame``
-        in a loop; ``commit_actions()`` prepares one pass's commit (runtime/commit.py)."""
+        """(pass callables, per-pass commit actions, launch counts, the same actions for the
+        passes after a first) for replaying ``frame`` in a loop; ``commit_actions()``
+        prepares one pass's commit (runtime/commit.py)."""
         vm = self.vm
         commits = frame.commits
         unbatched = sum(1 for s in frame.steps if s.kind in ('launch', 'copy')) + \
@@ -506,7 +510,7 @@ class Executor(object):
         info = dict(launches_per_step_unbatched=unbatched)
         if batch is False:
             info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info
+            return [s.fn for s in frame.steps], plain_commit, info, plain_commit
         hit = self.loop_plans.get(id(frame))
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
             gather_into_slab(vm, frame)
@@ -520,9 +524,9 @@ class Executor(object):
         after = p_steps.n_launches_after + p_commits.plan.n_launches_after
         if batch == 'auto' and after >= unbatched:
             info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info
+            return [s.fn for s in frame.steps], plain_commit, info, plain_commit
         info.update(launches_per_step=after, batched=True)
-        return p_steps.fns, p_commits.actions, info
+        return p_steps.fns, p_commits.actions, info, p_commits.actions_kept
 
     def shape_change(self, before, after, what):
         prog = self.vm.program

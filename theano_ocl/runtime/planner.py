@@ -35,6 +35,8 @@ The result is a :class:`BatchedPlan`: callables to run in order, plus launch cou
 It binds the buffers the frame's roots hold when it is built; ``valid()`` says whether
 they still do (an input re-bound to another buffer, a frame released: build again).
 """
+import operator
+
 import numpy as np
 
 from .. import darray as da
@@ -189,9 +191,23 @@ class BatchedPlan(object):
         self.n_launches_after = n_launches_after
         self.bound = bound          # [(root, buffer bound, origin bound)]
         self._holds = holds         # tables and kernels kept alive
+        # each root once, and its binding as two lists that valid() compares in C (a
+        # Nengo-like E=500 step binds 15,000 roots, 7,000 of them distinct)
+        seen = {}
+        self._conflict = False
+        for root, buf, origin in bound:
+            first = seen.setdefault(id(root), (root, buf, origin))
+            if first[1] is not buf or first[2] != origin:
+                self._conflict = True     # bound in two places: never valid (as before)
+        self._roots = [r for r, _, _ in seen.values()]
+        self._bufs = [b for _, b, _ in seen.values()]
+        self._origins = [o for _, _, o in seen.values()]
 
     def valid(self):
-        return all(root.buf is buf and root.origin == origin for root, buf, origin in self.bound)
+        """Whether every root is still in the buffer, at the origin, it was bound to."""
+        roots = self._roots
+        return not self._conflict and all(map(operator.is_, map(_BUF, roots), self._bufs)) and \
+            list(map(_ORIGIN, roots)) == self._origins
 
     def pays(self):
         """Whether ordinary calls should replay it: it removes at least a quarter of the
@@ -240,6 +256,8 @@ class Family(object):
 
 
 _FAMILIES = {}
+_BUF = operator.attrgetter('buf')
+_ORIGIN = operator.attrgetter('origin')
 
 
 def register_family(name, family):
@@ -410,7 +428,8 @@ class CommitPlan(object):
         from . import planner
         self.plan = planner.plan_steps(small + big, vm.dev, vm.queue,
                                        cpu_group=vm.settings.cpu_group)
-        self.copies = list(self.plan.fns) + [self._mark]
+        self.copies_kept = list(self.plan.fns)
+        self.copies = self.copies_kept + [self._mark]
 
     def pays(self):
         return self.plan.n_launches_after < self.plan.n_launches_before
@@ -426,6 +445,15 @@ class CommitPlan(object):
         if not self.prepares:
             return self.copies
         return self.copies + [prepare() for prepare in self.prepares]
+
+    def actions_kept(self):
+        """As :meth:`actions`, without setting the residents' coherence flags again: for
+        the passes of a loop after one whose commit set them, where nothing between passes
+        touches them (no host steps; 1,500 residents of a Nengo-like model cost ~0.2 ms a
+        pass to mark)."""
+        if not self.prepares:
+            return self.copies_kept
+        return self.copies_kept + [prepare() for prepare in self.prepares]
 
     def _mark(self):
         for res, _ in self.marks:
