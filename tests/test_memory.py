@@ -176,3 +176,29 @@ def test_an_empty_device_array_is_an_input_like_any_other():
         out, total = f(cla.to_device(q, a))
         assert_close(out, np.exp(a) * 2)
         assert_close(total, a.sum())
+
+
+def test_minibatch_index_plans_each_index_once():
+    """f(i) over a slice X[i*bs:(i+1)*bs] of a shared dataset (the tutorials' minibatch
+    pattern): each index's plan (the slice's place is part of it) is made once and kept,
+    so a second epoch replays the first epoch's frames; results and updates as Theano C."""
+    rng = np.random.RandomState(0)
+    data = rng.rand(120, 5).astype('float32')
+    w0 = rng.rand(5, 2).astype('float32')
+    fs = []
+    for mode in ('FAST_RUN', theano_ocl.OCLMode()):
+        X = theano.shared(data)
+        W = theano.shared(w0.copy())
+        i = T.lscalar('i')
+        loss = T.sqr(T.dot(X[i * 10:(i + 1) * 10], W)).mean()
+        fs.append((theano.function([i], loss, updates=[(W, W - np.float32(0.1) *
+                                                         T.grad(loss, W))], mode=mode), W))
+    (f_c, W_c), (f_o, W_o) = fs
+    order = list(range(12)) * 2
+    for n, k in enumerate(order):
+        assert_close(f_o(k), f_c(k))
+        if n == 11:
+            planned = {key: id(fr) for key, fr in f_o.fn.frames.items()}
+            assert len(planned) == 12
+    assert {key: id(fr) for key, fr in f_o.fn.frames.items()} == planned   # none re-planned
+    assert_close(W_o.get_value(), W_c.get_value())
