@@ -29,6 +29,7 @@ GROUP_MIN = 8
 #: work-items per value in the scatter launch
 GROUP = 64
 _ALIGN = 16
+_ZEROS = np.zeros(_ALIGN, np.uint8)
 
 _staging = {}      # id(queue) -> (queue, device buffer, bytes): reused, one per queue
 
@@ -80,16 +81,19 @@ class UploadBatch(object):
         sizes = np.fromiter((e[2].nbytes for e in group), np.int64, n)
         padded = (sizes + (_ALIGN - 1)) // _ALIGN * _ALIGN
         head = -(-n * 24 // _ALIGN) * _ALIGN
-        starts = head + np.concatenate(([0], np.cumsum(padded)[:-1]))
-        total = int(head + padded.sum())
-        host = np.empty(total, np.uint8)
-        table = host[:n * 24].view(np.int64).reshape(n, 3)
-        table[:, 0] = starts
-        table[:, 1] = [e[1] for e in group]
-        table[:, 2] = sizes
-        for (_, _, value, _, _), at, nb in zip(group, starts.tolist(), sizes.tolist()):
-            if nb:
-                host[at:at + nb] = value.reshape(-1).view(np.uint8)
+        table = np.zeros(head // 8, np.int64)
+        rows = table[:3 * n].reshape(n, 3)
+        rows[:, 0] = head + np.concatenate(([0], np.cumsum(padded)[:-1]))
+        rows[:, 1] = [e[1] for e in group]
+        rows[:, 2] = sizes
+        # the table, then each value's bytes padded to _ALIGN, packed by one concatenate
+        parts = [table.view(np.uint8)]
+        for (_, _, value, _, _), pad in zip(group, (padded - sizes).tolist()):
+            parts.append(value.reshape(-1).view(np.uint8))
+            if pad:
+                parts.append(_ZEROS[:pad])
+        host = np.concatenate(parts)
+        total = host.nbytes
         dev, queue = self.dev, self.queue
         cl = dev.cl
         staging = self._staging(total)
