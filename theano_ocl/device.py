@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from .runtime import kernel_cache
+from .runtime import invokers, kernel_cache
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
 #: programs memoized per device (each holds the device's compiled binary; a long-running
@@ -46,6 +46,7 @@ def _cl():
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise NoOpenCLPlatform("pyopencl is not installed (pip install pyopencl).\n"
                                + INSTALL_HINT) from e
+    invokers.install()
     return cl
 
 
