@@ -145,15 +145,11 @@ needs_gxx = pytest.mark.skipif(
 
 
 def _failed_compile(tmp_path, compiledir):
-    """A process whose compile of scan_perform is tried and fails (theano_ocl imported
-    first): ImportError for Scan, one warning, clean sys.path. Returns the leftover."""
+    """Run a process whose compile of scan_perform is tried and fails (theano_ocl imported
+    first); returns (process, its checked JSON result)."""
     p = _run_modes(tmp_path, _flags(base_compiledir=compiledir), ['FAST_RUN'],
                    prefix=FORCE_COMPILE)
-    res = _check(p.stdout, p.stderr, 1, linker='VM_Linker')
-    assert 'its compilation failed' in p.stderr
-    leftover = os.path.join(res['compiledir'], 'scan_perform')
-    assert os.path.isdir(leftover)      # Theano keeps the failed mod.cpp there
-    return leftover
+    return p, _check(p.stdout, p.stderr, 1, linker='VM_Linker')
 
 
 def _remove_leftovers(compiledir):
@@ -163,9 +159,15 @@ def _remove_leftovers(compiledir):
 
 @needs_gxx
 def test_failed_compile_falls_back(tmp_path, compiledir):
-    """The compile is tried and fails: ImportError for Scan, one warning, clean sys.path."""
+    """The compile is tried and fails: ImportError for Scan, one warning, clean sys.path,
+    Scan's Python loop computing what numpy does (``_check``)."""
     try:
-        _failed_compile(tmp_path, compiledir)
+        p, res = _failed_compile(tmp_path, compiledir)
+        assert 'its compilation failed' in p.stderr, p.stderr
+        assert p.stderr.count(WARNING) == 1
+        assert [run['linker'] for run in res['runs']] == ['VM_Linker']
+        # Theano keeps the failed mod.cpp there
+        assert os.path.isdir(os.path.join(res['compiledir'], 'scan_perform'))
     finally:
         _remove_leftovers(compiledir)
 
@@ -177,8 +179,12 @@ def test_failed_compile_leftovers_met_by_the_next_process(tmp_path, compiledir):
     """A plain script run after a failed compile meets its leftovers in the compiledir:
     the start-up hook alone gives Scan its Python loop there too."""
     try:
-        _failed_compile(tmp_path, compiledir)
+        _, first = _failed_compile(tmp_path, compiledir)
+        assert os.path.isdir(os.path.join(first['compiledir'], 'scan_perform'))
         p = _run_modes(tmp_path, _flags(base_compiledir=compiledir), ['FAST_RUN'])
-        _check(p.stdout, p.stderr, 1, linker='VM_Linker')
+        res = _check(p.stdout, p.stderr, 1, linker='VM_Linker')
+        assert p.stderr.count(WARNING) == 1, p.stderr
+        assert [run['linker'] for run in res['runs']] == ['VM_Linker']
+        assert res['compiledir'] == first['compiledir']     # the leftovers were met
     finally:
         _remove_leftovers(compiledir)
