@@ -67,26 +67,24 @@ class Resident(object):
             # On the device's own queue the copy does not wait: a call that uploads many
             # shared variables (after set_value) waits once, at its end (settle_uploads)
             blocking = queue is not dev.queue
-            if batch is not None and not blocking and batch.add(self.root.buf, self.root.origin, value,
-                                               self._uploaded, self.cell[0]):
+            if not blocking and batch is not None and \
+                    batch.add(self.root.buf, self.root.origin, value, self._uploaded,
+                              self.cell[0]):
                 # sent with the others when the loop making them ends; current once it
                 # is enqueued (an interrupt before: the next call uploads it again)
                 return self.darr
-            else:
-                ev = dev.cl.enqueue_copy(queue, self.root.buf, value,
-                                         dst_offset=self.root.origin, is_blocking=blocking)
-                if not blocking:
-                    dev.pending_upload(ev)
-                elif queue is dev._profiling_queue:     # profile hook (profiling.py)
-                    from .profiling import transfer
-                    transfer('upload', value.nbytes, ev)
-        self.host_obj = self.cell[0]
-        self.host_dirty = False
-        self.device_newer = False
+            ev = dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
+                                     is_blocking=blocking)
+            if not blocking:
+                dev.pending_upload(ev)
+            elif queue is dev._profiling_queue:     # profile hook (profiling.py)
+                from .profiling import transfer
+                transfer('upload', value.nbytes, ev)
+        self._uploaded(self.cell[0])
         return self.darr
 
     def _uploaded(self, host_obj):
-        """A batched upload of ``host_obj`` (the cell's value then) was enqueued."""
+        """The device copy holds ``host_obj`` (the cell's value when it was sent)."""
         self.host_obj = host_obj
         self.host_dirty = False
         self.device_newer = False

@@ -67,8 +67,8 @@ class OCLFunction(object):
     #: by the bytes of their buffers (``max_cached_bytes``) and by their plans' steps
     #: (``max_cached_steps``, host memory): a function indexed by a minibatch number, whose
     #: slice's place is part of each plan, plans each index once per process, not per call
-    #: (2-core CPU, 2026-11-25, 200 indices: 0.37 ms a call from the second epoch, 6.9 ms
-    #: with 4 frames; ~65 KB of host memory per frame of that small function)
+    #: (2-core CPU, 2026-11-25, 200 indices: 0.20-0.28 ms a call from the second epoch,
+    #: 6.9 ms with 4 frames; ~65 KB of host memory per frame of that small function)
     max_frames = 256
     max_cached_steps = 1 << 15
     #: frames one key keeps for other IfElse branches than its current one's
@@ -176,8 +176,14 @@ class OCLFunction(object):
                 frame = self.frames.get(key) if key is not None else None
                 if frame is not None:
                     self.frames.move_to_end(key)
-                    if frame is not self.last_frame:
-                        self._evict(keep=frame)      # another frame in use: within budget?
+                    last = self.last_frame
+                    if frame is not last and (last is None or last.nbytes > frame.nbytes or
+                                              len(last.steps) > len(frame.steps)):
+                        # another frame in use: the budget counts the others, which now
+                        # include the last call's; unless that one is no bigger than this
+                        # one, they may have grown (checking costs O(frames): 40 us with
+                        # 200 kept, a tenth of a replayed call of a small function)
+                        self._evict(keep=frame)
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
                         return self._run_in_thread()

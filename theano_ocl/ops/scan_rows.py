@@ -153,7 +153,6 @@ class LoopCopies(object):
         d.root.buf = value.base_data
         return d
 
-
     def _as_pyopencl(self, d):
         """A pyopencl array over DArray ``d`` (the loop keeps ``d``), made again only when
         its root moved: the same array from run to run, so no run builds wrappers."""
@@ -187,13 +186,8 @@ class LoopCopies(object):
         if dst.size == 0:
             return
         if isinstance(value, DArray):        # the inner frame's value (pass_values)
-            if value.root.buf is dst.root.buf and value.boff == dst.boff:
-                return       # the inner function handed back the row it was given
-            if value.is_c_contiguous():
-                self.copy_buffer(self.queue, dst.root.buf, value.root.buf, dst.nbytes,
-                                 value.boff, dst.boff)
-            else:
-                self._copy(dst, value)
+            if value.root.buf is not dst.root.buf or value.boff != dst.boff:
+                self._copy(dst, value)    # (unless handed back the row it was given)
             return
         if da.is_device_array(value):
             if value.base_data is dst.root.buf and value.offset == dst.boff:

@@ -3,8 +3,9 @@
 Device memory: buffers come from one pool per device (``OCLDevice.alloc``), held against
 the device's reported size (PoCL does not enforce it). A function keeps the frame of its
 last call and at most ``OCLFunction.max_frames`` others, whose buffers together stay under
-``max_cached_bytes`` and whose plans under ``max_cached_steps`` steps; evicted and deleted frames give their buffers back to the pool, and
-the pool gives them back to the driver when it holds more than ``device.TRIM_KEEP``.
+``max_cached_bytes`` and whose plans under ``max_cached_steps`` steps; evicted and deleted
+frames give their buffers back to the pool, and the pool gives them back to the driver
+when it holds more than ``device.TRIM_KEEP``.
 Under memory pressure every function's cached frames are dropped before an allocation
 fails. Host memory: compiled programs are memoized per device up to ``max_programs`` (least
 recently used dropped), rendered kernel sources up to ``kernels.MAX_RENDERED``, and as

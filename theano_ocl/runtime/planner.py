@@ -189,10 +189,10 @@ class BatchedPlan(object):
         self.fns = [p.fn for p in plans_]
         self.n_launches_before = n_launches_before
         self.n_launches_after = n_launches_after
-        self.bound = bound          # [(root, buffer bound, origin bound)]
         self._holds = holds         # tables and kernels kept alive
-        # each root once, and its binding as two lists that valid() compares in C (a
-        # Nengo-like E=500 step binds 15,000 roots, 7,000 of them distinct)
+        # ``bound``: [(root, buffer bound, origin bound)]; each root kept once, its binding
+        # as two lists that valid() compares in C (a Nengo-like E=500 step binds 15,000
+        # roots, 7,000 of them distinct)
         seen = {}
         self._conflict = False
         for root, buf, origin in bound:

@@ -6,7 +6,10 @@ each one. One enqueued upload costs 8-10 us of host time on NVIDIA's driver, so 
 them took 42 ms on the H100 (2026-11-25), most of that call. The shared variables a
 simulator steps live in one slab buffer (``executor.gather_into_slab``), so their uploads
 can be packed on the host into one staging array, sent in one transfer and put in place
-by one launch of ``kernels/upload_scatter.cl.mako``.
+by one launch of ``kernels/upload_scatter.cl.mako``. (Not the planner's batched copies:
+those merge device-to-device copies of one dtype, planned with a dependency analysis
+that costs more than the uploads it would save; here the table travels with the data
+and one byte-wise kernel serves every dtype.)
 
 The loops that make a call's uploads (the executor's re-binding of a frame's inputs, the
 frame builder's inputs, ``SimulatorOCL.sync_from_theano``) pass an :class:`UploadBatch`
