@@ -340,8 +340,8 @@ def test_scans_that_stay_on_the_host_say_why():
 def test_inner_host_fallback_reading_a_sequence_keeps_the_loop_on_the_device(dtype):
     """An inner op without device code that reads a sequence row (MatrixInverse) falls back
     inside the device loop, its rows read from a host copy of the sequence taken once per
-    run; the Scan itself stays on the device, and a sequence row that decides the inner
-    plan (an index) still keeps a Scan on the host (test above)."""
+    run; the Scan itself stays on the device, and a value read on the host at every step
+    that decides the inner plan still keeps a Scan on the host (test above)."""
     from theano.tensor import nlinalg
     from theano_ocl.report import inner_functions
     x = T.tensor3('x', dtype=dtype)
@@ -360,6 +360,38 @@ def test_inner_host_fallback_reading_a_sequence_keeps_the_loop_on_the_device(dty
     inner = [type(n.op).__name__ for _, fn in inner_functions(f)
              for n in theano_ocl.fallback_nodes(fn)]
     assert inner == ['MatrixInverse'], inner
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_sequence_element_as_an_index(dtype):
+    """A sequence element indexing a non-sequence (an embedding lookup), with the gradient:
+    the index is read on the host at every step without deciding the inner plan, so the
+    Scan and its gradient run on the device, every index value through one plan."""
+    from theano_ocl.report import inner_functions
+    idx = T.lvector('idx')
+    E = T.matrix('E', dtype=dtype)
+    h0 = T.vector('h0', dtype=dtype)
+
+    def step(i, h, E):
+        return T.tanh(E[i] + h[::-1]) * E[i - 1, ::-1]
+    hs, _ = theano.scan(step, sequences=idx, outputs_info=h0, non_sequences=E)
+    cost = (hs ** 2).sum()
+    rng = np.random.RandomState(5)
+    e = rng.uniform(-1, 1, (7, 4)).astype(dtype)
+    h = rng.uniform(-1, 1, 4).astype(dtype)
+    calls = [[np.array(v), e, h] for v in ([3, 0, -1, 3, 6], [-6, 2], [5, 5, 5, 1, 0, -2, 4])]
+    f, failures = compare([idx, E, h0], [hs, theano.grad(cost, E), theano.grad(cost, h0)],
+                          calls, rtol=1e-5 if dtype == 'float32' else None)
+    assert not failures, failures
+    kinds = [impl for _, fn in inner_functions(f)
+             for node, where, impl in theano_ocl.placements(fn) if 'Subtensor' in str(node.op)]
+    assert any('index read every call' in k for k in kinds), kinds
+    for _, fn in inner_functions(f):
+        assert fn.fn.replans == 0, fn.fn.replans
+    with pytest.raises(IndexError):
+        f(np.array([1, 7]), e, h)
+    got = f(*calls[0])
+    assert_close(got[0], f(*calls[0])[0], what='after the error')
 
 
 def test_report_lists_inner_placements():

@@ -131,6 +131,34 @@ def test_index_values_change_between_calls():
     assert f_o.fn.replans == 0
 
 
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_integer_index_read_every_call(dtype):
+    """An integer index given as an input (not fixed by shapes) is read at every call: one
+    plan serves every value. Subtensor copies the view at that place; IncSubtensor gathers,
+    updates and scatters it back. Views with negative and non-unit strides, 0-d and empty
+    results, indices from the end."""
+    x, xv = _inputs(dtype)
+    s = T.lscalar('s')
+    y = T.matrix('y', dtype=dtype)
+    yv = rand((5, 6), dtype, rng=np.random.RandomState(3))
+    xt = x.dimshuffle(0, 2, 1)[::-1]
+    outs = [x[s], x[::-1, s % 3], x[1:, s + 1, ::-2], xt[-s, 2:, 1], x[s, s + 1, -s],
+            x[:, 0:0][s], T.inc_subtensor(x[s], y), T.set_subtensor(xt[s, ::2, 1:], y[:3, :4]),
+            T.inc_subtensor(x[-1, s, 1:5], y[0, :4]), x[s:s + 2, 1]]
+    f_c, f_o = compile_both([x, y, s], outs)
+    kinds = [impl for node, where, impl in theano_ocl.placements(f_o) if where == 'device'
+             and 'Subtensor' in str(node.op)]
+    assert sum('index read every call' in k for k in kinds) >= 7, kinds
+    for sv in (0, 1, -1, 3, -2, 2):
+        for k, (g, w) in enumerate(zip(f_o(xv, yv, sv), f_c(xv, yv, sv))):
+            assert_close(g, w, what='s=%d output %d' % (sv, k))
+    # the slice x[s:s + 2] decides its shape (at the ends): only its values re-plan
+    plans = f_o.fn.replans
+    for sv in (1, 2, 0):
+        f_o(xv, yv, sv)
+    assert f_o.fn.replans == plans, (plans, f_o.fn.replans)
+
+
 @pytest.mark.parametrize('bad', (5, -6))
 def test_index_errors(bad):
     """Out-of-range indices raise IndexError, as Theano does; the next call still works."""
@@ -141,7 +169,8 @@ def test_index_errors(bad):
     cases = [([x, i], x[i], [xv, np.array([0, bad, 1])]),
              ([x, i], T.inc_subtensor(x[i], 1.0), [xv, np.array([bad])]),
              ([x, i], x[i, i[::-1]], [xv, np.array([0, 1, bad])]),
-             ([x, s], x[s], [xv, bad])]
+             ([x, s], x[s], [xv, bad]),
+             ([x, s], T.inc_subtensor(x[s, 1:], 1.0), [xv, bad])]
     for ins, out, values in cases:
         f_c, f_o = compile_both(ins, out)
         for f in (f_c, f_o):

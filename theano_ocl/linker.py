@@ -278,6 +278,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
                 need_host.add(v)
         for o in node.outputs:
             producer[o] = task
+    mark_dynamic(tasks, need_dev)
     key_inputs = _plan_deciding(tasks) & set(index)
 
     # updates: fgraph input -> output computing its next value
@@ -408,6 +409,30 @@ def _destroyed_between(tasks, members):
                for k, task in enumerate(tasks) if task.node in members)
 
 
+def mark_dynamic(tasks, need_dev):
+    """Set ``impl.dynamic_inputs``: the ``dynamic_capable`` inputs whose values change
+    between calls of one key -- not constants, not shape arithmetic on device values (the
+    key fixes those, and the implementation's cheaper fixed plan serves). A sequence
+    element used as an index inside a device Scan, or ``X[i]`` with ``i`` an input, then
+    runs one plan for every value."""
+    fixed = set()
+    for task in tasks:
+        node = task.node
+        if task.kind == 'shape':
+            if node.inputs[0] in need_dev:
+                fixed.update(node.outputs)
+        elif task.kind == 'host' and task.meta:
+            if all(isinstance(v, Constant) or v in fixed for v in node.inputs):
+                fixed.update(node.outputs)
+    for task in tasks:
+        if task.kind != 'dev' or not task.impl.dynamic_capable:
+            continue
+        ins = task.node.inputs
+        task.impl.dynamic_inputs = tuple(j for j in task.impl.dynamic_capable
+                                         if not isinstance(ins[j], Constant)
+                                         and ins[j] not in fixed)
+
+
 def _plan_deciding(tasks):
     """The variables whose *values* a device plan depends on: the host inputs of device
     tasks (sizes, indices, shapes) and, through host shape arithmetic, what they are
@@ -418,7 +443,9 @@ def _plan_deciding(tasks):
     for task in tasks:
         if task.kind == 'dev':
             branch = getattr(task.impl, 'branch_input', None)   # guarded, never keyed
-            deciding.update(task.node.inputs[j] for j in task.host_inputs if j != branch)
+            free = task.impl.dynamic_inputs                      # read at every call
+            deciding.update(task.node.inputs[j] for j in task.host_inputs
+                            if j != branch and j not in free)
     for task in reversed(tasks):
         if task.kind == 'host' and task.meta and any(o in deciding for o in task.node.outputs):
             deciding.update(task.node.inputs)

@@ -37,6 +37,12 @@ class DeviceImpl(object):
     #: when the op's factory leaves a node on the host instead (``NoDeviceImplementation``),
     #: in words, beyond the dtypes; the supported-ops page lists it
     host_when = ''
+    #: host inputs (integer indices) the implementation can read at every call without its
+    #: plan depending on their values, and those the linker made so (``linker.mark_dynamic``:
+    #: the ones not fixed by shapes and constants). A frame is not keyed on a dynamic input;
+    #: the implementation reads its cell (``ctx.cells``) in a host step of every call.
+    dynamic_capable = ()
+    dynamic_inputs = ()
     #: compiled functions the implementation runs inside it (a device Scan's inner
     #: function); ``report(f)`` lists their placements under the node
     inner_functions = ()

@@ -67,15 +67,119 @@ def basic_view(x, entries):
     return x.view(shape, strides, offset)
 
 
+# ------------------------------------------------- integer indices changing between calls
+def int_entry_inputs(idx_list, first):
+    """Positions in ``node.inputs`` of the integer entries of ``idx_list`` (not slice
+    bounds), its index inputs starting at ``first``, with the axis each one indexes."""
+    out, j = [], first
+    for axis, e in enumerate(idx_list):
+        if isinstance(e, slice):
+            j += sum(isinstance(b, ts.Scalar) for b in (e.start, e.stop, e.step))
+        elif isinstance(e, ts.Scalar):
+            out.append((j, axis))
+            j += 1
+    return out
+
+
+def _elem_strides(d):
+    return tuple(st // d.itemsize for st in d.strides)
+
+
+class DynamicIndex(object):
+    """The place of ``x[entries]`` where some integer entries change from call to call
+    (``DeviceImpl.dynamic_inputs``). ``view`` is this call's view, ``extent`` the array it
+    lies in; ``offset_step`` returns a host step that, at every call, reads the entries'
+    cells, raises IndexError as numpy does when one is out of range, and sets the element
+    offset of the view within ``extent`` as the given kernel arguments."""
+
+    def __init__(self, ctx, x, entries, dynamic):
+        self.extent = x
+        self.view = basic_view(x, entries)          # this call's (checks it too)
+        fixed = list(entries)
+        for _, axis in dynamic:
+            fixed[axis] = 0
+        self.static = (basic_view(x, fixed).offset - x.offset) // x.itemsize \
+            if x.shape and all(x.shape[a] for _, a in dynamic) else 0
+        self.dims = [(ctx.cells[j], axis, x.shape[axis], x.strides[axis] // x.itemsize)
+                     for j, axis in dynamic]
+
+    def offset_step(self, targets):
+        static, dims = self.static, self.dims
+        i64 = np.int64
+
+        def run():
+            off = static
+            for cell, axis, n, st in dims:
+                i = int(cell[0])
+                if not -n <= i < n:
+                    raise IndexError('index %d is out of bounds for axis %d with size %d'
+                                     % (i, axis, n))
+                off += (i + n if i < 0 else i) * st
+            off = i64(off)
+            for kernel, argi in targets:
+                kernel.set_arg(argi, off)
+        return run
+
+    def move(self, ctx, dst, src, targets, into_extent):
+        """Record ``dst = src`` where one side is the view (``into_extent``: the
+        destination), and name its per-call offset argument in ``targets``."""
+        view = self.view
+        if view.size == 0:
+            return
+        if into_extent:
+            dst_d, dst_st, src_d, src_st = self.extent, _elem_strides(view), src, _elem_strides(src)
+        else:
+            dst_d, dst_st, src_d, src_st = dst, _elem_strides(dst), self.extent, _elem_strides(view)
+        src_text, name = _move_kernel(view.ndim, _STORE[view.itemsize])
+        args = [np.int64(view.size)] + [np.int64(n) for n in view.shape]
+        args += [dst_d] + [np.int64(v) for v in dst_st] + [src_d] + [np.int64(v) for v in src_st]
+        args += [np.int64(0), np.int64(0)]
+        gsize, lsize = launch_geometry(ctx.dev, view.size)
+        plan = ctx.launch(ctx.dev.build(src_text), name, gsize, lsize, args)
+        # a DArray is two kernel arguments (buffer, offset): the last two are dyn_dst, dyn_src
+        nargs = len(args) + 2
+        argi = nargs - 2 if into_extent else nargs - 1
+        targets.append((plan.kernel, argi))
+
+
+@kernels.memoize
+def _move_kernel(nd, store):
+    return kernels.render('dyn_index.cl.mako', 'dyn_move', nd=nd, T=store)
+
+
+def _dynamic_capable(node, first):
+    if np.dtype(node.inputs[0].type.dtype).itemsize not in _STORE:
+        return ()
+    return tuple(j for j, _ in int_entry_inputs(node.op.idx_list, first))
+
+
 class SubtensorView(DeviceImpl):
+    """A view; where an integer index changes between calls (``dynamic_inputs``), a copy
+    of the view by a kernel whose offset a host step sets at every call."""
     complex_ok = True
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(1, len(node.inputs)))
+        self.dynamic_capable = _dynamic_capable(node, 1)
+
+    def describe(self):
+        if self.dynamic_inputs:
+            return 'copy at an index read every call'
+        return 'view'
 
     def plan(self, ctx, ins):
-        return [basic_view(ins[0], tsub.get_idx_list(ins, self.node.op.idx_list))]
+        entries = tsub.get_idx_list(ins, self.node.op.idx_list)
+        if not self.dynamic_inputs:
+            return [basic_view(ins[0], entries)]
+        dyn = DynamicIndex(ctx, ins[0], entries, [
+            (j, a) for j, a in int_entry_inputs(self.node.op.idx_list, 1)
+            if j in self.dynamic_inputs])
+        out = ctx.alloc(dyn.view.shape, dyn.view.dtype)
+        targets = []
+        ctx.host_step(dyn.offset_step(targets))
+        dyn.move(ctx, out, None, targets, into_extent=False)
+        return [out]
 
 
 @ocl_impl.register(tsub.Subtensor)
@@ -105,20 +209,45 @@ class IncSubtensorImpl(DeviceImpl):
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(2, len(node.inputs)))
+        self.dynamic_capable = _dynamic_capable(node, 2)
         self.support, self.body = _update_code(node.op.set_instead_of_inc,
                                                node.inputs[0].type.dtype, node.inputs[1].type.dtype)
 
+    def describe(self):
+        if self.dynamic_inputs:
+            return 'gather, update, scatter at an index read every call'
+        return 'elementwise update of a view'
+
     def plan(self, ctx, ins):
+        """x (+)= y over the view; where an integer index changes between calls, the view
+        is gathered into a scratch array, updated there and scattered back, both moves at
+        the offset a host step sets at every call."""
         x, y = ins[:2]
         out = writable_x(ctx, x)
-        view = basic_view(out, tsub.get_idx_list([x] + list(ins[2:]), self.node.op.idx_list))
+        entries = tsub.get_idx_list([x] + list(ins[2:]), self.node.op.idx_list)
+        dyn = None
+        if self.dynamic_inputs:
+            dyn = DynamicIndex(ctx, out, entries, [
+                (j, a) for j, a in int_entry_inputs(self.node.op.idx_list, 2)
+                if j in self.dynamic_inputs])
+            view = dyn.view
+        else:
+            view = basic_view(out, entries)
         if y.ndim > view.ndim or any(n != 1 and n != m for n, m in
                                      zip(y.shape[::-1], view.shape[::-1])):
             raise ValueError('IncSubtensor: could not broadcast a value of shape %s into a '
                              'subtensor of shape %s' % (y.shape, view.shape))
         lead = view.ndim - y.ndim
         y = y.view((1,) * lead + y.shape, (y.itemsize,) * lead + y.strides)
-        plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
+        if dyn is None:
+            plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
+            return [out]
+        tmp = ctx.alloc(view.shape, view.dtype)
+        targets = []
+        ctx.host_step(dyn.offset_step(targets))
+        dyn.move(ctx, tmp, None, targets, into_extent=False)
+        plan_elementwise(ctx, self.support, self.body, [tmp], [tmp, y], tmp.shape)
+        dyn.move(ctx, None, tmp, targets, into_extent=True)
         return [out]
 
 

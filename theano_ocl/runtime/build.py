@@ -191,13 +191,15 @@ class FrameBuilder(object):
             elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
-                if var.owner is not None and var not in prog.key_determined and j != branch:
+                if var.owner is not None and var not in prog.key_determined and j != branch \
+                        and j not in task.impl.dynamic_inputs:
                     ctx.host_step(steps.guard_host_value(prog.storage_map[var], value, var),
                                   'guard', reads=(), writes=())
             elif branch is not None:
                 ins.append(dvals.get(var))     # None: of the branch not taken (_decide)
             else:
                 ins.append(dvals[var])
+        ctx.cells = [prog.storage_map[v] for v in node.inputs]
         ctx.destroyable = [j not in task.host_inputs and j not in task.fused
                            and self._destroyable(task, node.inputs[j])
                            for j in range(len(node.inputs))]

@@ -118,6 +118,7 @@ class PlanContext(object):
         self.frame = frame
         self.task_index = task_index
         self.node = None
+        self.cells = None          # the node's storage cells (dynamic inputs are read there)
         self.new_steps = []
         self.native = None         # launches through runtime.native (decided at the first)
 
@@ -145,7 +146,7 @@ class PlanContext(object):
 
     # -- recording ------------------------------------------------------------------
     def launch(self, prg, kernel_name, gsize, lsize, args, batch=None):
-        """Bind a kernel's arguments once and record its launch.
+        """Bind a kernel's arguments once and record its launch (returns its ``Launch``).
 
         In ``args`` a DArray stands for two arguments: its buffer and its offset in
         elements. Arguments coming from an input's buffer are remembered so the
@@ -187,9 +188,10 @@ class PlanContext(object):
 
             def run():
                 return enqueue(queue, kernel, gsize, lsize)
-        self._record(plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize,
-                                  args, batch))
+        plan = plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize, args, batch)
+        self._record(plan)
         self.frame.n_launches += 1
+        return plan
 
     def copy(self, dst, src):
         """Device-to-device copy of contiguous, same-size arrays (strided: use elemwise)."""
