@@ -16,7 +16,7 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from helpers import assert_close
+from helpers import assert_close, compile_both, rand
 
 MiB = 1 << 20
 
@@ -178,12 +178,13 @@ def test_an_empty_device_array_is_an_input_like_any_other():
         assert_close(total, a.sum())
 
 
-def test_minibatch_index_plans_each_index_once():
+def test_minibatch_index_replays_one_plan():
     """f(i) over a slice X[i*bs:(i+1)*bs] of a shared dataset (the tutorials' minibatch
-    pattern): each index's plan (the slice's place is part of it) is made once and kept,
-    so a second epoch replays the first epoch's frames; results and updates as Theano C."""
+    pattern): the slice's bounds are read at every call, so every full batch replays one
+    plan, and the short last batch one more (its length differs); results and updates as
+    Theano C, epoch after epoch."""
     rng = np.random.RandomState(0)
-    data = rng.rand(120, 5).astype('float32')
+    data = rng.rand(125, 5).astype('float32')          # 12 batches of 10, one of 5
     w0 = rng.rand(5, 2).astype('float32')
     fs = []
     for mode in ('FAST_RUN', theano_ocl.OCLMode()):
@@ -194,11 +195,28 @@ def test_minibatch_index_plans_each_index_once():
         fs.append((theano.function([i], loss, updates=[(W, W - np.float32(0.1) *
                                                          T.grad(loss, W))], mode=mode), W))
     (f_c, W_c), (f_o, W_o) = fs
-    order = list(range(12)) * 2
-    for n, k in enumerate(order):
-        assert_close(f_o(k), f_c(k))
-        if n == 11:
-            planned = {key: id(fr) for key, fr in f_o.fn.frames.items()}
-            assert len(planned) == 12
-    assert {key: id(fr) for key, fr in f_o.fn.frames.items()} == planned   # none re-planned
+    for epoch in range(3):
+        for k in range(13):
+            assert_close(f_o(k), f_c(k), what='epoch %d, batch %d' % (epoch, k))
+        if epoch == 0:
+            replans = f_o.fn.replans
+            assert replans <= 1, replans                # the short batch's plan
+            assert len(f_o.fn.frames) == 1, list(f_o.fn.frames)
+    assert f_o.fn.replans == replans
     assert_close(W_o.get_value(), W_c.get_value())
+
+
+def test_input_shapes_cycling_keep_their_plans():
+    """A function called with inputs of 12 different shapes in turn keeps each shape's
+    plan (up to ``max_frames``): the second round replays them all."""
+    x = T.matrix('x')
+    f_c, f_o = compile_both([x], [T.tanh(x).sum(axis=0) * 2])
+    shapes = [(n, 3) for n in range(1, 13)]
+    values = [rand(s, 'float32', rng=np.random.RandomState(n)) for n, s in enumerate(shapes)]
+    for round_ in range(2):
+        for v in values:
+            assert_close(f_o(v)[0], f_c(v)[0], what='shape %s' % (v.shape,))
+        if round_ == 0:
+            planned = {key: id(fr) for key, fr in f_o.fn.frames.items()}
+            assert len(planned) == 12, len(planned)
+    assert {key: id(fr) for key, fr in f_o.fn.frames.items()} == planned   # none re-planned

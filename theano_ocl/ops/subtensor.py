@@ -30,7 +30,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
-from ..runtime.context import Replan
+from ..runtime.context import BranchFlip, Replan
 from ..runtime.memory import download, upload
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
@@ -42,41 +42,51 @@ _STORE = {1: 'uchar', 2: 'ushort', 4: 'uint', 8: 'ulong'}
 
 
 # -------------------------------------------------------------------- basic indexing
-def basic_view(x, entries):
-    """The view ``x[entries]`` for ints and slices (numpy's rules and errors)."""
-    shape, strides, offset = [], [], x.offset
-    if len(entries) > x.ndim:
+def place(shape, strides, entries):
+    """(byte offset, shape, strides) of the basic view ``entries`` (ints and slices) of an
+    array of ``shape`` and byte ``strides``: numpy's rules and errors."""
+    if len(entries) > len(shape):
         raise IndexError('too many indices for array')
+    off, out_shape, out_strides = 0, [], []
     for d, e in enumerate(entries):
-        n, st = x.shape[d], x.strides[d]
+        n, st = shape[d], strides[d]
         if isinstance(e, slice):
             start, stop, step = slice(*[None if v is None else int(v)
                                         for v in (e.start, e.stop, e.step)]).indices(n)
             length = len(range(start, stop, step))
             if length:
-                offset += start * st
-            shape.append(length)
-            strides.append(st * step)
+                off += start * st
+            out_shape.append(length)
+            out_strides.append(st * step)
         else:
             i = int(e)
             if not -n <= i < n:
                 raise IndexError('index %d is out of bounds for axis %d with size %d' % (i, d, n))
-            offset += (i % n) * st
-    shape.extend(x.shape[len(entries):])
-    strides.extend(x.strides[len(entries):])
-    return x.view(shape, strides, offset)
+            off += (i % n) * st
+    out_shape.extend(shape[len(entries):])
+    out_strides.extend(strides[len(entries):])
+    return off, tuple(out_shape), tuple(out_strides)
 
 
-# ------------------------------------------------- integer indices changing between calls
-def int_entry_inputs(idx_list, first):
-    """Positions in ``node.inputs`` of the integer entries of ``idx_list`` (not slice
-    bounds), its index inputs starting at ``first``, with the axis each one indexes."""
+def basic_view(x, entries):
+    """The view ``x[entries]`` for ints and slices (numpy's rules and errors)."""
+    off, shape, strides = place(x.shape, x.strides, entries)
+    return x.view(shape, strides, x.offset + off)
+
+
+# ------------------------------------------------- index values changing between calls
+def index_inputs(idx_list, first):
+    """(position in ``node.inputs``, axis, role) of each index input of ``idx_list``, its
+    index inputs starting at ``first``; role: 'int', or a slice's 'start', 'stop', 'step'."""
     out, j = [], first
     for axis, e in enumerate(idx_list):
         if isinstance(e, slice):
-            j += sum(isinstance(b, ts.Scalar) for b in (e.start, e.stop, e.step))
+            for role, b in (('start', e.start), ('stop', e.stop), ('step', e.step)):
+                if isinstance(b, ts.Scalar):
+                    out.append((j, axis, role))
+                    j += 1
         elif isinstance(e, ts.Scalar):
-            out.append((j, axis))
+            out.append((j, axis, 'int'))
             j += 1
     return out
 
@@ -86,36 +96,43 @@ def _elem_strides(d):
 
 
 class DynamicIndex(object):
-    """The place of ``x[entries]`` where some integer entries change from call to call
-    (``DeviceImpl.dynamic_inputs``). ``view`` is this call's view, ``extent`` the array it
-    lies in; ``offset_step`` returns a host step that, at every call, reads the entries'
-    cells, raises IndexError as numpy does when one is out of range, and sets the element
-    offset of the view within ``extent`` as the given kernel arguments."""
+    """The place of ``x[entries]`` where some integer indices or slice bounds change from
+    call to call (``DeviceImpl.dynamic_inputs``; a slice's step never does: it decides the
+    strides). ``view`` is this call's view, ``extent`` the array it lies in; ``offset_step``
+    returns a host step that, at every call, reads those inputs' cells, raises IndexError
+    as numpy does for an integer out of range, raises ``BranchFlip`` where a slice's length
+    differs from the planned one (a frame of the same key planned for that length runs:
+    the short last minibatch of an epoch), and sets the view's element offset within
+    ``extent`` as the given kernel arguments."""
 
-    def __init__(self, ctx, x, entries, dynamic):
+    def __init__(self, ctx, x, entries, where):
         self.extent = x
         self.view = basic_view(x, entries)          # this call's (checks it too)
-        fixed = list(entries)
-        for _, axis in dynamic:
-            fixed[axis] = 0
-        self.static = (basic_view(x, fixed).offset - x.offset) // x.itemsize \
-            if x.shape and all(x.shape[a] for _, a in dynamic) else 0
-        self.dims = [(ctx.cells[j], axis, x.shape[axis], x.strides[axis] // x.itemsize)
-                     for j, axis in dynamic]
+        self.entries = list(entries)
+        self.where = [(ctx.cells[j], axis, role) for j, axis, role in where]
+        self.slices = any(role != 'int' for _, _, role in where)
+        self.var = ctx.node.inputs[where[0][0]]
 
     def offset_step(self, targets):
-        static, dims = self.static, self.dims
+        planned, where, slices = self.entries, self.where, self.slices
+        shape, strides, itemsize = self.extent.shape, self.extent.strides, self.extent.itemsize
+        want, var = self.view.shape, self.var
         i64 = np.int64
 
         def run():
-            off = static
-            for cell, axis, n, st in dims:
-                i = int(cell[0])
-                if not -n <= i < n:
-                    raise IndexError('index %d is out of bounds for axis %d with size %d'
-                                     % (i, axis, n))
-                off += (i + n if i < 0 else i) * st
-            off = i64(off)
+            ents = list(planned)
+            for cell, axis, role in where:
+                v = int(cell[0])
+                if role == 'int':
+                    ents[axis] = v
+                else:
+                    e = ents[axis]
+                    ents[axis] = slice(v if role == 'start' else e.start,
+                                       v if role == 'stop' else e.stop, e.step)
+            off, got, _ = place(shape, strides, ents)
+            if slices and got != want:
+                raise BranchFlip(var)
+            off = i64(off // itemsize)
             for kernel, argi in targets:
                 kernel.set_arg(argi, off)
         return run
@@ -150,7 +167,7 @@ def _move_kernel(nd, store):
 def _dynamic_capable(node, first):
     if np.dtype(node.inputs[0].type.dtype).itemsize not in _STORE:
         return ()
-    return tuple(j for j, _ in int_entry_inputs(node.op.idx_list, first))
+    return tuple(j for j, _, role in index_inputs(node.op.idx_list, first) if role != 'step')
 
 
 class SubtensorView(DeviceImpl):
@@ -173,8 +190,7 @@ class SubtensorView(DeviceImpl):
         if not self.dynamic_inputs:
             return [basic_view(ins[0], entries)]
         dyn = DynamicIndex(ctx, ins[0], entries, [
-            (j, a) for j, a in int_entry_inputs(self.node.op.idx_list, 1)
-            if j in self.dynamic_inputs])
+            w for w in index_inputs(self.node.op.idx_list, 1) if w[0] in self.dynamic_inputs])
         out = ctx.alloc(dyn.view.shape, dyn.view.dtype)
         targets = []
         ctx.host_step(dyn.offset_step(targets))
@@ -228,8 +244,7 @@ class IncSubtensorImpl(DeviceImpl):
         dyn = None
         if self.dynamic_inputs:
             dyn = DynamicIndex(ctx, out, entries, [
-                (j, a) for j, a in int_entry_inputs(self.node.op.idx_list, 2)
-                if j in self.dynamic_inputs])
+                w for w in index_inputs(self.node.op.idx_list, 2) if w[0] in self.dynamic_inputs])
             view = dyn.view
         else:
             view = basic_view(out, entries)
