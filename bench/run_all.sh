@@ -31,6 +31,7 @@ run cmdbuf 300 cmdbuf.py
 run vm_launch_cost 300 vm_launch_cost.py
 run lenet 600 lenet.py --json "$out/lenet-$tag.json"
 run lstm 900 lstm.py $quick --json "$out/lstm-$tag.json"
+run minibatch 300 minibatch.py
 # torch eager references (a Python with torch and CUDA; not the theano_ocl one)
 if ${TORCH_PYTHON:-python3} -c "import torch" 2>/dev/null; then
   echo "== torch_ref"; ${TORCH_PYTHON:-python3} torch_ref.py $quick --json "$out/torch-ref.json" | tee "$out/torch-ref.txt"
