@@ -10,7 +10,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl.ops import reduce as ocl_reduce, reduce_geometry
-from helpers import assert_close, assert_matches_c, ocl_mode, rand
+from helpers import assert_close, assert_matches_c, compile_both, ocl_mode, rand
 
 DTYPES = ['int8', 'int32', 'int64', 'uint8', 'bool', 'float16', 'float32', 'float64']
 SUBSETS_3D = [None] + [c for k in range(3) for c in itertools.combinations(range(3), k)] \
@@ -217,7 +217,7 @@ def _layout_outputs(x):
 
 
 KINDS = ['device', 'gpu-132cu', 'gpu-2cu']
-_SUM_SHAPES = {'mid': (37, 523), 'thin': (70, 3), 'wide': (5, 4099)}
+_SUM_SHAPES = {'mid': (37, 523), 'thin': (70, 3), 'wide': (9, 4099)}
 # fewer shapes on the emulated GPUs: 'gpu-2cu' only 'mid', 'gpu-132cu' not 'thin'
 _SUM_CASES = [(k, d, n) for k in KINDS
               for d in ['float32', 'float64', 'int8', 'uint8', 'int64', 'bool', 'float16']
@@ -238,6 +238,21 @@ def test_fast_layouts_sum(traits, dtype, shape_id):
     assert modes == {'rows', 'cols'}, planned
     if dtype != 'float16' or kind == 'device':
         assert any(g.V > 1 for g in planned), planned
+
+
+@pytest.mark.parametrize('traits', ['device', 'gpu-132cu'], indirect=True)
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_short_sums_add_in_index_order(traits, dtype):
+    """Fewer than 8 elements per output are added one after another in index order on
+    every device, as Theano C (and numpy) add them: the results are equal, not only close
+    (Theano's test_pfunc compares a sum of 5 float64 values with numpy's for equality)."""
+    x = T.matrix('x', dtype=dtype)
+    outs = [T.sum(x[0, :5]), T.sum(x[:, :7], 1), T.sum(x[:3], 0), T.sum(x[:, ::-1][:, :6], 1),
+            T.prod(x[:4, :2], 0), T.sum(x[:7].T, 1)]
+    f_c, f_o = compile_both([x], outs)
+    v = rand((300, 11), dtype, rng=np.random.RandomState(9))
+    for k, (a, b) in enumerate(zip(f_o(v), f_c(v))):
+        assert np.array_equal(a, b), (k, np.max(np.abs(a - b)))
 
 
 def _op_outputs(x, dtype):
