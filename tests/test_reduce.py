@@ -244,11 +244,13 @@ def test_fast_layouts_sum(traits, dtype, shape_id):
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])
 def test_short_sums_add_in_index_order(traits, dtype):
     """Fewer than 8 elements per output are added one after another in index order on
-    every device, as Theano C (and numpy) add them: the results are equal, not only close
-    (Theano's test_pfunc compares a sum of 5 float64 values with numpy's for equality)."""
+    every device, as Theano C (and numpy) add them, each product of a fused producer
+    rounded before it is added (no fma): the results are equal, not only close (Theano's
+    test_pfunc compares a sum of 5 float64 squares with numpy's for equality)."""
     x = T.matrix('x', dtype=dtype)
     outs = [T.sum(x[0, :5]), T.sum(x[:, :7], 1), T.sum(x[:3], 0), T.sum(x[:, ::-1][:, :6], 1),
-            T.prod(x[:4, :2], 0), T.sum(x[:7].T, 1)]
+            T.prod(x[:4, :2], 0), T.sum(x[:7].T, 1),
+            T.sum(x[:, :5] ** 2, 1), T.sum(x[:6] * x[1:7], 0)]   # fused producers
     f_c, f_o = compile_both([x], outs)
     v = rand((300, 11), dtype, rng=np.random.RandomState(9))
     for k, (a, b) in enumerate(zip(f_o(v), f_c(v))):

@@ -220,11 +220,13 @@ def split_axes_all(shape, strides, axes):
 FAST_PATHS = True
 # parts reduced by the last work-group of the same launch (else a second launch)
 GPU_SINGLE_PASS = True
-# outputs of fewer reduced elements than this are reduced in the view's index order, as
-# Theano C reduces (and numpy, which adds fewer than 8 elements one after another): equal
-# results, not only close. Reversed dims are not walked forwards, and on GPUs the generic
-# kernel (one work-item an output) takes them, not the fast paths' lanes. Theano's
-# test_pfunc compares a sum of 5 float64 values with numpy's for equality (it failed on
+# outputs of fewer reduced elements than this are reduced as Theano C reduces them (numpy
+# too: it adds fewer than 8 elements one after another), so results are equal, not only
+# close: in the view's index order (reversed dims are not walked forwards; on GPUs the
+# generic kernel, one work-item an output, not the fast paths' lanes), and a fused
+# elementwise producer is computed into a buffer first (rounded, as Theano C stores it:
+# NVIDIA's compiler contracted x * x + acc into one fma inside the fused kernel). Theano's
+# test_pfunc compares a sum of 5 float64 squares with numpy's for equality (it failed on
 # the H200, 2026-11-26).
 IN_ORDER_BELOW = 8
 
@@ -247,9 +249,11 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     """Record the launches reducing DArray ``x`` over ``axes`` into C-contiguous ``out``
     (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs. ``x`` may
     be a :class:`~.fusion.Fused` producer: :func:`plan_reduce_fused`."""
-    if isinstance(x, Fused):
-        return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
     in_order = prod(x.shape[a] for a in axes) < IN_ORDER_BELOW
+    if isinstance(x, Fused):
+        if not in_order:
+            return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
+        x = x.materialize(ctx)
     if not comb.argmax and not in_order:
         x = _flip_reduced(x, axes)
     kshape, kstrides, rshape, rstrides = split_axes(x, axes)
