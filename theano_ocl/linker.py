@@ -409,21 +409,28 @@ def _destroyed_between(tasks, members):
                for k, task in enumerate(tasks) if task.node in members)
 
 
+def _determined(tasks, need_dev, given=()):
+    """The values fixed by the shapes of device values, constants and ``given`` (keyed
+    inputs): those, shapes read off them, and host shape arithmetic on them."""
+    kd = set(given)
+    for task in tasks:
+        node = task.node
+        if task.kind == 'shape':
+            if node.inputs[0] in need_dev or node.inputs[0] in kd:
+                kd.update(node.outputs)
+        elif task.kind == 'host' and task.meta:
+            if all(isinstance(v, Constant) or v in kd for v in node.inputs):
+                kd.update(node.outputs)
+    return kd
+
+
 def mark_dynamic(tasks, need_dev):
     """Set ``impl.dynamic_inputs``: the ``dynamic_capable`` inputs whose values change
     between calls of one key -- not constants, not shape arithmetic on device values (the
     key fixes those, and the implementation's cheaper fixed plan serves). A sequence
     element used as an index inside a device Scan, or ``X[i]`` with ``i`` an input, then
     runs one plan for every value."""
-    fixed = set()
-    for task in tasks:
-        node = task.node
-        if task.kind == 'shape':
-            if node.inputs[0] in need_dev:
-                fixed.update(node.outputs)
-        elif task.kind == 'host' and task.meta:
-            if all(isinstance(v, Constant) or v in fixed for v in node.inputs):
-                fixed.update(node.outputs)
+    fixed = _determined(tasks, need_dev)
     for task in tasks:
         if task.kind != 'dev' or not task.impl.dynamic_capable:
             continue
@@ -460,16 +467,7 @@ def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):
     again on replay, and device plans that consumed them need no guard, unless a host
     task that does run (a fallback) or an output still reads them.
     """
-    kd = set(key_inputs)
-    for task in tasks:
-        node = task.node
-        if task.kind == 'shape':
-            if node.inputs[0] in need_dev or node.inputs[0] in kd:
-                kd.update(node.outputs)
-        elif task.kind == 'host' and task.meta:
-            if all(isinstance(v, Constant) or v in kd for v in node.inputs):
-                kd.update(node.outputs)
-    prog.key_determined = kd
+    kd = prog.key_determined = _determined(tasks, need_dev, key_inputs)
     needed = set(prog.fgraph.outputs) | set(update_sources)
     for task in reversed(tasks):
         outs = task.node.outputs

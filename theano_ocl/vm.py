@@ -65,10 +65,9 @@ class OCLFunction(object):
     is_ocl = True
     #: frames kept besides the one in use (least recently used dropped first), also bounded
     #: by the bytes of their buffers (``max_cached_bytes``) and by their plans' steps
-    #: (``max_cached_steps``, host memory): a function indexed by a minibatch number, whose
-    #: slice's place is part of each plan, plans each index once per process, not per call
-    #: (2-core CPU, 2026-11-25, 200 indices: 0.20-0.28 ms a call from the second epoch,
-    #: 6.9 ms with 4 frames; ~65 KB of host memory per frame of that small function)
+    #: (``max_cached_steps``, host memory): calls cycling over many keys (input shapes,
+    #: sizes given to Alloc or reshape) plan each key once per process, not once per call.
+    #: Index values are not keys (``linker.mark_dynamic``).
     max_frames = 256
     max_cached_steps = 1 << 15
     #: frames one key keeps for other IfElse branches than its current one's

@@ -42,6 +42,21 @@ _STORE = {1: 'uchar', 2: 'ushort', 4: 'uint', 8: 'ulong'}
 
 
 # -------------------------------------------------------------------- basic indexing
+def _axis_place(d, e, n, st):
+    """(byte offset, length, stride) of entry ``e`` on axis ``d`` of ``n`` elements and byte
+    stride ``st``; length and stride None for an integer (the axis goes). numpy's rules
+    and errors."""
+    if isinstance(e, slice):
+        start, stop, step = slice(*[None if v is None else int(v)
+                                    for v in (e.start, e.stop, e.step)]).indices(n)
+        length = len(range(start, stop, step))
+        return (start * st if length else 0), length, st * step
+    i = int(e)
+    if not -n <= i < n:
+        raise IndexError('index %d is out of bounds for axis %d with size %d' % (i, d, n))
+    return (i % n) * st, None, None
+
+
 def place(shape, strides, entries):
     """(byte offset, shape, strides) of the basic view ``entries`` (ints and slices) of an
     array of ``shape`` and byte ``strides``: numpy's rules and errors."""
@@ -49,20 +64,11 @@ def place(shape, strides, entries):
         raise IndexError('too many indices for array')
     off, out_shape, out_strides = 0, [], []
     for d, e in enumerate(entries):
-        n, st = shape[d], strides[d]
-        if isinstance(e, slice):
-            start, stop, step = slice(*[None if v is None else int(v)
-                                        for v in (e.start, e.stop, e.step)]).indices(n)
-            length = len(range(start, stop, step))
-            if length:
-                off += start * st
+        o, length, st = _axis_place(d, e, shape[d], strides[d])
+        off += o
+        if length is not None:
             out_shape.append(length)
-            out_strides.append(st * step)
-        else:
-            i = int(e)
-            if not -n <= i < n:
-                raise IndexError('index %d is out of bounds for axis %d with size %d' % (i, d, n))
-            off += (i % n) * st
+            out_strides.append(st)
     out_shape.extend(shape[len(entries):])
     out_strides.extend(strides[len(entries):])
     return off, tuple(out_shape), tuple(out_strides)
@@ -91,72 +97,80 @@ def index_inputs(idx_list, first):
     return out
 
 
-def _elem_strides(d):
-    return tuple(st // d.itemsize for st in d.strides)
+def _elem_strides(d, shape=None):
+    """``d``'s strides in elements; with ``shape``, 0 where ``d`` broadcasts (size 1)."""
+    if shape is None:
+        return tuple(st // d.itemsize for st in d.strides)
+    return tuple(0 if m == 1 and n != 1 else st // d.itemsize
+                 for st, m, n in zip(d.strides, d.shape, shape))
 
 
 class DynamicIndex(object):
     """The place of ``x[entries]`` where some integer indices or slice bounds change from
-    call to call (``DeviceImpl.dynamic_inputs``; a slice's step never does: it decides the
-    strides). ``view`` is this call's view, ``extent`` the array it lies in; ``offset_step``
-    returns a host step that, at every call, reads those inputs' cells, raises IndexError
-    as numpy does for an integer out of range, raises ``BranchFlip`` where a slice's length
-    differs from the planned one (a frame of the same key planned for that length runs:
-    the short last minibatch of an epoch), and sets the view's element offset within
-    ``extent`` as the given kernel arguments."""
+    call to call (``impl.dynamic_inputs``; a slice's step never does: it decides the
+    strides). ``view`` is this call's view, ``extent`` the array it lies in. Made while
+    planning, it records a host step that, at every call, reads those inputs' cells, raises
+    IndexError as numpy does for an integer out of range, raises ``BranchFlip`` where a
+    slice's length differs from the planned one (a frame of the same key planned for that
+    length runs: the short last minibatch of an epoch), and sets the view's element offset
+    within ``extent`` as the offset argument of every :meth:`move` recorded after it.
+    Only the changing axes are placed again per call; the others' offset is summed once."""
 
-    def __init__(self, ctx, x, entries, where):
+    def __init__(self, ctx, impl, x, entries, first):
         self.extent = x
         self.view = basic_view(x, entries)          # this call's (checks it too)
-        self.entries = list(entries)
-        self.where = [(ctx.cells[j], axis, role) for j, axis, role in where]
-        self.slices = any(role != 'int' for _, _, role in where)
-        self.var = ctx.node.inputs[where[0][0]]
+        roles = {}
+        for j, axis, role in index_inputs(impl.node.op.idx_list, first):
+            if j in impl.dynamic_inputs:
+                roles.setdefault(axis, []).append((ctx.cells[j], role))
+        static, axes = 0, []
+        for d, e in enumerate(entries):
+            off, length, _ = _axis_place(d, e, x.shape[d], x.strides[d])
+            if d in roles:
+                axes.append((d, e, roles[d], x.shape[d], x.strides[d], length))
+            else:
+                static += off
+        self.targets = []          # (kernel, argument index) of the moves' offsets
+        ctx.host_step(self._offset_step(static, axes, ctx.node.inputs[impl.dynamic_inputs[0]]))
 
-    def offset_step(self, targets):
-        planned, where, slices = self.entries, self.where, self.slices
-        shape, strides, itemsize = self.extent.shape, self.extent.strides, self.extent.itemsize
-        want, var = self.view.shape, self.var
+    def _offset_step(self, static, axes, var):
+        itemsize, targets = self.extent.itemsize, self.targets
         i64 = np.int64
 
         def run():
-            ents = list(planned)
-            for cell, axis, role in where:
-                v = int(cell[0])
-                if role == 'int':
-                    ents[axis] = v
-                else:
-                    e = ents[axis]
-                    ents[axis] = slice(v if role == 'start' else e.start,
-                                       v if role == 'stop' else e.stop, e.step)
-            off, got, _ = place(shape, strides, ents)
-            if slices and got != want:
-                raise BranchFlip(var)
+            off = static
+            for d, e, cells, n, st, length in axes:
+                for cell, role in cells:
+                    v = int(cell[0])
+                    e = v if role == 'int' else slice(v, e.stop, e.step) if role == 'start' \
+                        else slice(e.start, v, e.step)
+                o, got, _ = _axis_place(d, e, n, st)
+                if got != length:
+                    raise BranchFlip(var)
+                off += o
             off = i64(off // itemsize)
             for kernel, argi in targets:
                 kernel.set_arg(argi, off)
         return run
 
-    def move(self, ctx, dst, src, targets, into_extent):
-        """Record ``dst = src`` where one side is the view (``into_extent``: the
-        destination), and name its per-call offset argument in ``targets``."""
+    def move(self, ctx, other, into_extent):
+        """Record one launch moving ``other`` (broadcast to the view's shape) into the view
+        (``into_extent``), or the view into ``other``, at this call's place of the view."""
         view = self.view
         if view.size == 0:
             return
-        if into_extent:
-            dst_d, dst_st, src_d, src_st = self.extent, _elem_strides(view), src, _elem_strides(src)
-        else:
-            dst_d, dst_st, src_d, src_st = dst, _elem_strides(dst), self.extent, _elem_strides(view)
+        near = (self.extent, _elem_strides(view))
+        far = (other, _elem_strides(other, view.shape))
+        (dst, dst_st), (src, src_st) = (near, far) if into_extent else (far, near)
         src_text, name = _move_kernel(view.ndim, _STORE[view.itemsize])
         args = [np.int64(view.size)] + [np.int64(n) for n in view.shape]
-        args += [dst_d] + [np.int64(v) for v in dst_st] + [src_d] + [np.int64(v) for v in src_st]
+        args += [dst] + [np.int64(v) for v in dst_st] + [src] + [np.int64(v) for v in src_st]
         args += [np.int64(0), np.int64(0)]
         gsize, lsize = launch_geometry(ctx.dev, view.size)
         plan = ctx.launch(ctx.dev.build(src_text), name, gsize, lsize, args)
         # a DArray is two kernel arguments (buffer, offset): the last two are dyn_dst, dyn_src
         nargs = len(args) + 2
-        argi = nargs - 2 if into_extent else nargs - 1
-        targets.append((plan.kernel, argi))
+        self.targets.append((plan.kernel, nargs - 2 if into_extent else nargs - 1))
 
 
 @kernels.memoize
@@ -189,12 +203,9 @@ class SubtensorView(DeviceImpl):
         entries = tsub.get_idx_list(ins, self.node.op.idx_list)
         if not self.dynamic_inputs:
             return [basic_view(ins[0], entries)]
-        dyn = DynamicIndex(ctx, ins[0], entries, [
-            w for w in index_inputs(self.node.op.idx_list, 1) if w[0] in self.dynamic_inputs])
+        dyn = DynamicIndex(ctx, self, ins[0], entries, 1)
         out = ctx.alloc(dyn.view.shape, dyn.view.dtype)
-        targets = []
-        ctx.host_step(dyn.offset_step(targets))
-        dyn.move(ctx, out, None, targets, into_extent=False)
+        dyn.move(ctx, out, into_extent=False)
         return [out]
 
 
@@ -235,16 +246,15 @@ class IncSubtensorImpl(DeviceImpl):
         return 'elementwise update of a view'
 
     def plan(self, ctx, ins):
-        """x (+)= y over the view; where an integer index changes between calls, the view
-        is gathered into a scratch array, updated there and scattered back, both moves at
-        the offset a host step sets at every call."""
+        """x (+)= y over the view; where an index changes between calls, the view is
+        gathered into a scratch array, updated there and scattered back (a set of y of x's
+        dtype: y scattered in directly), at the offset a host step sets at every call."""
         x, y = ins[:2]
         out = writable_x(ctx, x)
         entries = tsub.get_idx_list([x] + list(ins[2:]), self.node.op.idx_list)
         dyn = None
         if self.dynamic_inputs:
-            dyn = DynamicIndex(ctx, out, entries, [
-                w for w in index_inputs(self.node.op.idx_list, 2) if w[0] in self.dynamic_inputs])
+            dyn = DynamicIndex(ctx, self, out, entries, 2)
             view = dyn.view
         else:
             view = basic_view(out, entries)
@@ -257,12 +267,13 @@ class IncSubtensorImpl(DeviceImpl):
         if dyn is None:
             plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
             return [out]
+        if self.node.op.set_instead_of_inc and y.dtype == view.dtype:
+            dyn.move(ctx, y, into_extent=True)
+            return [out]
         tmp = ctx.alloc(view.shape, view.dtype)
-        targets = []
-        ctx.host_step(dyn.offset_step(targets))
-        dyn.move(ctx, tmp, None, targets, into_extent=False)
+        dyn.move(ctx, tmp, into_extent=False)
         plan_elementwise(ctx, self.support, self.body, [tmp], [tmp, y], tmp.shape)
-        dyn.move(ctx, None, tmp, targets, into_extent=True)
+        dyn.move(ctx, tmp, into_extent=True)
         return [out]
 
 
