@@ -224,8 +224,9 @@ GPU_SINGLE_PASS = True
 # too: it adds fewer than 8 elements one after another), so results are equal, not only
 # close: in the view's index order (reversed dims are not walked forwards; on GPUs the
 # generic kernel, one work-item an output, not the fast paths' lanes), and a fused
-# elementwise producer is computed into a buffer first (rounded, as Theano C stores it:
-# NVIDIA's compiler contracted x * x + acc into one fma inside the fused kernel). Theano's
+# elementwise producer is computed into a buffer first (``fuse_pays``: rounded, as Theano C
+# stores it; NVIDIA's compiler contracted x * x + acc into one fma inside the fused
+# kernel). Theano's
 # test_pfunc compares a sum of 5 float64 squares with numpy's for equality (it failed on
 # the H200, 2026-11-26).
 IN_ORDER_BELOW = 8
@@ -249,11 +250,9 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
     """Record the launches reducing DArray ``x`` over ``axes`` into C-contiguous ``out``
     (and ``out_idx``, the argmax); ``x_idx`` holds the indices of partial pairs. ``x`` may
     be a :class:`~.fusion.Fused` producer: :func:`plan_reduce_fused`."""
-    in_order = prod(x.shape[a] for a in axes) < IN_ORDER_BELOW
     if isinstance(x, Fused):
-        if not in_order:
-            return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
-        x = x.materialize(ctx)
+        return plan_reduce_fused(ctx, comb, x, axes, out, out_idx)
+    in_order = prod(x.shape[a] for a in axes) < IN_ORDER_BELOW
     if not comb.argmax and not in_order:
         x = _flip_reduced(x, axes)
     kshape, kstrides, rshape, rstrides = split_axes(x, axes)
@@ -429,7 +428,11 @@ FUSE_MAX_GPU = 1 << 20
 
 def fuse_pays(dev, size, n_out, argmax=False):
     """Whether to reduce a fused producer of ``size`` elements to ``n_out`` values in the
-    kernel (else its value is materialized by its own launch first)."""
+    kernel (else its value is materialized by its own launch first). Never for fewer than
+    ``IN_ORDER_BELOW`` elements an output: those are reduced as Theano C reduces them,
+    from the producer's stored (rounded) values."""
+    if size < IN_ORDER_BELOW * n_out:
+        return False
     if dev.is_cpu:
         return n_out > 1 and size <= FUSE_MAX_CPU
     return size <= FUSE_MAX_GPU or (n_out > 1 and not argmax)
