@@ -13,7 +13,8 @@ step time per round; rounds where other processes used more than ``--busy`` of t
 set aside when at least 3 quiet rounds remain). ``--json PATH`` writes the run (device,
 date, commit, per-round samples) as data. ``--scan-rows`` times a third variant, theano_ocl
 with the ``scan_rows`` setting on (a step's row copies in one launch each way), in the
-same rounds. Exit status 1 only when the losses disagree.
+same rounds; ``--copied-rows`` one with the ``scan_bind`` setting off (every step's rows
+copied, as before ops/scan_bind.py). Exit status 1 only when the losses disagree.
 """
 import argparse
 import datetime
@@ -82,6 +83,9 @@ def main():
     ap.add_argument('--json', default=None, help='write the run to this file')
     ap.add_argument('--scan-rows', action='store_true',
                     help="also time theano_ocl with OCLMode(scan_rows=True)")
+    ap.add_argument('--copied-rows', action='store_true',
+                    help='also time theano_ocl with OCLMode(scan_bind=False): every row '
+                         'copied, the inner frame not pointed at the rows')
     args = ap.parse_args()
     size = (16, 32, 20) if args.quick else (64, 256, 50)
     batch = args.batch or size[0]
@@ -99,6 +103,9 @@ def main():
     if args.scan_rows:
         names += ('theano_ocl scan_rows',)
         modes.append(theano_ocl.OCLMode(device=args.device, scan_rows=True))
+    if args.copied_rows:
+        names += ('theano_ocl copied rows',)
+        modes.append(theano_ocl.OCLMode(device=args.device, scan_bind=False))
     fns = {}
     for name, mode in zip(names, modes):
         t0 = time.perf_counter()

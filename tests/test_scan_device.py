@@ -511,3 +511,127 @@ def test_a_steps_row_copies_in_one_launch_each_way(monkeypatch, case):
      'nested': test_nested_scans,
      'lstm': test_lstm_training_matches_c}[case]()
     assert runs and max(runs) > 1, runs       # several copies went as one launch
+
+
+def _count_placements(monkeypatch):
+    """Spy on ops/scan_bind.py: the number of roots each step pointed at its rows."""
+    from theano_ocl.ops import scan_bind
+    placed = []
+    real = scan_bind.RowBinding.place
+    monkeypatch.setattr(scan_bind.RowBinding, 'place',
+                        lambda self, i, pos: placed.append(len(self.live)) or real(self, i, pos))
+    return placed
+
+
+@pytest.mark.parametrize('bind', ['1', '0'])
+@pytest.mark.parametrize('case', ['taps', 'backwards', 'mit_mot', 'nested', 'lstm'])
+def test_inner_frame_follows_the_rows(monkeypatch, case, bind):
+    """The ``scan_bind`` setting (ops/scan_bind.py): on (the default), from a run's second
+    step the inner frame reads its sequence rows and state taps, and writes its outputs, in
+    the outer buffers; off, every row is copied. Both against Theano C, over calls that
+    re-plan and replay; on, roots really followed the rows (several per step)."""
+    setting(monkeypatch, 'scan_bind', bind)
+    placed = _count_placements(monkeypatch)
+    {'taps': lambda: test_taps_states_and_non_sequences('float32'),
+     'backwards': lambda: test_n_steps_go_backwards_one_step('float64'),
+     'mit_mot': lambda: test_gradient_mit_mot_and_truncate_gradient('float64'),
+     'nested': test_nested_scans,
+     'lstm': test_lstm_training_matches_c}[case]()
+    if bind == '1':
+        assert placed and max(placed) >= 2, placed
+    else:
+        assert not placed, placed
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_inner_branch_flip_mid_run(dtype, monkeypatch):
+    """An IfElse inside the step whose branch changes from step to step: another frame of
+    the inner function runs at those steps, reading staging arrays that a step following the
+    rows did not fill; the loop notices and copies that step's rows. Against Theano C."""
+    from theano.ifelse import ifelse
+    from theano_ocl.report import inner_functions
+    placed = _count_placements(monkeypatch)
+    x = T.matrix('x', dtype=dtype)
+    h0 = T.vector('h0', dtype=dtype)
+    half = np.asarray(0.5, dtype)
+
+    def step(v, h):
+        return ifelse(T.gt(v.sum(), 0), T.tanh(h + v), h * half - v)
+    hs, _ = theano.scan(step, sequences=x, outputs_info=h0)
+    rng = np.random.RandomState(3)
+    calls = []
+    for signs in ([1, 1, 1, -1, -1, 1, -1, 1, 1], [-1, -1, 1, 1, 1, 1, -1, -1, -1]):
+        xv = np.abs(rng.uniform(0.1, 1, (len(signs), 4))) * np.array(signs)[:, None]
+        calls.append([xv.astype(dtype), rng.uniform(-1, 1, 4).astype(dtype)])
+    f, failures = compare([x, h0], hs, calls)
+    assert not failures, failures
+    assert placed, 'the inner frame never followed the rows'
+    (_, inner), = inner_functions(f)
+    assert inner.fn.last_frame.alternates, 'one branch only: the test no longer flips'
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_error_mid_run_leaves_the_inner_frame_as_planned(dtype, monkeypatch):
+    """A bad index at a late step of a run whose inner frame follows the rows: IndexError
+    as Theano raises it; the roots go back, so the next calls (new inputs, other
+    lengths) equal Theano C's."""
+    placed = _count_placements(monkeypatch)
+    idx = T.lmatrix('idx')
+    E = T.matrix('E', dtype=dtype)
+    h0 = T.vector('h0', dtype=dtype)
+
+    def step(i, h, E):
+        return T.tanh(E[i].sum(axis=0) + h[::-1])
+    hs, _ = theano.scan(step, sequences=idx, outputs_info=h0, non_sequences=E)
+    f_c, f_o = compile_both([idx, E, h0], hs)
+    on_device(f_o)
+    rng = np.random.RandomState(4)
+    e = rng.uniform(-1, 1, (6, 3)).astype(dtype)
+    h = rng.uniform(-1, 1, 3).astype(dtype)
+    good = rng.randint(-6, 6, (7, 2))
+    assert_close(f_o(good, e, h), f_c(good, e, h), what='first call')
+    bad = good.copy()
+    bad[5, 1] = 6
+    with pytest.raises(IndexError):
+        f_c(bad, e, h)
+    with pytest.raises(IndexError):
+        f_o(bad, e, h)
+    assert placed, 'the inner frame never followed the rows'
+    for n in (7, 4, 7):
+        other = rng.randint(-6, 6, (n, 2))
+        h2 = rng.uniform(-1, 1, 3).astype(dtype)
+        assert_close(f_o(other, e, h2), f_c(other, e, h2), what='after the error, %d steps' % n)
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_outputs_never_written_over_the_rows_a_step_reads(dtype, monkeypatch):
+    """A state kept one step deep (only its last value is used: Theano stores one row, which
+    every step reads and writes), computed by a product that reads other elements than it
+    writes; and the gradient's mit-mot accumulators (read at taps 0 and 1, written at 1).
+    A step's outputs must not be written over its inputs. Against Theano C."""
+    x = T.matrix('x', dtype=dtype)
+    h0 = T.vector('h0', dtype=dtype)
+    W = T.matrix('W', dtype=dtype)
+
+    def step(v, h, W):
+        return T.dot(h[::-1], W) * np.asarray(0.5, dtype) + v
+    hs, _ = theano.scan(step, sequences=x, outputs_info=h0, non_sequences=W)
+    cost = (T.tanh(hs) ** 2).sum()
+    rng = np.random.RandomState(6)
+    calls = [[rng.uniform(-1, 1, (n, 5)).astype(dtype), rng.uniform(-1, 1, 5).astype(dtype),
+              rng.uniform(-1, 1, (5, 5)).astype(dtype)] for n in (8, 3, 8)]
+    tol = 1e-5 if dtype == 'float32' else None
+    # Theano's default keeps one row more than the taps need (scan.allow_output_prealloc);
+    # without it, the buffer of a state used only at its last step is one row deep
+    from theano_ocl.ops import scan_bind
+    stores = []
+    build = scan_bind.RowBinding.build.__func__
+    monkeypatch.setattr(scan_bind.RowBinding, 'build', classmethod(
+        lambda cls, loop, *a: stores.append(list(loop.store)) or build(cls, loop, *a)))
+    with theano.configparser.change_flags(**{'scan.allow_output_prealloc': False}):
+        f, failures = compare([x, h0, W], hs[-1], calls, rtol=tol)
+    assert not failures, failures
+    assert stores and all(st == [1] for st in stores), stores
+    _, failures = compare([x, h0, W], [theano.grad(cost, W), theano.grad(cost, h0)], calls,
+                          rtol=tol)
+    assert not failures, failures

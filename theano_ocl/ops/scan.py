@@ -44,6 +44,7 @@ from ..runtime import settings
 from ..runtime.memory import buffer_copier, download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
+from .scan_bind import RowBinding
 from .scan_rows import LoopCopies, RowCopies
 
 
@@ -308,7 +309,7 @@ class Loop(LoopCopies):
             self.init.append((self.outs[o], src))
         # what the inner function reads each step
         self.fixed = []          # (cell, value) set once per run
-        self.stage = []          # (cell, staging DArray, source, outer output or None, tap)
+        self.stage = []     # (cell, staging DArray, source, outer output or None, tap, k)
         self.mirrors = {}        # outer output -> its host copy (impl.host_states)
         self.host_reads = []     # (cell, outer output, tap)
         self.host_seq_reads = []  # (cell, sequence index): impl.host_seqs
@@ -333,7 +334,7 @@ class Loop(LoopCopies):
                 self.fixed.append((self.cells[k], view))
                 continue
             staging = ctx.alloc(src.shape[1:], src.dtype)
-            self.stage.append((self.cells[k], staging, src, o, tap))
+            self.stage.append((self.cells[k], staging, src, o, tap, k))
         for j in range(lay.other_in, len(ins)):
             k = lay.inner_other + j - lay.other_in
             kind = impl.inner_kind[k]
@@ -361,6 +362,10 @@ class Loop(LoopCopies):
         self.use_rows = settings.current().scan_rows
         self.rows_in = None      # RowCopies of the staged rows, False where not possible
         self.rows_out = None     # (inner output values, RowCopies) of the sinks
+        # the inner frame pointed at the rows in place of copies (ops/scan_bind.py)
+        self.use_bind = settings.current().scan_bind and not self.use_rows
+        self.bindings = {}       # id(inner frame) -> (that frame, RowBinding or None)
+        self.bound = None        # the RowBinding in effect during a run
 
     def _contiguous(self, d):
         """``d``, or a C-contiguous copy of it made at the start of every run."""
@@ -386,6 +391,9 @@ class Loop(LoopCopies):
                 self.queue.finish()           # before the plans after this one read it
             return result
         finally:
+            if self.bound is not None:       # the inner frame's roots back where planned
+                self.bound.restore()
+                self.bound = None
             # as Scan.execute: the inner function's cells hold nothing between runs (no
             # host value kept alive, no device array in a function that may be pickled)
             for c in self.fn.input_storage:
@@ -408,13 +416,13 @@ class Loop(LoopCopies):
         fixed = [(cell, self._as_pyopencl(v) if isinstance(v, DArray) else v)
                  for cell, v in self.fixed]
         staged = []
-        for cell, staging, src, o, tap in self.stage:
+        for cell, staging, src, o, tap, k in self.stage:
             staged.append((cell, self._as_pyopencl(staging), staging.root.buf,
                            staging.boff, src.root.buf, src.boff, src.strides[0],
-                           staging.nbytes, o, None if o is None else self.store[o], tap))
+                           staging.nbytes, o, None if o is None else self.store[o], tap, k))
         rows_in = self._rows_in()
         if rows_in:
-            meta = [(o, st, tap) for _, _, _, _, _, _, _, nbytes, o, st, tap in staged
+            meta = [(o, st, tap) for _, _, _, _, _, _, _, nbytes, o, st, tap, _ in staged
                     if nbytes]
             staged_cells = [(row[0], row[1]) for row in staged]
         # the host states' initial values: one read per run (it waits for earlier plans)
@@ -435,14 +443,21 @@ class Loop(LoopCopies):
         if masked:
             self._zero(self.flags)
             check = CHECKS[0]
+        # from step 1 on, the inner frame may follow the rows itself (ops/scan_bind.py):
+        # then only the rows it does not follow are copied
+        copied = staged
+        binding = None
+        inner = self.fn.fn
         i = 0
         while i < n_steps:
+            if binding is not None:
+                binding.place(i, pos)
             if rows_in:
                 rows_in.run([i if o is None else (pos[o] + tap) % st for o, st, tap in meta])
                 for cell, arr in staged_cells:
                     cell[0] = arr
             else:
-                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap in staged:
+                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap, _ in copied:
                     if nbytes:
                         row = i if o is None else (pos[o] + tap) % st
                         copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
@@ -460,9 +475,26 @@ class Loop(LoopCopies):
             for cell, h in host_seqs:
                 cell[0] = h[i:i + 1].reshape(h.shape[1:])
             results = fn()
+            if binding is not None and inner.last_frame is not binding.frame:
+                # another frame of the inner function ran (a re-plan, an IfElse branch): it
+                # read staging arrays this step did not fill; the step again, copied
+                binding.restore()
+                binding = self.bound = None
+                copied = staged
+                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap, _ in staged:
+                    if nbytes:
+                        row = i if o is None else (pos[o] + tap) % st
+                        copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
+                    cell[0] = arr
+                results = fn()
             self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
+            if i == 1 and i < n_steps and self.use_bind and not rows_in:
+                binding = self.bound = self._binding(results)
+                if binding is not None:
+                    bound = binding.bound_inputs
+                    copied = [r[:7] + (0,) + r[8:] if r[-1] in bound else r for r in staged]
             if masked:
                 self._count(results[-1])
                 if i == check or i == n_steps:
@@ -480,6 +512,20 @@ class Loop(LoopCopies):
             cl.wait_for_events(self.uploads)
             self.uploads = []
         return self._finish(i, pos)
+
+    def _binding(self, results):
+        """The RowBinding of the inner frame that ran the first step (kept from run to run
+        for the last few frames), its places for this run taken; or None."""
+        frame = self.fn.fn.last_frame
+        kept = self.bindings.get(id(frame))
+        if kept is None or kept[0] is not frame:
+            if len(self.bindings) >= 4:           # (IfElse branches' frames: a few)
+                self.bindings.clear()
+            kept = self.bindings[id(frame)] = (frame, RowBinding.build(self, frame, results))
+        binding = kept[1]
+        if binding is not None:
+            binding.start(self.store)
+        return binding
 
     def _take_stopped(self, flip, other, steps):
         """The outputs of ``other``'s run, stopped after ``steps`` steps, when this frame was
@@ -504,7 +550,7 @@ class Loop(LoopCopies):
             return False
         if rows is None:
             entries = [(_row(src, 0), src.strides[0], staging, 0)
-                       for _, staging, src, o, tap in self.stage if staging.nbytes]
+                       for _, staging, src, o, tap, _ in self.stage if staging.nbytes]
             rows = RowCopies(self.dev, self.queue, entries)
             rows = self.rows_in = rows if rows.ok else False
         elif rows and not rows.valid():

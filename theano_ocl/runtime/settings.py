@@ -21,6 +21,10 @@ argument       default (environment)   meaning
 ``scan_rows``  THEANO_OCL_SCAN_ROWS=0  a device Scan copies a step's rows in one
                                        launch each way (``ops/scan_rows.py``)
                                        instead of one copy per row
+``scan_bind``  THEANO_OCL_SCAN_BIND=1  a device Scan's inner frame reads its rows and
+                                       writes its slots in the outer buffers, its
+                                       kernels re-pointed each step, in place of
+                                       copies (``ops/scan_bind.py``)
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -41,6 +45,7 @@ _ENV = {
     'stats': ('THEANO_OCL_STATS', None),
     'launch': ('THEANO_OCL_LAUNCH', 'pyopencl'),
     'scan_rows': ('THEANO_OCL_SCAN_ROWS', '0'),
+    'scan_bind': ('THEANO_OCL_SCAN_BIND', '1'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
@@ -55,7 +60,7 @@ class Settings(object):
     __slots__ = NAMES
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
-                 stats=None, launch='pyopencl', scan_rows=False):
+                 stats=None, launch='pyopencl', scan_rows=False, scan_bind=True):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -65,6 +70,7 @@ class Settings(object):
         self.stats = stats or None
         self.launch = launch or 'pyopencl'
         self.scan_rows = _flag(scan_rows)
+        self.scan_bind = _flag(scan_bind)
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (

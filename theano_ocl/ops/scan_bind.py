@@ -1,0 +1,139 @@
+"""A device Scan's inner frame pointed at the outer rows, in place of staged copies.
+
+By default each step of the loop (``ops/scan.py``) copies the step's sequence rows and
+state taps into the inner function's staging arrays, and the inner outputs from the
+frame's buffers into their slots of the outer buffers (``ops/scan_rows.LoopCopies``): on
+NVIDIA's driver each enqueued copy costs about as much host time as a launch (~8 us).
+
+Once the inner function's frame is planned (after a run's first step), :class:`RowBinding`
+re-points the frame instead. An input's root moves to the outer row this step reads, an
+output's root to the slot this step fills; the kernel arguments bound to a root (the
+frame's sites) follow it with one ``set_arg`` of the offset (the buffer only when it
+changes), and copies and CLBlast calls read their roots when they run. The staging array
+stays in the input's cell, so the frame's guard still holds and the frame replays.
+
+What may be pointed elsewhere:
+
+* an input that only the frame's launches, copies and library calls read: not a host
+  step (it may keep its own idea of where the input is), not a value read on the host;
+* an output whose root holds it and nothing bigger (the frame puts in a root only values
+  no larger than the root), not an input's or another output's root, not a shared
+  variable, filled into a slot that no input of the same step reads (a state kept one
+  step deep is read and written in one row), in a loop whose writes are not masked by a
+  device stop flag (an ``until`` condition computed on the device).
+
+The frame's batched plan binds buffers of its own: a frame pointed at rows runs
+unbatched. Should another frame of the inner function run at a step (a re-plan, an IfElse
+branch), it reads staging arrays the step did not fill: the loop notices
+(``OCLFunction.last_frame``) and does the step again with copies. After every run of the
+loop the roots and their arguments go back where they were planned, so a call of the inner
+function from elsewhere finds the frame as it was.
+
+The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
+"""
+import numpy as np
+
+from ..runtime import plans
+from ..runtime.context import bind_site
+
+#: plans that read their roots' places when they run (kernel arguments through the sites)
+_FOLLOW = (plans.Launch, plans.Copy, plans.Enqueue)
+
+
+class RowBinding(object):
+    """The inner ``frame``'s roots that follow the loop's rows (see the module docstring).
+
+    ``entries``: (root, sites, source DArray, outer output index or None, tap, shift):
+    each step the root's region starts at row ``i`` (a sequence) or ``(pos[o] + tap) %
+    store[o]`` of the source, ``shift`` bytes before it. ``bound_inputs`` are the inner
+    input indices whose staged copies it replaces.
+    """
+
+    def __init__(self, frame, entries, bound_inputs):
+        self.frame = frame
+        self.entries = entries
+        self.bound_inputs = frozenset(bound_inputs)
+        self.homes = [(root, sites, root.buf, root.origin)
+                      for root, sites, _, _, _, _ in entries]
+        self.live = None
+
+    @classmethod
+    def build(cls, loop, frame, results):
+        """The binding of ``loop``'s inner ``frame`` after a step that returned ``results``
+        (the frame's own values), or None where nothing can follow the rows."""
+        if frame is None or frame.tiny or frame.on_host or frame.key is None:
+            return None
+        lay = loop.lay
+        prog = loop.fn.fn.program
+        steps = frame.steps
+
+        def followed(root):
+            return all(isinstance(s, _FOLLOW) or not s.touches(root) for s in steps)
+        input_roots = {id(r) for r in frame.input_roots.values()}
+        entries, bound = [], []
+        for cell, staging, src, o, tap, k in loop.stage:
+            root = frame.input_roots.get(k)
+            if root is None or k in prog.host_read_inputs or not staging.nbytes or \
+                    frame.input_bufs.get(k) is not staging.root.buf or root.origin or \
+                    root.slab or not followed(root):
+                continue
+            entries.append((root, frame.rebind_sites.get(k, ()), src, o,
+                            0 if tap is None else tap, -staging.boff))
+            bound.append(k)
+        # outputs: the sinks of states and nit-sots (a mit-mot slice included)
+        n_kept = lay.n_outs + lay.n_nit_sot
+        if not loop.masked:
+            seen = {}
+            for k, j, tap in loop.sinks:
+                value = results[k]
+                if j < n_kept and hasattr(value, 'root'):
+                    seen.setdefault(id(value.root), []).append((k, j, tap, value))
+            for rows in seen.values():
+                if len(rows) != 1:
+                    continue               # one root for two outputs
+                k, j, tap, value = rows[0]
+                root = value.root
+                slot = 0 if tap is None else tap
+                store = loop.store[j]
+                reads = lay.taps[j] if j < lay.n_outs else []
+                if id(root) in input_roots or not root.arena or root.slab or root.origin or \
+                        value.offset or root.nbytes != value.nbytes or \
+                        not value.is_c_contiguous() or j in loop.mirrors or \
+                        loop.outs[j] is None or \
+                        any((t - slot) % store == 0 for t in reads) or not followed(root):
+                    continue
+                entries.append((root, frame.root_sites.get(id(root), ()), loop.outs[j], j,
+                                slot, 0))
+        if not entries:
+            return None
+        return cls(frame, entries, bound)
+
+    def start(self, store):
+        """Before a run's steps: where each source is now (an outer buffer may have moved
+        since the last run, e.g. handed over with an output)."""
+        self.live = [(root, sites, src.root.buf, src.boff + shift, src.strides[0], o, tap,
+                      None if o is None else store[o])
+                     for root, sites, src, o, tap, shift in self.entries]
+        self.frame.batched = False     # its kernels are bound to the staging buffers
+
+    def place(self, i, pos):
+        """Point every root at step ``i``'s row (positions ``pos``)."""
+        i64 = np.int64
+        for root, sites, buf, base, stride, o, tap, st in self.live:
+            origin = base + (i if o is None else (pos[o] + tap) % st) * stride
+            if root.buf is not buf:
+                root.buf = buf
+                for site in sites:
+                    site[0].set_arg(site[1], buf)
+            if root.origin != origin:
+                root.origin = origin
+                for kernel, argi, off, itemsize in sites:
+                    kernel.set_arg(argi + 1, i64((origin + off) // itemsize))
+
+    def restore(self):
+        """Every root (and its kernels' arguments) back where the frame was planned."""
+        for root, sites, buf, origin in self.homes:
+            if root.buf is not buf or root.origin != origin:
+                root.buf, root.origin = buf, origin
+                for site in sites:
+                    bind_site(site, root)
