@@ -63,3 +63,33 @@ def test_install_is_idempotent():
     before = invoker.generate_enqueue_and_set_args
     invokers.install()
     assert invoker.generate_enqueue_and_set_args is before
+
+
+def test_set_long_sets_one_argument_and_keeps_the_others():
+    """``set_long`` (an offset re-set per call or step) through pyopencl's buffer path: the
+    kernel reads the new value, its other arguments stay bound, for values of every sign
+    and size a byte offset may have; the same as ``set_arg`` with a numpy int64."""
+    dev = get_device()
+    cl = dev.cl
+    src = """
+    __kernel void put(__global long *out, const long a, const long b)
+    { out[get_global_id(0)] = a * 3 + b; }
+    """
+    k = cl.Kernel(dev.build(src), 'put')
+    out = cl.Buffer(dev.queue.context, cl.mem_flags.READ_WRITE, 16)
+    k.set_args(out, np.int64(0), np.int64(7))
+    host = np.zeros(2, np.int64)
+    for v in (0, 1, -1, 2 ** 40 + 3, -(2 ** 62), np.int64(12345), 2 ** 63 - 1):
+        invokers.set_long(k, 1, v)
+        cl.enqueue_nd_range_kernel(dev.queue, k, (2,), None)
+        cl.enqueue_copy(dev.queue, host, out, is_blocking=True)
+        want = (np.int64(v) * np.int64(3) + np.int64(7)) if abs(int(v)) < 2 ** 61 else None
+        if want is not None:
+            assert (host == want).all(), (v, host)
+        k.set_arg(1, np.int64(v))
+        cl.enqueue_nd_range_kernel(dev.queue, k, (2,), None)
+        again = np.zeros_like(host)
+        cl.enqueue_copy(dev.queue, again, out, is_blocking=True)
+        assert (again == host).all(), (v, host, again)
+    with pytest.raises(Exception):
+        invokers.set_long(k, 1, 2 ** 63)          # does not fit a long: an error, not a wrap

@@ -21,6 +21,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..runtime.context import provide
+from ..runtime.invokers import set_long
 from ..runtime.memory import download, upload
 from ..runtime import planner
 from ..runtime.plans import Batch, launch_geometry
@@ -227,7 +228,7 @@ class _ImmediateContext(object):
                 b = bound[n]
                 if b is None or b[0] is not buf or b[1] != off:
                     k.set_arg(i, buf)
-                    k.set_arg(i + 1, np.int64(off // a.itemsize))
+                    set_long(k, i + 1, off // a.itemsize)
                     bound[n] = (buf, off)
             enqueue(queue, k, gsize, lsize)
         self.launches.append(run)

@@ -31,10 +31,9 @@ function from elsewhere finds the frame as it was.
 
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
 """
-import numpy as np
-
 from ..runtime import plans
 from ..runtime.context import bind_site
+from ..runtime.invokers import set_long
 
 #: plans that read their roots' places when they run (kernel arguments through the sites)
 _FOLLOW = (plans.Launch, plans.Copy, plans.Enqueue)
@@ -118,7 +117,6 @@ class RowBinding(object):
 
     def place(self, i, pos):
         """Point every root at step ``i``'s row (positions ``pos``)."""
-        i64 = np.int64
         for root, sites, buf, base, stride, o, tap, st in self.live:
             origin = base + (i if o is None else (pos[o] + tap) % st) * stride
             if root.buf is not buf:
@@ -128,7 +126,7 @@ class RowBinding(object):
             if root.origin != origin:
                 root.origin = origin
                 for kernel, argi, off, itemsize in sites:
-                    kernel.set_arg(argi + 1, i64((origin + off) // itemsize))
+                    set_long(kernel, argi + 1, (origin + off) // itemsize)
 
     def restore(self):
         """Every root (and its kernels' arguments) back where the frame was planned."""

@@ -19,6 +19,7 @@ from .. import darray as da
 from .. import kernels
 from ..darray import DArray
 from ..runtime.context import family
+from ..runtime.invokers import set_long
 from ..runtime.memory import download
 
 #: work-items per work-group along the units of a row
@@ -92,11 +93,11 @@ class RowCopies(object):
         for e in range(n):
             r = 0 if srows is None else srows[e]
             if rows[e] != r:
-                k.set_arg(9 * e + 3, np.int64(r))
+                set_long(k, 9 * e + 3, r)
                 rows[e] = r
             r = 0 if drows is None else drows[e]
             if rows[n + e] != r:
-                k.set_arg(9 * e + 7, np.int64(r))
+                set_long(k, 9 * e + 7, r)
                 rows[n + e] = r
         self.enqueue(self.queue, k, self.gsize, self.lsize)
 

@@ -31,6 +31,7 @@ from .. import scalar as oscalar
 from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan
+from ..runtime.invokers import set_long
 from ..runtime.memory import download, upload
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
@@ -135,7 +136,6 @@ class DynamicIndex(object):
 
     def _offset_step(self, static, axes, var):
         itemsize, targets = self.extent.itemsize, self.targets
-        i64 = np.int64
 
         def run():
             off = static
@@ -148,9 +148,9 @@ class DynamicIndex(object):
                 if got != length:
                     raise BranchFlip(var)
                 off += o
-            off = i64(off // itemsize)
+            off //= itemsize
             for kernel, argi in targets:
-                kernel.set_arg(argi, off)
+                set_long(kernel, argi, off)
         return run
 
     def move(self, ctx, other, into_extent):

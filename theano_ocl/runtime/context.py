@@ -16,6 +16,7 @@ import numpy as np
 
 from ..darray import DArray, Root
 from . import native, plans, settings
+from .invokers import set_long
 from .memory import upload
 
 _provided = {}
@@ -273,4 +274,4 @@ def bind_site(site, root):
     current buffer and origin."""
     kernel, argi, off, itemsize = site
     kernel.set_arg(argi, root.buf)
-    kernel.set_arg(argi + 1, np.int64((root.origin + off) // itemsize))
+    set_long(kernel, argi + 1, (root.origin + off) // itemsize)

@@ -26,6 +26,7 @@ import numpy as np
 from . import commit, faults, uploads
 from .context import Replan, bind_site, family
 from .frames import frame_key
+from .invokers import set_long
 from .memory import buffer_copier
 from ..darray import DArray, Root
 
@@ -317,7 +318,7 @@ class Executor(object):
                             copy(queue, stage.base_data, big.base_data, nbytes,
                                  src0 + step * nbytes, stage.offset)
                         for kernel, argi, off, itemsize, nbytes, _, _ in rebinds:
-                            kernel.set_arg(argi + 1, np.int64((step * nbytes + off) // itemsize))
+                            set_long(kernel, argi + 1, (step * nbytes + off) // itemsize)
                         for cell, arr in host_feeds:
                             cell[0] = arr[step]
                         for fn in step_fns:
@@ -362,7 +363,7 @@ class Executor(object):
                 # the frame's kernels point at the input buffer again for later calls
                 for kernel, argi, _, itemsize, _, stage_buf, off in rebinds:
                     kernel.set_arg(argi, stage_buf)
-                    kernel.set_arg(argi + 1, np.int64(off // itemsize))
+                    set_long(kernel, argi + 1, off // itemsize)
             return self._results(probe_idx, probe_bufs, host_probes, n_slots, probes_on)
         finally:
             for c, v in saved:
