@@ -11,7 +11,10 @@ PoCL CPU a row copy is a memcpy in the driver's thread (3 row copies cost 8-11 u
 and the launch more (~30 us); on the H100 an enqueued copy and a launch each cost 8-12 us
 of host time, yet it does not pay there either: ``bench/lstm.py --scan-rows`` (batch 64,
 256 hidden, 50 steps, 2026-11-25) took 20.1 ms a training step with it against 16.5 ms
-without, in the same rounds (docs/_data/scripts/2026-11-25T21_h100_lstm_*.json).
+without, in the same rounds (docs/_data/scripts/2026-11-25T21_h100_lstm_*.json). That
+measurement predates ``runtime.invokers.set_long``: each of the launch's row arguments then
+cost ~8.5 us of ``set_arg``. With the setting on, the inner frame is not pointed at the rows
+(``ops/scan_bind.py``, the default, which removes most copies outright).
 """
 import numpy as np
 
