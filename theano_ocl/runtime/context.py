@@ -17,7 +17,7 @@ import numpy as np
 from ..darray import DArray, Root
 from . import native, plans, settings
 from .invokers import set_long
-from .memory import upload
+from .memory import buffer_copier, upload
 
 _provided = {}
 
@@ -200,13 +200,12 @@ class PlanContext(object):
             return
         if dst.shape == src.shape and dst.dtype == src.dtype and \
                 dst.is_c_contiguous() and src.is_c_contiguous():
-            cl = self.dev.cl
+            copy = buffer_copier(self.dev.cl)
             queue = self.queue
             nbytes = dst.nbytes
 
             def run():
-                return cl.enqueue_copy(queue, dst.root.buf, src.root.buf, byte_count=nbytes,
-                                       src_offset=src.boff, dst_offset=dst.boff)
+                return copy(queue, dst.root.buf, src.root.buf, nbytes, src.boff, dst.boff)
             self._record(plans.Copy(run, self.task_index, dst, src))
         else:
             family('strided_copy')(self, dst, src)

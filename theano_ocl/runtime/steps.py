@@ -6,7 +6,7 @@ import numpy as np
 from .. import darray as da
 from ..darray import DArray, Root
 from .context import BranchFlip, Replan, bind_site, family
-from .memory import download, upload
+from .memory import buffer_copier, download, upload
 
 
 class NodeThunk(object):
@@ -184,13 +184,14 @@ def device_output(vm, ctx, d):
     # fresh buffer (building it per call looked the program up every time: ~0.3 ms)
     dst_root = Root(None, nbytes)
     strided = []
+    copy = buffer_copier(dev.cl)
 
     def run():
         buf = dev.alloc(nbytes)
         out = make(buf)
         if nbytes:
             if contiguous:
-                dev.cl.enqueue_copy(queue, buf, d.root.buf, byte_count=nbytes, src_offset=d.boff)
+                copy(queue, buf, d.root.buf, nbytes, d.boff, 0)
             else:
                 if not strided:
                     strided.append(family('strided_copy_later')(
