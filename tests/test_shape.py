@@ -196,3 +196,20 @@ def test_failed_device_assert_commits_no_update():
     assert_close(s.get_value(), np.array([1., 2, 3]))
     assert_close(f(np.array([1., 1, 1])), np.array([2., 2, 2]))
     assert_close(s.get_value(), np.array([2., 3, 4]))
+
+
+def test_shape_values_on_the_device_are_constants_of_their_frame():
+    """A value the frame's key decides (a shape, arithmetic on shapes) that device nodes
+    compute with is uploaded once, when its frame is planned: a replayed call has no host
+    step and no upload; each input shape gets its own value. Against Theano C."""
+    x = T.matrix('x', dtype='float32')
+    n = x.shape[0]
+    outs = [x * T.cast(n, 'float32'), x.mean(axis=0) + T.cast(n * x.shape[1], 'float32')]
+    f_c, f_o = compile_both([x], outs)
+    for rows in (3, 5, 3, 5, 3):
+        xv = rand((rows, 4), 'float32')
+        for a, b in zip(f_o(xv), f_c(xv)):
+            assert_close(a, b)
+    kinds = [s.kind for s in f_o.fn.last_frame.steps]
+    assert kinds.count('upload') == 1 and 'host' not in kinds, kinds     # x's upload only
+    assert len(f_o.fn.frames) == 2

@@ -464,16 +464,16 @@ def _mark_replay(prog, tasks, need_dev, key_inputs, update_sources):
 
     A shape read off a device value, a constant, a keyed input, and shape arithmetic
     on those are the same on every call with the same key: their tasks need not run
-    again on replay, and device plans that consumed them need no guard, unless a host
-    task that does run (a fallback) or an output still reads them.
+    again on replay (a value device tasks consume is uploaded once, as a constant of the
+    frame: ``runtime.build``), and device plans that consumed them need no guard, unless
+    a host task that does run (a fallback) or an output still reads them.
     """
     kd = prog.key_determined = _determined(tasks, need_dev, key_inputs)
     needed = set(prog.fgraph.outputs) | set(update_sources)
     for task in reversed(tasks):
         outs = task.node.outputs
         if (task.kind == 'shape' or (task.kind == 'host' and task.meta)) and \
-                all(o in kd for o in outs) and not any(o in needed for o in outs) \
-                and not task.upload_outputs:
+                all(o in kd for o in outs) and not any(o in needed for o in outs):
             task.replay = False
             continue
         if task.kind == 'host':

@@ -267,11 +267,16 @@ class FrameBuilder(object):
         self._uploads(task, ctx)
 
     def _uploads(self, task, ctx):
-        """Upload the outputs of a host task that device tasks consume (shape-guarded)."""
+        """Upload the outputs of a host task that device tasks consume (shape-guarded); a
+        value the frame's key decides (a shape, arithmetic on shapes) once, as a constant
+        of the frame (linker._mark_replay then skips the task on replays)."""
         storage_map = self.prog.storage_map
         dev, queue = self.vm.dev, self.vm.queue
         for var in task.upload_outputs:
             value = storage_map[var][0]
+            if var in self.prog.key_determined:
+                self._set(var, ctx.constant(np.asarray(value, dtype=var.type.dtype)))
+                continue
             d = ctx.alloc(np.shape(value), var.type.dtype)
             ctx.host_step(steps.upload_guarded_step(dev, queue, d, storage_map[var], var),
                           'upload', reads=(), writes=(d,))
