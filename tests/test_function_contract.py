@@ -408,3 +408,46 @@ def test_inputs_destroyed_in_place_hold_the_result_as_under_c(calls):
                 np.testing.assert_allclose(got, want, rtol=1e-12)
             np.testing.assert_allclose(res[1][0], np.exp(a), rtol=1e-12)
             np.testing.assert_allclose(res[1][1], b + 1, rtol=1e-12)
+
+
+def test_host_outputs_and_error_flags_come_back_with_one_wait(monkeypatch):
+    """A replayed call downloads its host outputs and reads its device error flags (a bad
+    index, an integer division by zero) without waiting for each: one wait for all of
+    them. Values as Theano C's; a flagged error still raises, the outputs of the next call
+    are right."""
+    def _same(got, want):
+        assert len(got) == len(want)
+        for j, (a, b) in enumerate(zip(got, want)):
+            assert_close(a, b, what='output %d' % j)
+    import pyopencl as cl
+    from theano_ocl.runtime import steps
+    x = T.fmatrix('x')
+    idx = T.lvector('idx')
+    k = T.lvector('k')
+    outs = [T.exp(x[idx]).sum(axis=1), (x * 2).max(), idx // k, x.shape[0] * k]
+    f_c = theano.function([x, idx, k], outs, mode='FAST_RUN')
+    f_o = theano.function([x, idx, k], outs, mode=ocl())
+    rng = np.random.RandomState(2)
+    xv = rng.rand(6, 3).astype('float32')
+    args = (xv, np.array([0, 5, -1, 2]), np.array([3, -2, 1, 5]))
+    for _ in range(3):
+        _same(f_o(*args), f_c(*args))
+    kinds = [c.read is not None for c in f_o.fn.last_frame.checks]
+    assert len(kinds) >= 2 and all(kinds), kinds
+    waits = []
+    real_wait = cl.wait_for_events
+    monkeypatch.setattr(cl, 'wait_for_events', lambda evs: waits.append(len(evs)) or
+                        real_wait(evs))
+    monkeypatch.setattr(steps, 'download', lambda *a, **kw: pytest.fail('a blocking download'))
+    xv2 = rng.rand(6, 3).astype('float32')
+    args = (xv2, np.array([1, 1, -6, 4]), np.array([2, 7, -3, 1]))
+    _same(f_o(*args), f_c(*args))
+    # four outputs and the flags: one wait (then the three inputs' uploads are settled)
+    assert waits and waits[0] == 4 + len(kinds) and waits[1:] in ([], [3]), waits
+    for bad, err in (((xv2, np.array([1, 6, 0, 0]), np.array([1, 1, 1, 1])), IndexError),
+                     ((xv2, np.array([1, 1, 0, 2]), np.array([1, 0, 1, 1])), ZeroDivisionError)):
+        with pytest.raises(err):
+            f_c(*bad)
+        with pytest.raises(err):
+            f_o(*bad)
+        _same(f_o(*args), f_c(*args))

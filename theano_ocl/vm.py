@@ -160,6 +160,7 @@ class OCLFunction(object):
         hooked = faults.hook is not None
         guard = self._hot
         frame = guard() if guard is not None else None
+        reads = None        # the host outputs' downloads, waited for once with the checks'
         try:
             if frame is not None:
                 # steady state: the last call's frame, whose key, input buffers and place in
@@ -197,15 +198,20 @@ class OCLFunction(object):
                 faults.at('outputs')
             if hand_over:
                 outputs = []
+                reads = []
                 for fetch in frame.outputs:     # (a loop: cheaper than a comprehension)
-                    outputs.append(fetch())
+                    later = getattr(fetch, 'later', None)
+                    outputs.append(fetch() if later is None else later(reads))
             else:
                 outputs = [fetch() if d is None else d
                            for d, fetch in zip(frame.kept_outputs, frame.outputs)]
             if frame.checks:
                 if hooked:
                     faults.at('checks')
-                self.executor.run_checks(frame)
+                self.executor.run_checks(frame, reads)
+            elif reads:
+                self.dev.cl.wait_for_events(reads)
+                reads = None
             if frame.commits:
                 if hooked:
                     faults.at('commit')
@@ -221,6 +227,9 @@ class OCLFunction(object):
             if frame is not None:
                 self._drop(frame.key)
             raise
+        finally:
+            if reads:       # (an error on the way: the host arrays must outlive the copies)
+                self.dev.cl.wait_for_events(reads)
         dev = self.dev
         if dev.pending_uploads:
             dev.settle_uploads()

@@ -22,7 +22,7 @@ from .. import scalar as oscalar
 from ..darray import DArray
 from ..runtime.context import provide
 from ..runtime.invokers import set_long
-from ..runtime.memory import download, upload
+from ..runtime.memory import download_later, upload
 from ..runtime import planner
 from ..runtime.plans import Batch, launch_geometry
 from .base import DeviceImpl
@@ -165,13 +165,15 @@ def check_flag(ctx, err, make_error):
     flag = np.zeros(1, np.int32)
     zero = np.zeros(1, np.int32)
 
+    def read():
+        return download_later(dev, queue, err, flag)
+
     def run():
-        download(dev, queue, err, flag)
         code = int(flag[0])
         if code:
             upload(dev, queue, err, zero, blocking=True)
             raise make_error(code)
-    ctx.deferred_check(run)
+    ctx.deferred_check(run, read)
 
 
 def _zero_division(code):

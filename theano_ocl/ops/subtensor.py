@@ -32,7 +32,7 @@ from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan
 from ..runtime.invokers import set_long
-from ..runtime.memory import download, upload
+from ..runtime.memory import download_later, upload
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
 from .elemwise import check_flag, error_flag, plan_elementwise
@@ -377,14 +377,18 @@ def check_errors(ctx, err, node, arr_index):
     sizes = [arr_index.xv.shape[a] for a, _ in arr_index.arrays]
     axes = [a for a, _ in arr_index.arrays]
 
+    flag = np.zeros(3, np.int64)
+
+    def read():
+        return download_later(dev, queue, err, flag)
+
     def run():
-        flag = download(dev, queue, err)
         if flag[0]:
             upload(dev, queue, err, np.zeros(3, np.int64), blocking=True)
             k = int(flag[2]) if 0 <= flag[2] < len(sizes) else 0
             raise IndexError('index %d is out of bounds for axis %d with size %d (in %s)'
                              % (flag[1], axes[k], sizes[k], node.op))
-    ctx.deferred_check(run)
+    ctx.deferred_check(run, read)
 
 
 class GatherImpl(DeviceImpl):

@@ -255,14 +255,16 @@ class PlanContext(object):
             return None
         return steps[-1]
 
-    def deferred_check(self, fn):
+    def deferred_check(self, fn, read=None):
         """Record ``fn()``, which reads a device error flag (and raises if a kernel set it),
         to run once the call's outputs are fetched and before its updates are committed
         -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
         A failed check still commits nothing; later kernels of that call ran on the values
         the erring kernel left (kernels that flag errors never access memory out of range).
+        ``read()``: enqueues the flag's download without waiting and returns its event;
+        ``fn`` then examines the host copy (the flags of a call come back with one wait).
         """
-        self.frame.checks.append(plans.Check(fn, self.task_index))
+        self.frame.checks.append(plans.Check(fn, self.task_index, read))
 
     def _record(self, step):
         self.new_steps.append(step)

@@ -121,11 +121,20 @@ class Executor(object):
                 vm.position_of_error = step.task
             raise
 
-    def run_checks(self, frame):
-        """Read the frame's device error flags (see PlanContext.deferred_check)."""
+    def run_checks(self, frame, events=None):
+        """Read the frame's device error flags (see PlanContext.deferred_check), the reads
+        of those that declare one enqueued together and waited for once with ``events``
+        (the call's output downloads, already enqueued)."""
         vm = self.vm
-        if frame.checks:
-            vm.queue.finish()
+        events = [] if events is None else events
+        for check in frame.checks:
+            if check.read is not None:
+                ev = check.read()
+                if ev is not None:
+                    events.append(ev)
+        if events:
+            vm.dev.cl.wait_for_events(events)
+            del events[:]
         first = None
         for check in frame.checks:
             # every check runs (each clears its own flag), so a flag set in this call

@@ -74,6 +74,20 @@ def upload(dev, queue, darr, host, blocking=False):
     return None
 
 
+def download_later(dev, queue, darr, host):
+    """Enqueue the download of a C-contiguous DArray into ``host`` without waiting: returns
+    its event (None when there is nothing to copy). ``host`` must live until the event
+    completes, and is not filled before."""
+    if not darr.size:
+        return None
+    ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
+                             is_blocking=False)
+    if queue is dev._profiling_queue:        # profile hook (profiling.py)
+        from ..profiling import transfer
+        transfer('download', darr.nbytes, ev)
+    return ev
+
+
 def buffer_copier(cl):
     """``copy(queue, dst, src, nbytes, src_offset, dst_offset)``, device to device (returns
     its event).

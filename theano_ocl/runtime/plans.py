@@ -152,8 +152,15 @@ class Guard(HostStep):
 
 
 class Check(Plan):
-    __slots__ = ()
+    """``read``: None, or a callable enqueuing the download of the flag ``fn`` examines and
+    returning its event (the executor reads every flag of a call, and its outputs, with
+    one wait); without it ``fn`` downloads the flag itself."""
+    __slots__ = ('read',)
     kind = 'check'
+
+    def __init__(self, fn, task, read=None):
+        Plan.__init__(self, fn, task)
+        self.read = read
 
 
 #: the plan class recorded for each ``PlanContext.host_step`` kind

@@ -6,7 +6,7 @@ import numpy as np
 from .. import darray as da
 from ..darray import DArray, Root
 from .context import BranchFlip, Replan, bind_site, family
-from .memory import buffer_copier, download, upload
+from .memory import buffer_copier, download, download_later, upload
 
 
 class NodeThunk(object):
@@ -135,8 +135,21 @@ def host_value(cell, res):
 
 
 def host_output(dev, queue, d):
+    """``run()``: the output's host value now; ``run.later(events)``: a host array the
+    download fills once the event it appends to ``events`` completes (a call waits once
+    for all of its outputs and error flags: ``OCLFunction._pass``)."""
+    shape, dtype = d.shape, d.dtype
+
     def run():
         return download(dev, queue, d)
+
+    def later(events):
+        host = np.empty(shape, dtype)
+        ev = download_later(dev, queue, d, host)
+        if ev is not None:
+            events.append(ev)
+        return host
+    run.later = later
     return reading(run, d)
 
 
