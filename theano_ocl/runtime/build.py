@@ -139,7 +139,7 @@ class FrameBuilder(object):
 
     # ---------------------------------------------------------------- inputs
     def _inputs(self):
-        vm, prog, frame = self.vm, self.prog, self.frame
+        vm, frame = self.vm, self.frame
         ctx = PlanContext(vm, frame, 0, vm.queue)
         batch = uploads.UploadBatch(vm.dev, vm.queue)   # (_bind_inputs only records)
         self._bind_inputs(ctx, batch)
