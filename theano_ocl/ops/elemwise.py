@@ -156,23 +156,28 @@ def error_flag(ctx):
 
 
 def check_flag(ctx, err, make_error):
-    """Check ``err`` once the call's outputs are fetched (``ctx.deferred_check``): when the
-    kernel set it, clear it (the frame is replayed later) and raise ``make_error(code)``.
+    """Check the int32 flag ``err`` once the call's outputs are fetched: when the kernel
+    set it, raise ``make_error(code)`` (see ``check_flags``)."""
+    check_flags(ctx, err, lambda flag: make_error(int(flag[0])))
 
-    ``ops/subtensor.py`` does the same; the steps of a call (and of ``run_steps``) never
-    wait for the flag."""
+
+def check_flags(ctx, err, make_error):
+    """Check the error flags ``err`` (a 1-d device array, its first element set by a
+    kernel that met an error, the others what it says of it) once the call's outputs are
+    fetched (``ctx.deferred_check``: all of a call's flags and host outputs come back with
+    one wait; the steps of a call, and of ``run_steps``, never wait for them). When set:
+    clear them (the frame is replayed later) and raise ``make_error(host copy)``."""
     dev, queue = ctx.dev, ctx.queue
-    flag = np.zeros(1, np.int32)
-    zero = np.zeros(1, np.int32)
+    flag = np.zeros(err.shape, err.dtype)
+    zero = np.zeros(err.shape, err.dtype)
 
     def read():
         return download_later(dev, queue, err, flag)
 
     def run():
-        code = int(flag[0])
-        if code:
+        if flag[0]:
             upload(dev, queue, err, zero, blocking=True)
-            raise make_error(code)
+            raise make_error(flag)
     ctx.deferred_check(run, read)
 
 

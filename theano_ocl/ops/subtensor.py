@@ -32,10 +32,9 @@ from ..darray import DArray, span
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan
 from ..runtime.invokers import set_long
-from ..runtime.memory import download_later, upload
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
-from .elemwise import check_flag, error_flag, plan_elementwise
+from .elemwise import check_flag, check_flags, error_flag, plan_elementwise
 from .registry import implemented_by, ocl_impl
 from .shape import frame_constant
 
@@ -373,22 +372,14 @@ def error_buffer(ctx):
 def check_errors(ctx, err, node, arr_index):
     """Once the call's outputs are fetched (``ctx.deferred_check``): raise IndexError if
     the kernel met a bad index (it skipped that element)."""
-    dev, queue = ctx.dev, ctx.queue
     sizes = [arr_index.xv.shape[a] for a, _ in arr_index.arrays]
     axes = [a for a, _ in arr_index.arrays]
 
-    flag = np.zeros(3, np.int64)
-
-    def read():
-        return download_later(dev, queue, err, flag)
-
-    def run():
-        if flag[0]:
-            upload(dev, queue, err, np.zeros(3, np.int64), blocking=True)
-            k = int(flag[2]) if 0 <= flag[2] < len(sizes) else 0
-            raise IndexError('index %d is out of bounds for axis %d with size %d (in %s)'
-                             % (flag[1], axes[k], sizes[k], node.op))
-    ctx.deferred_check(run, read)
+    def make_error(flag):
+        k = int(flag[2]) if 0 <= flag[2] < len(sizes) else 0
+        return IndexError('index %d is out of bounds for axis %d with size %d (in %s)'
+                          % (flag[1], axes[k], sizes[k], node.op))
+    check_flags(ctx, err, make_error)
 
 
 class GatherImpl(DeviceImpl):

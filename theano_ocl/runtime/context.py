@@ -255,8 +255,8 @@ class PlanContext(object):
             return None
         return steps[-1]
 
-    def deferred_check(self, fn, read=None):
-        """Record ``fn()``, which reads a device error flag (and raises if a kernel set it),
+    def deferred_check(self, fn, read):
+        """Record ``fn()``, which examines a device error flag (and raises if a kernel set it),
         to run once the call's outputs are fetched and before its updates are committed
         -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
         A failed check still commits nothing; later kernels of that call ran on the values

@@ -128,10 +128,9 @@ class Executor(object):
         vm = self.vm
         events = [] if events is None else events
         for check in frame.checks:
-            if check.read is not None:
-                ev = check.read()
-                if ev is not None:
-                    events.append(ev)
+            ev = check.read()
+            if ev is not None:
+                events.append(ev)
         if events:
             vm.dev.cl.wait_for_events(events)
             del events[:]

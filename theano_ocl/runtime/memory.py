@@ -49,12 +49,7 @@ def download(dev, queue, darr, host=None):
     """Blocking download of a C-contiguous DArray into a new (or given) host array."""
     if host is None:
         host = np.empty(darr.shape, darr.dtype)
-    if darr.size:
-        ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
-                                 is_blocking=True)
-        if queue is dev._profiling_queue:        # profile hook (profiling.py)
-            from ..profiling import transfer
-            transfer('download', darr.nbytes, ev)
+    _enqueue_download(dev, queue, darr, host, True)
     return host
 
 
@@ -78,10 +73,14 @@ def download_later(dev, queue, darr, host):
     """Enqueue the download of a C-contiguous DArray into ``host`` without waiting: returns
     its event (None when there is nothing to copy). ``host`` must live until the event
     completes, and is not filled before."""
+    return _enqueue_download(dev, queue, darr, host, False)
+
+
+def _enqueue_download(dev, queue, darr, host, blocking):
     if not darr.size:
         return None
     ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
-                             is_blocking=False)
+                             is_blocking=blocking)
     if queue is dev._profiling_queue:        # profile hook (profiling.py)
         from ..profiling import transfer
         transfer('download', darr.nbytes, ev)

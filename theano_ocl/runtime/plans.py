@@ -152,13 +152,12 @@ class Guard(HostStep):
 
 
 class Check(Plan):
-    """``read``: None, or a callable enqueuing the download of the flag ``fn`` examines and
-    returning its event (the executor reads every flag of a call, and its outputs, with
-    one wait); without it ``fn`` downloads the flag itself."""
+    """``read()`` enqueues the download of the flag ``fn`` examines and returns its event
+    (the executor reads every flag of a call, and its outputs, with one wait)."""
     __slots__ = ('read',)
     kind = 'check'
 
-    def __init__(self, fn, task, read=None):
+    def __init__(self, fn, task, read):
         Plan.__init__(self, fn, task)
         self.read = read
 
