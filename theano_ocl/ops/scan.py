@@ -443,6 +443,12 @@ class Loop(LoopCopies):
         if masked:
             self._zero(self.flags)
             check = CHECKS[0]
+        def copy_rows(rows, i, pos):
+            for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap, _ in rows:
+                if nbytes:
+                    row = i if o is None else (pos[o] + tap) % st
+                    copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
+                cell[0] = arr
         # from step 1 on, the inner frame may follow the rows itself (ops/scan_bind.py):
         # then only the rows it does not follow are copied
         copied = staged
@@ -457,11 +463,7 @@ class Loop(LoopCopies):
                 for cell, arr in staged_cells:
                     cell[0] = arr
             else:
-                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap, _ in copied:
-                    if nbytes:
-                        row = i if o is None else (pos[o] + tap) % st
-                        copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
-                    cell[0] = arr
+                copy_rows(copied, i, pos)
             # (set every step: the inner function may swap a cell's array for its host copy)
             for cell, value in fixed:
                 cell[0] = value
@@ -481,11 +483,7 @@ class Loop(LoopCopies):
                 binding.restore()
                 binding = self.bound = None
                 copied = staged
-                for cell, arr, dbuf, doff, sbuf, soff, stride, nbytes, o, st, tap, _ in staged:
-                    if nbytes:
-                        row = i if o is None else (pos[o] + tap) % st
-                        copy(queue, dbuf, sbuf, nbytes, soff + row * stride, doff)
-                    cell[0] = arr
+                copy_rows(staged, i, pos)
                 results = fn()
             self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
@@ -494,6 +492,7 @@ class Loop(LoopCopies):
                 binding = self.bound = self._binding(results)
                 if binding is not None:
                     bound = binding.bound_inputs
+                    # (a followed row: no bytes to copy, its staging array still in its cell)
                     copied = [r[:7] + (0,) + r[8:] if r[-1] in bound else r for r in staged]
             if masked:
                 self._count(results[-1])
