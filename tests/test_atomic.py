@@ -150,7 +150,8 @@ def sigint_raises_keyboard_interrupt():
 
 @pytest.fixture(scope='module')
 def models():
-    return Model(theano_ocl.OCLMode()), Model('FAST_RUN')
+    # host_tier='any': the in-thread tier takes this float model too (every executor)
+    return Model(theano_ocl.OCLMode(host_tier='any')), Model('FAST_RUN')
 
 
 HOW = ['raise', 'signal']

@@ -189,3 +189,33 @@ def test_ger_updating_a_shared_matrix_with_strides(backend, auto, monkeypatch):
         f()
         want = av[::s1, ::s2] + 0.2 * np.outer(bv[::sb], cv[::sc])
         assert_close(a.get_value(), want, what='strides %s' % ((s1, s2, sb, sc),))
+
+
+@pytest.mark.parametrize('tile', blas.RB_TILES)
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16', 'int32'])
+def test_register_blocked_kernel(tile, dtype, monkeypatch):
+    # the tiled kernel's register-blocked shape (products of at least 64 x 64 elements):
+    # sizes that no tile divides, every operand layout (coalesced either way), alpha/beta
+    setting(monkeypatch, 'blas', 'kernel')
+    monkeypatch.setattr(blas, 'RB_TILES', (tile,))
+    monkeypatch.setattr(blas, 'RB_ON_CPU', True)
+    shapes = []
+    choose = blas.register_blocking
+    monkeypatch.setattr(blas, 'register_blocking',
+                        lambda *a: shapes.append(choose(*a)) or shapes[-1])
+    rng = np.random.RandomState(11)
+    m, k, n = 131, 67, 97
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    xv, yv = _vals(rng, [(m, 2 * k), (k, n)], dtype)
+    zv, = _vals(rng, [(m, n)], dtype)
+    xs = x[:, ::2]
+    outs = [T.dot(xs, y), T.dot(xs[::-1], y[:, ::-1]), T.dot(y.T, xs.T), T.dot(xs.T.T, y.T.T)]
+    if dtype != 'int32':
+        outs.append(z * np.asarray(0.5, dtype) + T.dot(xs, y) * np.asarray(2, dtype))
+    tol = dict(TOL.get(dtype, {}))
+    if dtype == 'float16':
+        tol = dict(rtol=2e-2, atol=0.25)      # sums of 67 products, rounded to half once
+    assert_matches_c([x, y, z], outs, [xv, yv, zv], on_unused_input='ignore', **tol)
+    assert shapes and all(s is not None and s[:4] == tile for s in shapes), shapes
+    layouts = {s[5:] for s in shapes}
+    assert len(layouts) > 1, 'every operand layout took one load order: %s' % layouts

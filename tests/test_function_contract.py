@@ -451,3 +451,72 @@ def test_host_outputs_and_error_flags_come_back_with_one_wait(monkeypatch):
         with pytest.raises(err):
             f_o(*bad)
         _same(f_o(*args), f_c(*args))
+
+
+def _tier_calls(f, args, calls):
+    """How many of ``calls`` calls of ``f(*args)`` Theano's VM ran in this thread (the host
+    tier), and the results of every call."""
+    from theano_ocl.runtime import faults
+    seen = []
+    with faults.injected(seen.append):
+        results = [f(*args) for _ in range(calls)]
+    return sum(w == 'host tier run' for w in seen), results
+
+
+def test_a_float_function_never_changes_its_results_by_moving_to_the_host():
+    # finite differences (verify_grad) compare a function's results across calls: a hot,
+    # tiny float function handed to Theano's VM would round differently from its first calls
+    # on a GPU (fused multiply-adds, its own tanh)
+    x, y = T.dvectors('x', 'y')
+    out = T.tanh(x * y + 0.5).sum() * x[0]
+    rng = np.random.RandomState(7)
+    args = (rng.uniform(-2, 2, 9), rng.uniform(-2, 2, 9))
+    f_c = theano.function([x, y], out, mode='FAST_RUN')
+    f_o = theano.function([x, y], out, mode=ocl())
+    ran, results = _tier_calls(f_o, args, 30)
+    assert ran == 0, 'the host tier ran %d of 30 calls of a float function' % ran
+    assert all(r.tobytes() == results[0].tobytes() for r in results)
+    assert_close(results[0], f_c(*args))
+    # opted in ('any'): the tier takes it after its threshold, with C's results
+    f_any = theano.function([x, y], out, mode=ocl(host_tier='any'))
+    ran, results = _tier_calls(f_any, args, 30)
+    assert ran == 30 - f_any.fn.host_tier_after - 1, ran
+    for r in results:
+        assert_close(r, f_c(*args))
+    i = T.lvector('i')
+    f_off = theano.function([i], i * 2, mode=ocl(host_tier='off'))
+    assert f_off.fn.host_tier_after is None
+    with pytest.raises(ValueError, match='host_tier'):
+        ocl(host_tier='fast')
+
+
+def test_an_integer_function_moves_to_the_host_with_the_same_results():
+    i, j = T.lvectors('i', 'j')
+    count_c = theano.shared(np.int64(0))
+    count_o = theano.shared(np.int64(0))
+    out = ((i * 3 + j) % 7, T.maximum(i, j).sum())
+    f_c = theano.function([i, j], out, updates={count_c: count_c + i.sum()}, mode='FAST_RUN')
+    f_o = theano.function([i, j], out, updates={count_o: count_o + i.sum()}, mode=ocl())
+    args = (np.arange(-5, 6), np.arange(11)[::-1].copy())
+    ran, results = _tier_calls(f_o, args, 30)
+    assert ran == 30 - f_o.fn.host_tier_after - 1, ran
+    for r in results:
+        want = f_c(*args)
+        for g, w in zip(r, want):
+            assert g.dtype == w.dtype and np.array_equal(g, w)
+    assert count_o.get_value() == count_c.get_value()
+
+
+@pytest.mark.parametrize('build, exact', [
+    (lambda x, i: [x[::-1].T, T.set_subtensor(x[0], x[1]), x.max(axis=0)], True),
+    (lambda x, i: [T.cast(i, 'float32') * 2, i // 3], False),
+    (lambda x, i: [T.cast(i, 'float32'), i // 3 + i % 5, (x > 0).sum()], True),
+    (lambda x, i: [x + 1], False),
+    (lambda x, i: [T.inc_subtensor(x[0], x[1])], False),
+])
+def test_which_functions_compute_exactly(build, exact):
+    from theano_ocl.runtime.host_tier import computes_exactly
+    x, i = T.dmatrix('x'), T.lvector('i')
+    f = theano.function([x, i], build(x, i), mode=ocl(), on_unused_input='ignore')
+    assert computes_exactly(f.maker.fgraph) is exact
+    assert (f.fn.host_tier_after is not None) is exact

@@ -484,7 +484,7 @@ def test_theano_loops_of_the_same_op_keep_their_own_inner_function():
     theano_fn = scan_op(f_c).fn
     sim = theano_ocl.SimulatorOCL(f_c)
     assert scan_op(f_c).fn is theano_fn
-    f_o = theano.function([x], hs, mode='OCL')
+    f_o = theano.function([x], hs, mode=theano_ocl.OCLMode(host_tier='any'))
     on_device(f_o)
     for _ in range(30):          # past the host tier's threshold (vm.host_tier_after)
         xv = rng.uniform(-1, 1, (5, 3))

@@ -2,7 +2,8 @@
 
 A dimension broadcasts only where an input's *type* says it is broadcastable: two
 ``fvector``s of lengths 1 and 4 are a mismatch (ValueError), not a broadcast. Each case is
-called more often than the in-thread host tier needs to take over (``host_tier_after``), so
+called more often than the in-thread host tier needs to take over (``host_tier_after``; the
+float cases opt in with ``host_tier='any'``), so
 every executor a call can take (planning, replay, the steady-state guard, the in-thread
 tier, the simulator) is held to the same outcome as Theano C, call after call, and a
 failing call commits no update.
@@ -85,7 +86,7 @@ def test_mismatched_lengths_raise_as_under_c(case, monkeypatch):
     counter_o = theano.shared(np.int64(0), 'calls_o')
     f_c = theano.function(inputs, out, updates={counter_c: counter_c + 1}, mode='FAST_RUN')
     f_o = theano.function(inputs, out, updates={counter_o: counter_o + 1},
-                          mode=theano_ocl.OCLMode())
+                          mode=theano_ocl.OCLMode(host_tier='any'))
     sim = theano_ocl.SimulatorOCL(theano.function(inputs, out, mode='FAST_RUN'))
     calls = f_o.fn.host_tier_after + 5
     for k in range(calls):

@@ -29,7 +29,7 @@ from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults, planner, steps
+from .runtime import commit, faults, host_tier, planner, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -100,7 +100,9 @@ class OCLFunction(object):
         # (every value at most tiny_size elements, inputs and outputs on the host) is
         # hot, run Theano's own thunks in this thread (see _run_in_thread); shared
         # variables then live on the host until a device frame needs them.
-        self.host_tier_after = 20
+        # (only where the host_tier setting lets it: runtime/host_tier.py's takes)
+        self.host_tier_after = 20 if host_tier.takes(self.settings.host_tier,
+                                                     program.fgraph) else None
         self.tiny_size = 4096
         # buffers of dead intermediates smaller than this are not reused: they cost little
         # memory, and reusing them would chain independent small ops through false

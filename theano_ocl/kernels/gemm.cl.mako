@@ -2,7 +2,14 @@
 ##     C[b] = alpha * A[b] @ B[b] (+ beta * Z[b])
 ## over (batch, M, N) with any element strides (transposes, reversed and stepped views,
 ## vectors seen as 1-column matrices), so every BLAS op of the family is one launch of it.
-## Work-group (TS, TS): a TS x TS block of C; A and B go through local-memory tiles.
+## Two shapes of the same kernel:
+## - ts (rb None): work-group (TS, TS), one element of C per work-item, a TS x TS block of C;
+## - rb = (TX, TY, RM, RN, BK, a_kfast, b_nfast), register-blocked: work-group (TX, TY), each
+##   work-item RM x RN elements of C (rows ly + TY*i, columns lx + TX*j: a warp's stores are
+##   consecutive), a (TY*RM) x (TX*RN) block; BK-deep tiles of A and B go through local
+##   memory, loaded by all work-items with the operand's shorter stride fastest
+##   (a_kfast: A's k; b_nfast: B's n) so that the loads coalesce.
+## Either way A and B go through local-memory tiles.
 ## acc_t is the accumulator: float for half storage, the unsigned type for signed
 ## integers (wrapping sums, numpy's integer dot, with no undefined overflow).
 ## alpha, beta: 'one' (absent), 'ptr' (a 0-d device array); beta 'none' means no Z.
@@ -16,9 +23,22 @@ ${support}
 #define CMUL(a, b) ((a) * (b))
 % endif
 
+% if rb:
+<% tx, ty, rm, rn, bk, a_kfast, b_nfast = rb %>\
+#define TX ${tx}
+#define TY ${ty}
+#define RM ${rm}
+#define RN ${rn}
+#define BK ${bk}
+#define BM (TY * RM)
+#define BN (TX * RN)
+
+__kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
+% else:
 #define TS ${ts}
 
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
+% endif
 void ${name}(
     const long M, const long N, const long K,
     __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
@@ -35,6 +55,77 @@ void ${name}(
 % endif
 )
 {
+% if rb:
+    __local ${acc_t} As[BK][BM + 1];
+    __local ${acc_t} Bs[BK][BN + 1];
+    const int lx = get_local_id(0);      /* along N */
+    const int ly = get_local_id(1);      /* along M */
+    const int tid = ly * TX + lx;
+    const long m0 = get_group_id(1) * BM;
+    const long n0 = get_group_id(0) * BN;
+    const long bi = get_global_id(2);
+    const long a0 = a_off + bi * a_sb;
+    const long b0 = b_off + bi * b_sb;
+    ${acc_t} acc[RM][RN];
+    #pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        #pragma unroll
+        for (int j = 0; j < RN; ++j)
+            acc[i][j] = 0;
+    }
+    for (long k0 = 0; k0 < K; k0 += BK) {
+        #pragma unroll
+        for (int e = tid; e < BM * BK; e += TX * TY) {
+% if a_kfast:
+            const int kk = e % BK, mm = e / BK;
+% else:
+            const int mm = e % BM, kk = e / BM;
+% endif
+            const long m = m0 + mm, k = k0 + kk;
+            As[kk][mm] = (m < M && k < K) ? ${load(a, 'A', 'a0 + m * a_sm + k * a_sk')} : (${acc_t})0;
+        }
+        #pragma unroll
+        for (int e = tid; e < BK * BN; e += TX * TY) {
+% if b_nfast:
+            const int nn = e % BN, kk = e / BN;
+% else:
+            const int kk = e % BK, nn = e / BK;
+% endif
+            const long n = n0 + nn, k = k0 + kk;
+            Bs[kk][nn] = (k < K && n < N) ? ${load(b, 'B', 'b0 + k * b_sk + n * b_sn')} : (${acc_t})0;
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+            ${acc_t} av[RM], bv[RN];
+            #pragma unroll
+            for (int i = 0; i < RM; ++i)
+                av[i] = As[kk][ly + TY * i];
+            #pragma unroll
+            for (int j = 0; j < RN; ++j)
+                bv[j] = Bs[kk][lx + TX * j];
+            #pragma unroll
+            for (int i = 0; i < RM; ++i) {
+                #pragma unroll
+                for (int j = 0; j < RN; ++j)
+                    acc[i][j] += av[i] * bv[j];
+            }
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    #pragma unroll
+    for (int i = 0; i < RM; ++i) {
+        const long m = m0 + ly + TY * i;
+        #pragma unroll
+        for (int j = 0; j < RN; ++j) {
+            const long n = n0 + lx + TX * j;
+            if (m < M && n < N) {
+                const ${acc_t} accv = acc[i][j];
+${store_c('accv')}\
+            }
+        }
+    }
+% else:
     __local ${acc_t} As[TS][TS + 1];
     __local ${acc_t} Bs[TS][TS + 1];
     const int lx = get_local_id(0);      /* along N */
@@ -56,8 +147,13 @@ void ${name}(
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (m < M && n < N) {
+${store_c('acc')}\
+    }
+% endif
+}
+<%def name="store_c(accv)">\
         const long ci = c_off + bi * c_sb + m * c_sm + n * c_sn;
-        ${cc_t} r = (${cc_t})acc;
+        ${cc_t} r = (${cc_t})${accv};
 % if alpha == 'ptr':
         r = CMUL(${load(al, 'alpha_p', 'alpha_off', cc_t)}, r);
 % endif
@@ -77,8 +173,7 @@ void ${name}(
 % else:
         C[ci] = (${c['t']})r;
 % endif
-    }
-}
+</%def>
 <%def name="load(o, ptr, idx, to=None)">\
 % if o['half']:
 (${to or acc_t})vload_half(${idx}, ${ptr})\

@@ -12,8 +12,64 @@ Two things differ from Theano's own function, both for the all-or-nothing contra
 step after every node ran), and a shared variable a node would destroy in place is handed a
 private copy before each call, so that a call failing half-way (an IndexError, Ctrl-C)
 leaves every shared variable as it was.
+
+Which frames it may take is the ``host_tier`` setting. By default ('exact') only those of a
+function whose results cannot depend on where they run (:func:`computes_exactly`): a device
+computes floats with its own rounding (fused multiply-adds, its own ``exp``), so a float
+function handed to Theano's VM at its 21st call could return other last bits than its first
+20 calls did, and code that compares results across calls (finite differences,
+``verify_grad``, a line search) would see the function move where its inputs did not.
 """
 import numpy as np
+
+# scalar ops of an elementwise node that reproduce bits of their inputs (or round once,
+# as every IEEE implementation does: a cast), whichever side computes them
+_EXACT_SCALAR = frozenset(['Identity', 'Cast', 'Second', 'Neg', 'Abs', 'Maximum', 'Minimum',
+                           'Switch'])
+# ops that only move, select or describe values
+_MOVES = frozenset(['DimShuffle', 'Reshape', 'Flatten', 'Subtensor', 'AdvancedSubtensor1',
+                    'AdvancedSubtensor', 'Join', 'Split', 'Rebroadcast', 'SpecifyShape',
+                    'DeepCopyOp', 'OutputGuard', 'ViewOp', 'Alloc', 'AllocEmpty',
+                    'TensorFromScalar', 'ScalarFromTensor', 'Shape', 'Shape_i', 'MakeVector',
+                    'MaxAndArgmax', 'Argmax'])
+
+
+def computes_exactly(fgraph):
+    """Whether ``fgraph``'s results are the same bits wherever it runs: every node that
+    produces a non-discrete value (float, complex) only moves, selects or casts values
+    (integer and boolean arithmetic is exact on every device)."""
+    return all(_exact_node(node) for node in fgraph.apply_nodes)
+
+
+def _exact_node(node):
+    if all(getattr(out.type, 'dtype', 'float') in _DISCRETE for out in node.outputs):
+        return True
+    op = node.op
+    name = type(op).__name__
+    if name in _MOVES:
+        return True
+    if name in ('IncSubtensor', 'AdvancedIncSubtensor1', 'AdvancedIncSubtensor'):
+        return bool(getattr(op, 'set_instead_of_inc', False))
+    scalar_op = getattr(op, 'scalar_op', None)
+    if scalar_op is None:
+        return False
+    if name == 'Elemwise' and type(scalar_op).__name__ == 'Composite':
+        return all(type(n.op).__name__ in _EXACT_SCALAR for n in scalar_op.fgraph.apply_nodes)
+    # an elementwise or reducing node (max, min over floats: no rounding)
+    return type(scalar_op).__name__ in _EXACT_SCALAR and (
+        name == 'Elemwise' or type(scalar_op).__name__ in ('Maximum', 'Minimum'))
+
+
+_DISCRETE = frozenset(['bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32',
+                       'uint64'])
+
+
+def takes(setting, fgraph):
+    """Whether the host tier may take this function's tiny hot frames (``setting``: the
+    function's ``host_tier`` setting)."""
+    if setting == 'off':
+        return False
+    return setting == 'any' or computes_exactly(fgraph)
 
 from . import commit, faults
 

@@ -25,6 +25,13 @@ argument       default (environment)   meaning
                                        writes its slots in the outer buffers, its
                                        kernels re-pointed each step, in place of
                                        copies (``ops/scan_bind.py``)
+``host_tier``  THEANO_OCL_HOST_TIER    which tiny hot functions Theano's own VM may
+               =exact                  run in this thread (``runtime/host_tier.py``):
+                                       'exact' those whose results cannot depend on
+                                       where they run (no float arithmetic), 'any'
+                                       every one (faster; float results may then
+                                       differ in the last bits from the first
+                                       calls'), 'off' none
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -46,12 +53,14 @@ _ENV = {
     'launch': ('THEANO_OCL_LAUNCH', 'pyopencl'),
     'scan_rows': ('THEANO_OCL_SCAN_ROWS', '0'),
     'scan_bind': ('THEANO_OCL_SCAN_BIND', '1'),
+    'host_tier': ('THEANO_OCL_HOST_TIER', 'exact'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
     'blas': (None, 'clblast', 'host', 'kernel', 'small'),
     'conv': (None, 'gemm', 'direct'),
     'launch': ('pyopencl', 'native'),
+    'host_tier': ('exact', 'any', 'off'),
 }
 NAMES = tuple(_ENV)
 
@@ -60,7 +69,8 @@ class Settings(object):
     __slots__ = NAMES
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
-                 stats=None, launch='pyopencl', scan_rows=False, scan_bind=True):
+                 stats=None, launch='pyopencl', scan_rows=False, scan_bind=True,
+                 host_tier='exact'):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -71,6 +81,7 @@ class Settings(object):
         self.launch = launch or 'pyopencl'
         self.scan_rows = _flag(scan_rows)
         self.scan_bind = _flag(scan_bind)
+        self.host_tier = host_tier
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (
