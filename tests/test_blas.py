@@ -199,6 +199,7 @@ def test_register_blocked_kernel(tile, dtype, monkeypatch):
     setting(monkeypatch, 'blas', 'kernel')
     monkeypatch.setattr(blas, 'RB_TILES', (tile,))
     monkeypatch.setattr(blas, 'RB_ON_CPU', True)
+    monkeypatch.setattr(blas, 'RB_MIN_MACS', 0)
     shapes = []
     choose = blas.register_blocking
     monkeypatch.setattr(blas, 'register_blocking',

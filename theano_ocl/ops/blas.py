@@ -123,9 +123,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
         backend = 'kernel'      # the combining launch after CLBlast knows real arithmetic only
     if backend == 'host':
         plan_host(ctx, A, B, C, alpha, beta, Z)
-    elif backend == 'clblast' and (_forced() is not None or
-                                   A.shape[0] * A.shape[1] * A.shape[2] * B.shape[2]
-                                   > KERNEL_MAX_MACS):
+    elif backend == 'clblast' and (_forced() is not None or takes_clblast(A, B, C)):
         plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
         _plan_kernel(ctx, A, B, C, alpha, beta, Z)
@@ -168,9 +166,35 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None):
         alpha=alpha, beta=beta, rb=rb)
 
 
+#: on GPUs, products of more multiply-adds than this with a sum at least CLBLAST_MIN_K long
+#: take CLBlast even at most KERNEL_MAX_MACS, unless A is transposed (see takes_clblast)
+CLBLAST_MIN_MACS = 1 << 24
+CLBLAST_MIN_K = 256
+
+
+def takes_clblast(A, B, C):
+    """Whether a product that CLBlast could compute takes it rather than the tiled kernel
+    (``KERNEL_MAX_MACS``, ``CLBLAST_MIN_MACS``, ``CLBLAST_MIN_K``; module doc)."""
+    nb, M, N = C.shape
+    K = A.shape[2]
+    macs = nb * M * N * K
+    if macs > KERNEL_MAX_MACS:
+        return True
+    return macs > CLBLAST_MIN_MACS and K >= CLBLAST_MIN_K and not _k_major(A)
+
+
+def _k_major(A):
+    """Whether A's rows are its shorter stride (a transposed matrix: x.T in x.T @ d)."""
+    a_sm, a_sk = _elem_strides(A)[1:]
+    return abs(a_sm) < abs(a_sk)
+
+
 #: register-blocked tiles (TX, TY, RM, RN), largest first: the kernel takes the largest
 #: that still gives every compute unit a work-group
-RB_TILES = ((16, 16, 4, 4), (16, 16, 2, 4), (16, 16, 2, 2))
+RB_TILES = ((16, 16, 2, 4), (16, 16, 2, 2))
+#: products of more multiply-adds than this take the register-blocked kernel whatever
+#: their layout (fewer: only where A is transposed, see register_blocking)
+RB_MIN_MACS = 1 << 27
 RB_DEPTH = 16
 #: CPU devices take the TS x TS kernel: on PoCL (2-core EPYC) a 70x50x90 product took
 #: 839 us register-blocked 64 x 64 against 299 us (2026-11-26); tests set this to run the
@@ -184,6 +208,8 @@ def register_blocking(dev, A, B, C):
     nb, M, N = C.shape
     if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or M * N < 64 * 64 or \
             not (dev.is_gpu or RB_ON_CPU):
+        return None
+    if nb * M * N * A.shape[2] <= RB_MIN_MACS and not _k_major(A):
         return None
     for tx, ty, rm, rn in RB_TILES:
         groups = nb * -(-M // (ty * rm)) * -(-N // (tx * rn))
