@@ -166,21 +166,24 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None):
         alpha=alpha, beta=beta, rb=rb)
 
 
-#: on GPUs, products of more multiply-adds than this with a sum at least CLBLAST_MIN_K long
-#: take CLBlast even at most KERNEL_MAX_MACS, unless A is transposed (see takes_clblast)
+#: on GPUs, products of more multiply-adds than this, with a sum at least CLBLAST_MIN_K long
+#: and at least CLBLAST_MIN_OUT elements, take CLBlast even at most KERNEL_MAX_MACS, unless
+#: A is transposed (see takes_clblast and the module doc)
 CLBLAST_MIN_MACS = 1 << 24
 CLBLAST_MIN_K = 256
+CLBLAST_MIN_OUT = 1 << 17
 
 
 def takes_clblast(A, B, C):
     """Whether a product that CLBlast could compute takes it rather than the tiled kernel
-    (``KERNEL_MAX_MACS``, ``CLBLAST_MIN_MACS``, ``CLBLAST_MIN_K``; module doc)."""
+    (``KERNEL_MAX_MACS`` and the ``CLBLAST_MIN_*`` bounds; module doc)."""
     nb, M, N = C.shape
     K = A.shape[2]
     macs = nb * M * N * K
     if macs > KERNEL_MAX_MACS:
         return True
-    return macs > CLBLAST_MIN_MACS and K >= CLBLAST_MIN_K and not _k_major(A)
+    return (macs > CLBLAST_MIN_MACS and K >= CLBLAST_MIN_K and M * N >= CLBLAST_MIN_OUT
+            and not _k_major(A))
 
 
 def _k_major(A):
