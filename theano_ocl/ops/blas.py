@@ -19,13 +19,25 @@ never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
   ``kernels/gemm.cl.mako``, any strides and dtypes, float16 accumulated in float, complex
   values as (re, im) vectors.
 
-On GPUs, a product of at most ``KERNEL_MAX_MACS`` multiply-adds takes the tiled kernel
-even where CLBlast is chosen (unless the ``blas`` setting forces a backend): a CLBlast call
-costs ~80-100 us of host time on the H100 whatever its size (its routine objects, database
-lookups and padding kernels per call), a launch of the kernel ~8 us; measured per call of
-``T.dot`` on the H100 (2026-11-25): 64x256x1024, CLBlast 90-94 us against 25 us; 512^3
-104-117 against 53 us; 256x784x1000 101-104 against 77 us; 256x1000x1000 about even; 1024^3
-CLBlast 145-196 against 360 us.
+On GPUs, where CLBlast is chosen, a product takes the tiled kernel instead (unless the
+``blas`` setting forces a backend) when it has at most ``KERNEL_MAX_MACS`` multiply-adds
+and any of: at most ``CLBLAST_MIN_MACS``, a sum shorter than ``CLBLAST_MIN_K``, fewer than
+``CLBLAST_MIN_OUT`` elements of C, or a transposed A (``takes_clblast``). A CLBlast call
+costs more host time than a launch of the kernel (its routine objects and padding kernels
+per call: 80-100 us on the H100 in 2026-11-25's measurement), and its tiles starve a
+product with few elements of C (LeNet's 20x25 filter gradient summed over 73,728 positions
+made a LeNet step 5.6 ms against 4.4). Measured on the H100 (2026-11-26; wall time per
+product, ten products a call): 256x784x1000 CLBlast 50 us against 82 us for the kernel
+(MLP step 0.91-0.94 ms against 1.01-1.04); x.T @ d of 784x256x1000 CLBlast 93 us against
+59 us for the register-blocked kernel.
+
+The kernel has two shapes (``kernels/gemm.cl.mako``): one element of C per work-item, or,
+on GPUs, register-blocked (``register_blocking``: 2x4 or 2x2 elements per work-item, the
+tile the largest that still gives every compute unit a work-group) where A is transposed
+(the one-per-item kernel's loads of A do not coalesce: 784x256x1000 90 us against 59) or
+the product has more than ``RB_MIN_MACS`` multiply-adds (1024^3: 366 us against 215). With
+A row-major and a few hundred rows it loses (256x784x1000: 82 us against 104-187): too
+few work-groups to hide memory latency.
 
 Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
 with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per
