@@ -198,7 +198,7 @@ def test_register_blocked_kernel(tile, dtype, monkeypatch):
     # sizes that no tile divides, every operand layout (coalesced either way), alpha/beta
     setting(monkeypatch, 'blas', 'kernel')
     monkeypatch.setattr(blas, 'RB_TILES', (tile,))
-    monkeypatch.setattr(blas, 'RB_ON_CPU', True)
+    monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
     monkeypatch.setattr(blas, 'RB_MIN_MACS', 0)
     shapes = []
     choose = blas.register_blocking
@@ -220,3 +220,38 @@ def test_register_blocked_kernel(tile, dtype, monkeypatch):
     assert shapes and all(s is not None and s[:4] == tile for s in shapes), shapes
     layouts = {s[5:] for s in shapes}
     assert len(layouts) > 1, 'every operand layout took one load order: %s' % layouts
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
+def test_split_sum(dtype, monkeypatch):
+    # few elements of C and a long sum: the TS x TS kernel in chunks of the sum, then a
+    # launch adding the partial products (alpha, beta, Z applied there), batched too
+    setting(monkeypatch, 'blas', 'kernel')
+    monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
+    # as many compute units as a GPU's: a 20 x 25 C is then too few work-groups
+    monkeypatch.setattr(theano_ocl.device.get_device(), 'compute_units', 132)
+    splits = []
+    choose = blas.split_sum
+    monkeypatch.setattr(blas, 'split_sum', lambda *a: splits.append(choose(*a)) or splits[-1])
+    rng = np.random.RandomState(12)
+    m, k, n = 20, 3001, 25
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    x3, y3 = T.tensor3('x3', dtype), T.tensor3('y3', dtype)
+    lo = dict(low=-0.3, high=0.3) if dtype == 'float16' else dict(low=-1, high=1)
+    xv, yv, zv = [rand(s, dtype, rng, **lo) for s in [(m, k), (n, k), (m, n)]]
+    x3v, y3v = [rand(s, dtype, rng, **lo) for s in [(3, 7, k), (3, k, 9)]]
+    outs = [T.dot(x, y.T), T.dot(x[::-1], y.T[:, ::-1]),
+            z * np.asarray(0.5, dtype) + T.dot(x, y.T) * np.asarray(2, dtype)]
+    # sums of 3001 products: float32 rounding reaches ~1e-4 of terms of magnitude 1
+    tol = {'float16': dict(rtol=1e-2, atol=0.05), 'float32': dict(rtol=1e-4, atol=2e-3),
+           'float64': TOL['float64']}[dtype]
+    assert_matches_c([x, y, z], outs, [xv, yv, zv], **tol)
+    # BatchedDot's C code needs a linked BLAS: Theano's Python implementation is the reference
+    ref = theano.function([x3, y3], T.batched_dot(x3, y3),
+                          mode=theano.compile.Mode(linker='py', optimizer='fast_run'))
+    f = theano.function([x3, y3], T.batched_dot(x3, y3), mode=theano_ocl.OCLMode())
+    assert_close(f(x3v, y3v), ref(x3v, y3v), **tol)
+    used = [s for s in splits if s is not None]
+    assert len(used) >= 3, splits
+    for S, KC in used:
+        assert S >= 2 and (S - 1) * KC < k <= S * KC, (S, KC)

@@ -10,6 +10,10 @@
 ##   memory, loaded by all work-items with the operand's shorter stride fastest
 ##   (a_kfast: A's k; b_nfast: B's n) so that the loads coalesce.
 ## Either way A and B go through local-memory tiles.
+## split (ts shape only): the sum over k cut into S chunks of KC, the third grid dimension
+## (batch, chunk); each work-group writes its partial product into P (S x M x N per batch,
+## acc_t), and the second kernel ${name}_sum adds the S partials in order and stores C
+## (for products with few elements of C and a long sum: LeNet's filter gradient).
 ## acc_t is the accumulator: float for half storage, the unsigned type for signed
 ## integers (wrapping sums, numpy's integer dot, with no undefined overflow).
 ## alpha, beta: 'one' (absent), 'ptr' (a 0-d device array); beta 'none' means no Z.
@@ -39,21 +43,7 @@ __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
 
 __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 % endif
-void ${name}(
-    const long M, const long N, const long K,
-    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
-    __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
-    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
-% if alpha == 'ptr':
-    , __global const ${al['t']} *alpha_p, const long alpha_off
-% endif
-% if beta != 'none':
-    , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
-% endif
-% if beta == 'ptr':
-    , __global const ${be['t']} *beta_p, const long beta_off
-% endif
-)
+void ${name}(${params()})
 {
 % if rb:
     __local ${acc_t} As[BK][BM + 1];
@@ -132,25 +122,71 @@ ${store_c('accv')}\
     const int ly = get_local_id(1);      /* along M */
     const long n = get_group_id(0) * TS + lx;
     const long m = get_group_id(1) * TS + ly;
+% if split:
+    const long bi = get_global_id(2) / S;
+    const long si = get_global_id(2) % S;
+    const long kbeg = si * KC;
+    const long kend = min(K, kbeg + KC);
+% else:
     const long bi = get_global_id(2);
+    const long kbeg = 0, kend = K;
+% endif
     const long a0 = a_off + bi * a_sb;
     const long b0 = b_off + bi * b_sb;
     ${acc_t} acc = 0;
-    for (long k0 = 0; k0 < K; k0 += TS) {
+    for (long k0 = kbeg; k0 < kend; k0 += TS) {
         const long ka = k0 + lx;
         const long kb = k0 + ly;
-        As[ly][lx] = (m < M && ka < K) ? ${load(a, 'A', 'a0 + m * a_sm + ka * a_sk')} : (${acc_t})0;
-        Bs[ly][lx] = (kb < K && n < N) ? ${load(b, 'B', 'b0 + kb * b_sk + n * b_sn')} : (${acc_t})0;
+        As[ly][lx] = (m < M && ka < kend) ? ${load(a, 'A', 'a0 + m * a_sm + ka * a_sk')} : (${acc_t})0;
+        Bs[ly][lx] = (kb < kend && n < N) ? ${load(b, 'B', 'b0 + kb * b_sk + n * b_sn')} : (${acc_t})0;
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < TS; ++kk)
             acc += CMUL(As[ly][kk], Bs[kk][lx]);
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     if (m < M && n < N) {
+% if split:
+        P[p_off + ((bi * S + si) * M + m) * N + n] = acc;
+% else:
 ${store_c('acc')}\
+% endif
     }
 % endif
 }
+% if split:
+
+/* the split sum's second launch: C = alpha * (the S partial products) (+ beta * Z) */
+__kernel void ${name}_sum(${params()})
+{
+    const long n = get_global_id(0);
+    const long m = get_global_id(1);
+    const long bi = get_global_id(2);
+    if (m >= M || n >= N)
+        return;
+    ${acc_t} acc = 0;
+    for (long si = 0; si < S; ++si)
+        acc += P[p_off + ((bi * S + si) * M + m) * N + n];
+${store_c('acc')}\
+}
+% endif
+<%def name="params()">
+    const long M, const long N, const long K,
+    __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
+    __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
+    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+% if alpha == 'ptr':
+    , __global const ${al['t']} *alpha_p, const long alpha_off
+% endif
+% if beta != 'none':
+    , __global const ${c['t']} *Z, const long z_off, const long z_sb, const long z_sm, const long z_sn
+% endif
+% if beta == 'ptr':
+    , __global const ${be['t']} *beta_p, const long beta_off
+% endif
+% if split:
+    , const long S, const long KC, __global ${acc_t} *P, const long p_off
+% endif
+</%def>
 <%def name="store_c(accv)">\
         const long ci = c_off + bi * c_sb + m * c_sm + n * c_sn;
         ${cc_t} r = (${cc_t})${accv};

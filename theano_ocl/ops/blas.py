@@ -163,9 +163,10 @@ def _acc_type(out_dtype):
 
 
 @kernels.memoize
-def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None):
+def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, split=False):
     """Render (memoized) the GEMM kernel; returns (source, kernel name). ``rb``: the
-    register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS."""
+    register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS;
+    ``split``: the TS x TS kernel over chunks of the sum, and its ``<name>_sum`` kernel."""
     dts = [a_dt, b_dt, c_dt] + ([al_dt] if alpha == 'ptr' else []) + ([be_dt] if beta == 'ptr' else [])
     support = ''
     if 'float64' in dts or 'complex128' in dts:
@@ -175,7 +176,7 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None):
         'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
         cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
-        alpha=alpha, beta=beta, rb=rb)
+        alpha=alpha, beta=beta, rb=rb, split=split)
 
 
 #: on GPUs, products of more multiply-adds than this, with a sum at least CLBLAST_MIN_K long
@@ -211,10 +212,38 @@ RB_TILES = ((16, 16, 2, 4), (16, 16, 2, 2))
 #: their layout (fewer: only where A is transposed, see register_blocking)
 RB_MIN_MACS = 1 << 27
 RB_DEPTH = 16
-#: CPU devices take the TS x TS kernel: on PoCL (2-core EPYC) a 70x50x90 product took
-#: 839 us register-blocked 64 x 64 against 299 us (2026-11-26); tests set this to run the
-#: register-blocked kernel there
-RB_ON_CPU = False
+#: CPU devices take the TS x TS kernel, whole: on PoCL (2-core EPYC) a 70x50x90 product
+#: took 839 us register-blocked 64 x 64 against 299 us (2026-11-26); tests set this to run
+#: the GPU shapes (register-blocked, split sums) there
+GPU_SHAPES_ON_CPU = False
+#: the TS x TS kernel splits a sum of at least SPLIT_MIN_K into chunks of at least
+#: SPLIT_MIN_CHUNK when C has fewer work-groups than the device has compute units
+#: (split_sum)
+SPLIT_MIN_K = 1024
+SPLIT_MIN_CHUNK = 128
+
+
+def split_sum(dev, C, K, ts):
+    """(S, KC): the chunks the TS x TS kernel cuts the sum into (S chunks of KC), or None.
+
+    A product with few elements of C and a long sum (LeNet's 20x25 filter gradient summed
+    over 73,728 positions: 4 work-groups on a GPU of 132 compute units) is one long loop
+    on a few compute units; in chunks, every unit takes some, and a second launch adds the
+    partial products (float sums only: the partials are stored in the accumulator type).
+    """
+    nb, M, N = C.shape
+    if K < SPLIT_MIN_K or not (dev.is_gpu or GPU_SHAPES_ON_CPU) or \
+            C.dtype.kind == 'c' or _acc_type(C.dtype) not in ('float', 'double'):
+        return None
+    groups = nb * -(-M // ts) * -(-N // ts)
+    if groups >= dev.compute_units:
+        return None
+    S = min(-(-2 * dev.compute_units // groups), K // SPLIT_MIN_CHUNK)
+    if S < 2:
+        return None
+    KC = -(-K // S)
+    KC = -(-KC // ts) * ts
+    return -(-K // KC), KC
 
 
 def register_blocking(dev, A, B, C):
@@ -222,7 +251,7 @@ def register_blocking(dev, A, B, C):
     TS x TS kernel (complex values, small products, small work-groups)."""
     nb, M, N = C.shape
     if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or M * N < 64 * 64 or \
-            not (dev.is_gpu or RB_ON_CPU):
+            not (dev.is_gpu or GPU_SHAPES_ON_CPU):
         return None
     if nb * M * N * A.shape[2] <= RB_MIN_MACS and not _k_major(A):
         return None
@@ -242,12 +271,14 @@ def _elem_strides(d):
 def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
     ts = 16 if ctx.dev.max_work_group_size >= 256 else 8
     rb = register_blocking(ctx.dev, A, B, C)
+    split = split_sum(ctx.dev, C, A.shape[2], ts) if rb is None else None
     akind = 'one' if alpha.kind == 'one' or (alpha.kind == 'const' and alpha.value == 1) else 'ptr'
     bkind = beta.kind if beta.kind in ('one', 'none') else (
         'one' if beta.kind == 'const' and beta.value == 1 else 'ptr')
     src, name = kernel_source(A.dtype.name, B.dtype.name, C.dtype.name,
                               akind, alpha.darr.dtype.name if akind == 'ptr' else None,
-                              bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb)
+                              bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb,
+                              split is not None)
     prg = ctx.dev.build(src)
     nb, M, N = C.shape
     K = A.shape[2]
@@ -262,11 +293,19 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
         args.extend(np.int64(s) for s in _elem_strides(Z))
     if bkind == 'ptr':
         args.append(beta.darr)
-    if rb is None:
-        gsize, lsize = (-(-N // ts) * ts, -(-M // ts) * ts, nb), (ts, ts, 1)
-    else:
+    if rb is not None:
         tx, ty, rm, rn = rb[:4]
         gsize, lsize = (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty, nb), (tx, ty, 1)
+    elif split is not None:
+        S, KC = split
+        P = ctx.alloc((nb * S, M, N), 'float32' if _acc_type(C.dtype) == 'float' else 'float64')
+        args += [np.int64(S), np.int64(KC), P]
+        grid = (-(-N // ts) * ts, -(-M // ts) * ts)
+        ctx.launch(prg, name, grid + (nb * S,), (ts, ts, 1), args)
+        ctx.launch(prg, name + '_sum', grid + (nb,), (ts, ts, 1), args)
+        return
+    else:
+        gsize, lsize = (-(-N // ts) * ts, -(-M // ts) * ts, nb), (ts, ts, 1)
     ctx.launch(prg, name, gsize, lsize, args)
 
 
