@@ -455,7 +455,7 @@ def test_host_outputs_and_error_flags_come_back_with_one_wait(monkeypatch):
 
 def _tier_calls(f, args, calls):
     """How many of ``calls`` calls of ``f(*args)`` Theano's VM ran in this thread (the host
-    tier), and the results of every call."""
+    tier; probes, where both ran, not counted), and the results of every call."""
     from theano_ocl.runtime import faults
     seen = []
     with faults.injected(seen.append):
@@ -463,21 +463,38 @@ def _tier_calls(f, args, calls):
     return sum(w == 'host tier run' for w in seen), results
 
 
-def test_a_float_function_never_changes_its_results_by_moving_to_the_host():
+def _same_bits_every_call(results):
+    first = np.asarray(results[0])
+    return all(np.asarray(r).tobytes() == first.tobytes() for r in results)
+
+
+def test_a_float_function_moves_to_the_host_only_where_it_computes_the_same_bits(monkeypatch):
     # finite differences (verify_grad) compare a function's results across calls: a hot,
-    # tiny float function handed to Theano's VM would round differently from its first calls
-    # on a GPU (fused multiply-adds, its own tanh)
+    # tiny float function handed to Theano's VM may round differently from its first calls
+    # on a GPU (fused multiply-adds, its own tanh). The tier takes it after PROBES calls run
+    # both ways agreed; here the host is made to differ by one ulp: it never does.
+    from theano_ocl.runtime import host_tier
     x, y = T.dvectors('x', 'y')
     out = T.tanh(x * y + 0.5).sum() * x[0]
     rng = np.random.RandomState(7)
     args = (rng.uniform(-2, 2, 9), rng.uniform(-2, 2, 9))
     f_c = theano.function([x, y], out, mode='FAST_RUN')
     f_o = theano.function([x, y], out, mode=ocl())
+    assert f_o.fn.tier_probes == host_tier.PROBES
+    dry = host_tier.HostTier.dry_run
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run', lambda self: (
+        [np.nextafter(v, np.inf) for v in dry(self)[0]], []))
     ran, results = _tier_calls(f_o, args, 30)
     assert ran == 0, 'the host tier ran %d of 30 calls of a float function' % ran
-    assert all(r.tobytes() == results[0].tobytes() for r in results)
+    assert _same_bits_every_call(results)
     assert_close(results[0], f_c(*args))
-    # opted in ('any'): the tier takes it after its threshold, with C's results
+    monkeypatch.undo()
+    # x * 2 + 1 rounds once wherever it runs: the probes agree and the tier takes it
+    f_two = theano.function([x], x * 2 + 1, mode=ocl())
+    ran, results = _tier_calls(f_two, args[:1], 30)
+    assert ran == 30 - f_two.fn.host_tier_after - 1 - host_tier.PROBES, ran
+    assert _same_bits_every_call(results)
+    # opted in ('any'): the tier takes it right after its threshold, with C's results
     f_any = theano.function([x, y], out, mode=ocl(host_tier='any'))
     ran, results = _tier_calls(f_any, args, 30)
     assert ran == 30 - f_any.fn.host_tier_after - 1, ran
@@ -488,6 +505,22 @@ def test_a_float_function_never_changes_its_results_by_moving_to_the_host():
     assert f_off.fn.host_tier_after is None
     with pytest.raises(ValueError, match='host_tier'):
         ocl(host_tier='fast')
+
+
+def test_probes_that_disagree_on_an_update_keep_the_frame_on_the_device(monkeypatch):
+    from theano_ocl.runtime import host_tier
+    x = T.dscalar('x')
+    s_c, s_o = theano.shared(np.float64(0.25)), theano.shared(np.float64(0.25))
+    f_c = theano.function([x], x * 3, updates={s_c: s_c * 0.5 + x}, mode='FAST_RUN')
+    f_o = theano.function([x], x * 3, updates={s_o: s_o * 0.5 + x}, mode=ocl())
+    dry = host_tier.HostTier.dry_run
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run', lambda self: (
+        dry(self)[0], [(i, np.nextafter(v, np.inf)) for i, v in dry(self)[1]]))
+    ran, results = _tier_calls(f_o, (np.float64(0.75),), 30)
+    for _ in range(30):
+        f_c(np.float64(0.75))
+    assert ran == 0
+    assert s_o.get_value() == s_c.get_value()
 
 
 def test_an_integer_function_moves_to_the_host_with_the_same_results():
@@ -519,4 +552,5 @@ def test_which_functions_compute_exactly(build, exact):
     x, i = T.dmatrix('x'), T.lvector('i')
     f = theano.function([x, i], build(x, i), mode=ocl(), on_unused_input='ignore')
     assert computes_exactly(f.maker.fgraph) is exact
-    assert (f.fn.host_tier_after is not None) is exact
+    from theano_ocl.runtime.host_tier import PROBES
+    assert f.fn.tier_probes == (0 if exact else PROBES)

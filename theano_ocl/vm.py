@@ -100,9 +100,10 @@ class OCLFunction(object):
         # (every value at most tiny_size elements, inputs and outputs on the host) is
         # hot, run Theano's own thunks in this thread (see _run_in_thread); shared
         # variables then live on the host until a device frame needs them.
-        # (only where the host_tier setting lets it: runtime/host_tier.py's takes)
-        self.host_tier_after = 20 if host_tier.takes(self.settings.host_tier,
-                                                     program.fgraph) else None
+        # (where the host_tier setting lets it, after tier_probes calls run both ways
+        # agreed: runtime/host_tier.py's probes)
+        self.tier_probes = host_tier.probes(self.settings.host_tier, program.fgraph)
+        self.host_tier_after = None if self.tier_probes is None else 20
         self.tiny_size = 4096
         # buffers of dead intermediates smaller than this are not reused: they cost little
         # memory, and reusing them would chain independent small ops through false
@@ -170,6 +171,8 @@ class OCLFunction(object):
                 # the executor's re-binding would find, in a fraction of their time
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
+                    if frame.tier_probes:
+                        return self._probe_tier(frame)
                     return self._run_in_thread()
                 frame = self._run_or_replan(frame, self.executor.run_steps)
             else:
@@ -188,6 +191,8 @@ class OCLFunction(object):
                         self._evict(keep=frame)
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
+                        if frame.tier_probes and not frame.on_host:
+                            return self._probe_tier(frame)
                         return self._run_in_thread()
                     frame = self._run_or_replan(frame, self.executor.replay)
                 if frame is None:
@@ -272,9 +277,7 @@ class OCLFunction(object):
     # ---------------------------------------------------------------- in-thread tier
     def _run_in_thread(self):
         """Run the call on the host by Theano's own VM (runtime/host_tier.py)."""
-        tier = self._host_tier
-        if tier is None:
-            tier = self._host_tier = HostTier(self.program, self.program.no_recycling)
+        tier = self._tier()
         for i, kind in self.program.input_plan:
             cell = self.program.input_cells[i]
             if kind == 'dev' and da.is_device_array(cell[0]):
@@ -290,6 +293,43 @@ class OCLFunction(object):
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]
         return outputs
+
+    def _probe_tier(self, frame):
+        """A call of a tiny hot frame that the tier may take only once it computes what
+        the device does (``runtime/host_tier.py``, :func:`~.host_tier.probes`): the call
+        runs on the device as before, and Theano's VM runs it too, first, committing
+        nothing; an output or an update differing in any bit keeps the frame on the
+        device for good."""
+        frame.tier_probes -= 1
+        prog = self.program
+        try:
+            want = self._tier().dry_run()
+        except Exception:
+            want = None         # the device call raises, or the frame stays there
+        frame.tiny = False      # this call: the device frame, by the general path
+        frame.replays -= 1
+        self._hot = None
+        try:
+            outputs = self._pass(True)
+        finally:
+            frame.tiny = True
+        agree = want is not None and self.last_frame is frame and \
+            all(host_tier.same_bits(w, g) for w, g in zip(want[0], outputs))
+        for i, value in (want[1] if agree else ()):
+            res = prog.residents.get(i)
+            if res is not None and res.device_newer:
+                res.sync_to_host()
+            agree = agree and host_tier.same_bits(value, prog.input_cells[i][0])
+        if not agree:
+            frame.tiny = False
+            frame.tier_probes = 0
+            frame.guard = self._hot = None    # the device frame's own guard from now on
+        return outputs
+
+    def _tier(self):
+        if self._host_tier is None:
+            self._host_tier = HostTier(self.program, self.program.no_recycling)
+        return self._host_tier
 
     def _to_device(self, value):
         """A host result as a device array where the device can hold it (the host array

@@ -112,6 +112,7 @@ class FrameBuilder(object):
                       and all(d.size <= vm.tiny_size for d in dvals.values())
                       and not any(da.is_device_array(prog.input_cells[i][0])
                                   for i, k in prog.input_plan if k == 'dev'))
+        frame.tier_probes = vm.tier_probes if frame.tiny else 0
         frame.nbytes = frame.owned_bytes()
 
     # ---------------------------------------------------------------- IfElse

@@ -76,6 +76,7 @@ class Frame(object):
         self.has_host_steps = False
         self.n_launches = 0
         self.tiny = False          # every value is small: hot calls may run in-thread
+        self.tier_probes = 0       # calls run both ways that must agree first (host_tier.py)
         self.replays = 0
         self.batched = None        # planner.BatchedPlan once hot and worth it; False: never
         self.checks = []           # (task index, fn): device error flags read after a call

@@ -13,12 +13,14 @@ step after every node ran), and a shared variable a node would destroy in place 
 private copy before each call, so that a call failing half-way (an IndexError, Ctrl-C)
 leaves every shared variable as it was.
 
-Which frames it may take is the ``host_tier`` setting. By default ('exact') only those of a
-function whose results cannot depend on where they run (:func:`computes_exactly`): a device
-computes floats with its own rounding (fused multiply-adds, its own ``exp``), so a float
-function handed to Theano's VM at its 21st call could return other last bits than its first
-20 calls did, and code that compares results across calls (finite differences,
-``verify_grad``, a line search) would see the function move where its inputs did not.
+Which frames it may take is the ``host_tier`` setting. A device computes floats with its own
+rounding (fused multiply-adds, its own ``exp``), so a float function handed to Theano's VM at
+its 21st call could return other last bits than its first 20 calls did, and code that
+compares results across calls (finite differences, ``verify_grad``, a line search) would see
+the function move where its inputs did not. By default ('exact') the tier takes a frame of a
+function whose results cannot depend on where they run (:func:`computes_exactly`) as soon as
+it is hot; one of a function doing float arithmetic after ``PROBES`` calls that ran both
+ways (:func:`probes`) gave the same bits, else never.
 """
 import numpy as np
 
@@ -64,12 +66,40 @@ _DISCRETE = frozenset(['bool', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint
                        'uint64'])
 
 
-def takes(setting, fgraph):
-    """Whether the host tier may take this function's tiny hot frames (``setting``: the
-    function's ``host_tier`` setting)."""
+#: calls of a tiny hot frame run both ways (on the device, and dry by Theano's VM) that
+#: must agree in every bit before the tier takes a frame of a function that does float
+#: arithmetic (the 'exact' setting)
+PROBES = 3
+
+
+def probes(setting, fgraph):
+    """How many agreeing probe calls the host tier needs before it takes this function's
+    tiny hot frames (``setting``: the function's ``host_tier`` setting); None: never.
+
+    A function whose results cannot depend on where they run (:func:`computes_exactly`)
+    needs none; nor does any under 'any'. Under 'exact' one doing float arithmetic needs
+    ``PROBES``, and none is taken whose graph destroys a non-shared input (the dry run
+    would change what the device then reads)."""
     if setting == 'off':
-        return False
-    return setting == 'any' or computes_exactly(fgraph)
+        return None
+    if setting == 'any' or computes_exactly(fgraph):
+        return 0
+    from theano.compile.sharedvalue import SharedVariable
+    for node in fgraph.apply_nodes:
+        for js in (getattr(node.op, 'destroy_map', None) or {}).values():
+            for j in js:
+                var = node.inputs[j]
+                if var.owner is None and not isinstance(var, SharedVariable):
+                    return None
+    return PROBES
+
+
+def same_bits(a, b):
+    """Whether two results are the same values to the bit (dtype, shape and bytes)."""
+    if a is None or b is None:
+        return a is b
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
 from . import commit, faults
 
@@ -114,7 +144,20 @@ class HostTier(object):
     def __call__(self):
         """Run one call; returns the outputs (None for update outputs) and commits the
         updates, all or none."""
-        prog = self.prog
+        outputs, new_values = self._run('host tier run')
+        if new_values:
+            if faults.hook is not None:
+                faults.at('host tier commit')
+            commit.apply([_host_updates(self.prog, new_values)])
+        return outputs
+
+    def dry_run(self):
+        """Run one call committing nothing: (the outputs, [(shared input index, its new
+        value)]) -- what a call would return and commit (the probes of a tiny frame the
+        tier may take: ``OCLFunction._probe_tier``)."""
+        return self._run('host tier probe')
+
+    def _run(self, where):
         for res in self.residents:
             if res.device_newer:
                 res.sync_to_host()
@@ -122,16 +165,11 @@ class HostTier(object):
             value = cell[0]
             copy[0] = value.copy() if isinstance(value, np.ndarray) else value
         if faults.hook is not None:
-            faults.at('host tier run')
+            faults.at(where)
         self.fn()
         outputs = [None if j in self.update_outputs else cell[0]
                    for j, cell in enumerate(self.output_cells)]
-        if self.updates:
-            new_values = [(i, cell[0]) for i, cell in self.updates]
-            if faults.hook is not None:
-                faults.at('host tier commit')
-            commit.apply([_host_updates(prog, new_values)])
-        return outputs
+        return outputs, [(i, cell[0]) for i, cell in self.updates]
 
     def position_of(self, error_position):
         """The node index the VM reported an error at, in ``prog.tasks``' order."""
