@@ -196,3 +196,29 @@ def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
     monkeypatch.setattr(blas_clblast, '_tuned', {})
     monkeypatch.setenv('THEANO_OCL_CLBLAST_TUNED', '0')
     assert blas_clblast.clblast_tuning(dev) == []
+
+
+@pytest.mark.parametrize('big', [False, True])
+def test_host_products_run_on_the_calling_thread_up_to_a_size(monkeypatch, big):
+    # PoCL's threads share the cores with OpenBLAS's: a product of at most ONE_THREAD_MACS
+    # runs on one BLAS thread, and the thread count is given back after it
+    setting(monkeypatch, 'blas', 'host')
+    calls = []
+    counts = [2]
+
+    def local(n):
+        calls.append(n)
+        prev, counts[0] = counts[0], n
+        return prev
+    monkeypatch.setattr(blas_host, '_LOCAL', [local])
+    monkeypatch.setattr(blas_host, 'ONE_THREAD_MACS', 0 if big else 1 << 27)
+    rng = np.random.RandomState(3)
+    x, y = T.fmatrix('x'), T.fmatrix('y')
+    xv, yv = rand((30, 40), 'float32', rng), rand((40, 20), 'float32', rng)
+    f = assert_matches_c([x, y], T.dot(x, y), [xv, yv], rtol=1e-4, atol=1e-4)
+    assert f is not None
+    if big:
+        assert calls == []
+    else:
+        assert calls and calls[::2] == [1] * (len(calls) // 2) and calls[1::2] == [2] * (len(calls) // 2)
+        assert counts[0] == 2

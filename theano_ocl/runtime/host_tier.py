@@ -24,6 +24,8 @@ ways (:func:`probes`) gave the same bits, else never.
 """
 import numpy as np
 
+from . import commit, faults
+
 # scalar ops of an elementwise node that reproduce bits of their inputs (or round once,
 # as every IEEE implementation does: a cast), whichever side computes them
 _EXACT_SCALAR = frozenset(['Identity', 'Cast', 'Second', 'Neg', 'Abs', 'Maximum', 'Minimum',
@@ -100,8 +102,6 @@ def same_bits(a, b):
         return a is b
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
-
-from . import commit, faults
 
 
 class HostTier(object):
