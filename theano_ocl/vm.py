@@ -164,6 +164,7 @@ class OCLFunction(object):
         guard = self._hot
         frame = guard() if guard is not None else None
         reads = None        # the host outputs' downloads, waited for once with the checks'
+        probe = None        # what Theano's VM gave for this call (_tier_probe), if it ran
         try:
             if frame is not None:
                 # steady state: the last call's frame, whose key, input buffers and place in
@@ -171,8 +172,6 @@ class OCLFunction(object):
                 # the executor's re-binding would find, in a fraction of their time
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
-                    if frame.tier_probes:
-                        return self._probe_tier(frame)
                     return self._run_in_thread()
                 frame = self._run_or_replan(frame, self.executor.run_steps)
             else:
@@ -191,9 +190,9 @@ class OCLFunction(object):
                         self._evict(keep=frame)
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
-                        if frame.tier_probes and not frame.on_host:
-                            return self._probe_tier(frame)
-                        return self._run_in_thread()
+                        if frame.on_host or not frame.tier_probes:
+                            return self._run_in_thread()
+                        probe = self._tier_probe(frame)   # then the device call, compared
                     frame = self._run_or_replan(frame, self.executor.replay)
                 if frame is None:
                     frame = self._plan(key)
@@ -244,6 +243,8 @@ class OCLFunction(object):
         if hand_over:
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]
+        if probe is not None:
+            self._judge_probe(frame, probe, outputs)
         if self.profiler is not None:            # profile hook (profiling.py)
             self.profiler.end_call()
         return outputs
@@ -294,28 +295,25 @@ class OCLFunction(object):
                 cell[0] = outputs[j]
         return outputs
 
-    def _probe_tier(self, frame):
+    def _tier_probe(self, frame):
         """A call of a tiny hot frame that the tier may take only once it computes what
-        the device does (``runtime/host_tier.py``, :func:`~.host_tier.probes`): the call
-        runs on the device as before, and Theano's VM runs it too, first, committing
-        nothing; an output or an update differing in any bit keeps the frame on the
-        device for good."""
+        the device does (``runtime/host_tier.py``, :func:`~.host_tier.probes`): Theano's
+        VM runs it first, committing nothing; the call then runs on the device as before,
+        and ``_judge_probe`` compares. Returns (outputs, updates), or False where the VM
+        raised (the device call raises too, or the frame stays on the device)."""
         frame.tier_probes -= 1
-        prog = self.program
         try:
-            want = self._tier().dry_run()
+            return self._tier().dry_run()
         except Exception:
-            want = None         # the device call raises, or the frame stays there
-        frame.tiny = False      # this call: the device frame, by the general path
-        frame.replays -= 1
-        self._hot = None
-        try:
-            outputs = self._pass(True)
-        finally:
-            frame.tiny = True
-        agree = want is not None and self.last_frame is frame and \
-            all(host_tier.same_bits(w, g) for w, g in zip(want[0], outputs))
-        for i, value in (want[1] if agree else ()):
+            return False
+
+    def _judge_probe(self, frame, probe, outputs):
+        """An output or an update differing in any bit from the probe keeps ``frame`` on
+        the device for good (with the device frame's own guard from now on)."""
+        prog = self.program
+        agree = probe is not False and self.last_frame is frame and \
+            all(host_tier.same_bits(w, g) for w, g in zip(probe[0], outputs))
+        for i, value in (probe[1] if agree else ()):
             res = prog.residents.get(i)
             if res is not None and res.device_newer:
                 res.sync_to_host()
@@ -323,8 +321,7 @@ class OCLFunction(object):
         if not agree:
             frame.tiny = False
             frame.tier_probes = 0
-            frame.guard = self._hot = None    # the device frame's own guard from now on
-        return outputs
+            frame.guard = self._hot = None
 
     def _tier(self):
         if self._host_tier is None:

@@ -199,11 +199,40 @@ def render(data_dir=DATA_DIR, out_dir=OUT_DIR):
             write(path)
             written.append(path)
         index += ['## %s' % device_label(rec), '', md]
+    index += _script_runs(os.path.join(os.path.dirname(data_dir), 'scripts'))
     written.append(plot([r for _, r in runs], os.path.join(out_dir, 'ratios.png')))
     path = os.path.join(out_dir, 'index.md')
     _write(path, '\n'.join(index))
     written.append(path)
     return written
+
+
+def _script_runs(scripts_dir):
+    """A table of the training scripts' recorded runs (``bench/lenet.py``, ``bench/lstm.py``
+    ``--json``, kept in ``scripts_dir`` under names that start with their date and say
+    their device and variant), newest first: the lines of index.md's last part."""
+    rows = []
+    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
+        rec = load(p)
+        times = rec.get('ms_per_step')
+        if rec.get('bench') not in ('lenet', 'lstm') or not times:
+            continue
+        commit = rec.get('commit')
+        commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
+        ocl = [r[0] * 1e3 for r in rec.get('rounds', {}).get('theano_ocl', [])]
+        rows.append('| %s | %s | %s | %.1f ms | %.1f ms (%s) | %.1fx |' % (
+            os.path.splitext(os.path.basename(p))[0], rec['device'], commit[:7],
+            times['Theano C'], times['theano_ocl'],
+            '%.1f..%.1f' % (min(ocl), max(ocl)) if ocl else '-', rec['ratio']))
+    if not rows:
+        return []
+    return ['## Training scripts', '',
+            'The `--json` records of `bench/lenet.py` (batch 128) and `bench/lstm.py` (batch '
+            '64, 256 hidden, 50 steps unless the name says otherwise) kept in '
+            '`docs/_data/scripts/`: median step time over rounds, and the range of the rounds\' '
+            'medians.', '',
+            '| run | device | commit | Theano C | theano_ocl | C / OCL |',
+            '|---|---|---|---:|---:|---:|'] + rows + ['']
 
 
 def _write(path, text):

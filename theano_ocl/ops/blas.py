@@ -236,7 +236,7 @@ def split_sum(dev, C, K, ts):
     partial products (float sums only: the partials are stored in the accumulator type).
     """
     nb, M, N = C.shape
-    if K < SPLIT_MIN_K or not (dev.is_gpu or GPU_SHAPES_ON_CPU) or \
+    if K < SPLIT_MIN_K or not _gpu_shapes(dev) or \
             C.dtype.kind == 'c' or _acc_type(C.dtype) not in ('float', 'double'):
         return None
     groups = nb * -(-M // ts) * -(-N // ts)
@@ -255,7 +255,7 @@ def register_blocking(dev, A, B, C):
     TS x TS kernel (complex values, small products, small work-groups)."""
     nb, M, N = C.shape
     if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or M * N < 64 * 64 or \
-            not (dev.is_gpu or GPU_SHAPES_ON_CPU):
+            not _gpu_shapes(dev):
         return None
     if nb * M * N * A.shape[2] <= RB_MIN_MACS and not _k_major(A):
         return None
@@ -263,9 +263,13 @@ def register_blocking(dev, A, B, C):
         groups = nb * -(-M // (ty * rm)) * -(-N // (tx * rn))
         if groups >= dev.compute_units:
             break
-    a_sm, a_sk = _elem_strides(A)[1:]
     b_sk, b_sn = _elem_strides(B)[1:]
-    return (tx, ty, rm, rn, RB_DEPTH, abs(a_sk) <= abs(a_sm), abs(b_sn) <= abs(b_sk))
+    return (tx, ty, rm, rn, RB_DEPTH, not _k_major(A), abs(b_sn) <= abs(b_sk))
+
+
+def _gpu_shapes(dev):
+    """Whether the kernel takes its GPU shapes (register-blocked, split sums) here."""
+    return dev.is_gpu or GPU_SHAPES_ON_CPU
 
 
 def _elem_strides(d):
@@ -299,18 +303,18 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
         args.append(beta.darr)
     if rb is not None:
         tx, ty, rm, rn = rb[:4]
-        gsize, lsize = (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty, nb), (tx, ty, 1)
-    elif split is not None:
+        ctx.launch(prg, name, (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty, nb),
+                   (tx, ty, 1), args)
+        return
+    grid = (-(-N // ts) * ts, -(-M // ts) * ts)
+    if split is not None:
+        # the chunks' partial products (accumulator type), then the launch adding them
         S, KC = split
         P = ctx.alloc((nb * S, M, N), 'float32' if _acc_type(C.dtype) == 'float' else 'float64')
         args += [np.int64(S), np.int64(KC), P]
-        grid = (-(-N // ts) * ts, -(-M // ts) * ts)
         ctx.launch(prg, name, grid + (nb * S,), (ts, ts, 1), args)
-        ctx.launch(prg, name + '_sum', grid + (nb,), (ts, ts, 1), args)
-        return
-    else:
-        gsize, lsize = (-(-N // ts) * ts, -(-M // ts) * ts, nb), (ts, ts, 1)
-    ctx.launch(prg, name, gsize, lsize, args)
+        name += '_sum'
+    ctx.launch(prg, name, grid + (nb,), (ts, ts, 1), args)
 
 
 # --------------------------------------------------------------------------- the ops

@@ -154,7 +154,7 @@ class HostTier(object):
     def dry_run(self):
         """Run one call committing nothing: (the outputs, [(shared input index, its new
         value)]) -- what a call would return and commit (the probes of a tiny frame the
-        tier may take: ``OCLFunction._probe_tier``)."""
+        tier may take: ``OCLFunction._tier_probe``)."""
         return self._run('host tier probe')
 
     def _run(self, where):
