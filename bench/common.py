@@ -62,15 +62,21 @@ def write_record(path, bench, dev, rounds, step, ratio, loss_rel_diff, **params)
         json.dump(record, fh, indent=1)
 
 
-def alternate_rounds(fns, runs, iters, pause, args_for):
+def alternate_rounds(fns, runs, iters, pause, args_for, warmup=5):
     """Time ``fns`` ({backend name: function}) in alternating rounds of ``iters`` calls, each
     round after ``pause`` seconds: {name: [(median seconds per call, share of the CPUs other
-    processes used, or None)]}. ``args_for(k)``: the arguments of the k-th call of a round."""
+    processes used, or None)]}. ``args_for(k)``: the arguments of the k-th call of a round.
+    Each function first makes ``warmup`` untimed calls: a theano_ocl function plans its batched
+    replay after its first calls (``OCLFunction.batch_after``), a one-time cost (kernel builds)
+    that a round of two or three calls would otherwise report as its step time."""
     import time
     import numpy as np
     from theano_ocl.benchmarks.timing import OtherLoad
     load = OtherLoad()
     rounds = {name: [] for name in fns}
+    for name, f in fns.items():
+        for k in range(warmup):
+            f(*args_for(k))
     for _ in range(runs):
         for name, f in fns.items():
             time.sleep(pause)

@@ -222,6 +222,29 @@ def test_register_blocked_kernel(tile, dtype, monkeypatch):
     assert len(layouts) > 1, 'every operand layout took one load order: %s' % layouts
 
 
+def test_thin_products_take_the_ts_kernel_split(monkeypatch):
+    # a C with a side shorter than RB_MIN_SIDE never takes a register-blocked tile (it would
+    # mostly compute padding), transposed A or not; a sum from SPLIT_MIN_K long is split
+    setting(monkeypatch, 'blas', 'kernel')
+    monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
+    monkeypatch.setattr(blas, 'RB_MIN_MACS', 0)
+    monkeypatch.setattr(theano_ocl.device.get_device(), 'compute_units', 132)
+    shapes, splits = [], []
+    rb, sp = blas.register_blocking, blas.split_sum
+    monkeypatch.setattr(blas, 'register_blocking', lambda *a: shapes.append(rb(*a)) or shapes[-1])
+    monkeypatch.setattr(blas, 'split_sum', lambda *a: splits.append(sp(*a)) or splits[-1])
+    rng = np.random.RandomState(13)
+    k = blas.SPLIT_MIN_K + 37
+    h, d, w = T.fmatrix('h'), T.fmatrix('d'), T.fmatrix('w')
+    hv, dv, wv = [rand(s, 'float32', rng) for s in [(k, 100), (k, 50), (100, k)]]
+    # h.T @ d (100 x 50, A transposed) and w @ d (100 x 50, A row-major)
+    assert_matches_c([h, d, w], [T.dot(h.T, d), T.dot(w, d)], [hv, dv, wv],
+                     rtol=1e-4, atol=2e-3)
+    assert shapes and all(s is None for s in shapes), shapes
+    used = [s for s in splits if s is not None]
+    assert len(used) == 2 and all(S >= 2 for S, _ in used), splits
+
+
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])
 def test_split_sum(dtype, monkeypatch):
     # few elements of C and a long sum: the TS x TS kernel in chunks of the sum, then a

@@ -543,6 +543,45 @@ def test_inner_frame_follows_the_rows(monkeypatch, case, bind):
         assert not placed, placed
 
 
+
+def test_inner_frame_following_rows_still_batches(monkeypatch):
+    """A frame that follows the rows (scan_bind on) merges its own independent launches
+    as an unbound one does: the LSTM gradient's step recomputes three sigmoids of slices
+    of one product, one batched launch. Launches per time step (the slope over two
+    lengths) with rows followed are at most those with rows copied, and results equal."""
+    import pyopencl as cl
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lstm import build_lstm, make_data
+    finally:
+        sys.path.pop(0)
+    setting(monkeypatch, 'launch', 'pyopencl')
+    count = [0]
+    real = cl.enqueue_nd_range_kernel
+
+    def spy(*a, **k):
+        count[0] += 1
+        return real(*a, **k)
+    monkeypatch.setattr(cl, 'enqueue_nd_range_kernel', spy)
+    per_step, losses = {}, {}
+    for bind in ('1', '0'):
+        setting(monkeypatch, 'scan_bind', bind)
+        f, _ = build_lstm('OCL', 6, 16)
+        on_device(f)
+        n = {}
+        for steps in (12, 4):
+            X, y = make_data(steps, 8, 6)
+            for _ in range(6):          # past OCLFunction.batch_after
+                losses[bind, steps, _] = f(X, y)
+            count[0] = 0
+            f(X, y)
+            n[steps] = count[0]
+        per_step[bind] = (n[12] - n[4]) / 8.0
+    assert per_step['1'] <= per_step['0'], per_step
+    for key in losses:
+        if key[0] == '1':
+            np.testing.assert_allclose(losses[key], losses[('0',) + key[1:]], rtol=1e-6)
+
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_inner_branch_flip_mid_run(dtype, monkeypatch):
     """An IfElse inside the step whose branch changes from step to step: another frame of

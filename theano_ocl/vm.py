@@ -354,20 +354,21 @@ class OCLFunction(object):
     @_planning
     def batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
-        or False when that does not remove at least a quarter of the launches."""
+        or False when that does not remove at least a quarter of the launches (a loop's
+        step, ``frame.looped``: any)."""
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
-        if before < self.batch_min_launches:
+        if before < (2 if frame.looped else self.batch_min_launches):
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,
-                                  cpu_group=self.settings.cpu_group)
-        return plan if plan.pays() else False
+                                  cpu_group=self.settings.cpu_group, pinned=frame.pinned)
+        return plan if plan.pays(looped=frame.looped) else False
 
     @_planning
     def loop_plans(self, frame):
         """(batched steps, batched commits) of ``frame`` for ``run``'s loop, whether or not
         they pay (the executor compares launch counts)."""
         return (planner.plan_steps(frame.steps, self.dev, self.queue,
-                                   cpu_group=self.settings.cpu_group),
+                                   cpu_group=self.settings.cpu_group, pinned=frame.pinned),
                 planner.CommitPlan(self, frame))
 
     # ---------------------------------------------------------------- building

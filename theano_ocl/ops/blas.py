@@ -215,6 +215,11 @@ RB_TILES = ((16, 16, 2, 4), (16, 16, 2, 2))
 #: products of more multiply-adds than this take the register-blocked kernel whatever
 #: their layout (fewer: only where A is transposed, see register_blocking)
 RB_MIN_MACS = 1 << 27
+#: nor a C with a side shorter than this: a tile (32 x 64 or 32 x 32 elements) then mostly
+#: computes padding. On the H100 (2026-11-26, wall per product) h.T @ d of 1000x256x10
+#: took 24.3 us register-blocked against 10.8 in the TS x TS kernel, and x.T @ d of
+#: 32x3200x1024 425 us against 66.5 with split sums
+RB_MIN_SIDE = 64
 RB_DEPTH = 16
 #: CPU devices take the TS x TS kernel, whole: on PoCL (2-core EPYC) a 70x50x90 product
 #: took 839 us register-blocked 64 x 64 against 299 us (2026-11-26); tests set this to run
@@ -222,8 +227,9 @@ RB_DEPTH = 16
 GPU_SHAPES_ON_CPU = False
 #: the TS x TS kernel splits a sum of at least SPLIT_MIN_K into chunks of at least
 #: SPLIT_MIN_CHUNK when C has fewer work-groups than the device has compute units
-#: (split_sum)
-SPLIT_MIN_K = 1024
+#: (split_sum). On the H100 (2026-11-26) the MLP's 256x1000x10 output product took 17.5 us
+#: split, 27.6 whole; splitting from 256 gave the same
+SPLIT_MIN_K = 512
 SPLIT_MIN_CHUNK = 128
 
 
@@ -254,7 +260,7 @@ def register_blocking(dev, A, B, C):
     """The register-blocked shape for this product (see kernel_source), or None for the
     TS x TS kernel (complex values, small products, small work-groups)."""
     nb, M, N = C.shape
-    if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or M * N < 64 * 64 or \
+    if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or min(M, N) < RB_MIN_SIDE or \
             not _gpu_shapes(dev):
         return None
     if nb * M * N * A.shape[2] <= RB_MIN_MACS and not _k_major(A):

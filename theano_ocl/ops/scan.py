@@ -488,6 +488,11 @@ class Loop(LoopCopies):
             self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
+            if i == 1 and not inner.last_frame.looped:
+                # the inner frame replays once a step: batching pays for any launch it saves
+                inner.last_frame.looped = True
+                if inner.last_frame.batched is False:
+                    inner.last_frame.batched = None
             if i == 1 and i < n_steps and self.use_bind and not rows_in:
                 binding = self.bound = self._binding(results)
                 if binding is not None:

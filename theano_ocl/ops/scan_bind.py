@@ -22,8 +22,9 @@ What may be pointed elsewhere:
   step deep is read and written in one row), in a loop whose writes are not masked by a
   device stop flag (an ``until`` condition computed on the device).
 
-The frame's batched plan binds buffers of its own: a frame pointed at rows runs
-unbatched. Should another frame of the inner function run at a step (a re-plan, an IfElse
+The frame's batched plan (``runtime/planner.py``) merges no launch that touches a root
+pointed at rows (``Frame.pinned``: such a launch stays a step of its own, its arguments
+following the root), so launches of the frame's own intermediates still batch. Should another frame of the inner function run at a step (a re-plan, an IfElse
 branch), it reads staging arrays the step did not fill: the loop notices
 (``OCLFunction.last_frame``) and does the step again with copies. After every run of the
 loop the roots and their arguments go back where they were planned, so a call of the inner
@@ -113,7 +114,11 @@ class RowBinding(object):
         self.live = [(root, sites, src.root.buf, src.boff + shift, src.strides[0], o, tap,
                       None if o is None else store[o])
                      for root, sites, src, o, tap, shift in self.entries]
-        self.frame.batched = False     # its kernels are bound to the staging buffers
+        # the frame's batched plan merges no launch of a root that moves (planner.analyse)
+        pins = frozenset(id(root) for root, _, _, _ in self.homes)
+        if not pins <= self.frame.pinned:
+            self.frame.pinned = self.frame.pinned | pins
+            self.frame.batched = None      # planned again, with these roots kept in place
 
     def place(self, i, pos):
         """Point every root at step ``i``'s row (positions ``pos``)."""

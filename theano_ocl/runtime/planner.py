@@ -35,6 +35,7 @@ The result is a :class:`BatchedPlan`: callables to run in order, plus launch cou
 It binds the buffers the frame's roots hold when it is built; ``valid()`` says whether
 they still do (an input re-bound to another buffer, a frame released: build again).
 """
+import itertools
 import operator
 
 import numpy as np
@@ -84,10 +85,13 @@ def _buf_id(root):
     return getattr(buf, 'int_ptr', None) or id(root)
 
 
-def analyse(index, step):
-    """What a plan reads and writes (``runtime.plans``), and whether it can join a batch."""
+def analyse(index, step, pinned=frozenset()):
+    """What a plan reads and writes (``runtime.plans``), and whether it can join a batch.
+    A step touching a root in ``pinned`` (one a loop re-points between replays: where it
+    is now says nothing of where it will be) is a barrier, kept in place."""
     op = Op(index, step)
-    if step.reads is None or step.writes is None or isinstance(step, plans.HostStep):
+    if step.reads is None or step.writes is None or isinstance(step, plans.HostStep) or \
+            (pinned and any(id(d.root) in pinned for d in itertools.chain(step.reads, step.writes))):
         # host work may also read and write host cells other steps use: nothing moves
         op.barrier = True
         return op
@@ -209,9 +213,13 @@ class BatchedPlan(object):
         return not self._conflict and all(map(operator.is_, map(_BUF, roots), self._bufs)) and \
             list(map(_ORIGIN, roots)) == self._origins
 
-    def pays(self):
+    def pays(self, looped=False):
         """Whether ordinary calls should replay it: it removes at least a quarter of the
-        launches (building it costs more than a replay of the steps)."""
+        launches (building it costs more than a replay of the steps); a frame replayed as
+        a loop's step (``looped``: a device Scan's inner frame) any launch, saved every
+        step."""
+        if looped:
+            return self.n_launches_after < self.n_launches_before
         return self.n_launches_after * 4 <= self.n_launches_before * 3
 
     def run(self):
@@ -347,10 +355,11 @@ def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
     return plans.Launch(run, -1, kernel, name, gsize, lsize, args)
 
 
-def plan_steps(steps, dev, queue, min_group=2, cpu_group=None):
+def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset()):
     """Regroup ``steps`` (a frame's, or any list of ``runtime.plans``) into a
-    :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`)."""
-    ops = [analyse(i, s) for i, s in enumerate(steps)]
+    :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`; ``pinned``: see
+    :func:`analyse`)."""
+    ops = [analyse(i, s, pinned) for i, s in enumerate(steps)]
     before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
     out, holds, bound = [], [], []
     after = 0
