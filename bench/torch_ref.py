@@ -109,7 +109,7 @@ def main():
         opt2.step()
     case('lstm: LSTMCell loop step, batch %d, %d hidden, %d steps' % (B, H, T), cell_step, 10,
          'step')
-    record = dict(date=datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC'),
+    record = dict(bench='torch', date=datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC'),
                   device=torch.cuda.get_device_name(0), torch=torch.__version__,
                   cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version(),
                   repeat=a.repeat, rows=rows)

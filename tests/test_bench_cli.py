@@ -2,6 +2,7 @@
 the plot, failures recorded rather than fatal, and the docs' rendered benchmark pages
 being the rendering of the stored runs."""
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -152,6 +153,29 @@ def test_render_from_stored_runs(tmp_path, capsys):
     assert (tmp_path / 'o2' / 'a.md').read_text() == a
     assert main(['render', '--data', str(tmp_path / 'empty'), '--out', str(out)]) == 1
 
+
+
+@needs_matplotlib
+def test_render_shows_script_and_torch_records(tmp_path):
+    # the training scripts' --json records and torch_ref.py's, kept in scripts/ beside the
+    # data folder, become two tables of index.md (torch's rows: its median and range)
+    data, scripts, out = tmp_path / 'data', tmp_path / 'scripts', tmp_path / 'out'
+    data.mkdir()
+    scripts.mkdir()
+    record.save(_sample('Dev A', 1.0, '2026-01-02T00:00:00Z'), str(data / 'a.json'))
+    with open(str(scripts / '2026-01-02T00_dev_lenet.json'), 'w') as f:
+        json.dump(dict(bench='lenet', device='Dev A', commit=dict(commit='abcdef123'),
+                       ms_per_step={'Theano C': 120.0, 'theano_ocl': 3.0}, ratio=40.0,
+                       rounds={'theano_ocl': [[0.0029, 0.0], [0.0031, 0.0]]}), f)
+    with open(str(scripts / '2026-01-02T00_dev_torch.json'), 'w') as f:
+        json.dump(dict(bench='torch', device='Dev A', torch='9.9', rows=[dict(
+            case='lenet: step', per='step', median_s=0.0015, min_s=0.0014, max_s=0.0021)]), f)
+    assert main(['render', '--data', str(data), '--out', str(out)]) == 0
+    index = (out / 'index.md').read_text()
+    assert '| 2026-01-02T00_dev_lenet | Dev A | abcdef1 | 120.0 ms | 3.0 ms (2.9..3.1) | 40.0x |' \
+        in index
+    assert '| 2026-01-02T00_dev_torch | Dev A | torch 9.9 | lenet: step | 1.50 ms (1.40 ms..' \
+        '2.10 ms) |' in index
 
 @needs_matplotlib
 def test_docs_benchmark_pages_are_rendered_from_the_stored_runs(tmp_path):

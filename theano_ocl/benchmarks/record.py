@@ -199,7 +199,8 @@ def render(data_dir=DATA_DIR, out_dir=OUT_DIR):
             write(path)
             written.append(path)
         index += ['## %s' % device_label(rec), '', md]
-    index += _script_runs(os.path.join(os.path.dirname(data_dir), 'scripts'))
+    scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
+    index += _script_runs(scripts) + _torch_runs(scripts)
     written.append(plot([r for _, r in runs], os.path.join(out_dir, 'ratios.png')))
     path = os.path.join(out_dir, 'index.md')
     _write(path, '\n'.join(index))
@@ -233,6 +234,34 @@ def _script_runs(scripts_dir):
             'medians.', '',
             '| run | device | commit | Theano C | theano_ocl | C / OCL |',
             '|---|---|---|---:|---:|---:|'] + rows + ['']
+
+
+def _torch_runs(scripts_dir):
+    """A table of torch eager's recorded runs (``bench/torch_ref.py --json``, kept in
+    ``scripts_dir`` beside the training scripts' records of the same device call), newest
+    first: the lines of index.md's last part."""
+    rows = []
+    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
+        rec = load(p)
+        if rec.get('bench') != 'torch':
+            continue
+        for r in rec.get('rows', []):
+            rows.append('| %s | %s | torch %s | %s | %s (%s..%s) |' % (
+                os.path.splitext(os.path.basename(p))[0], rec['device'], rec.get('torch', '?'),
+                r['case'], _us(r['median_s']), _us(r['min_s']), _us(r['max_s'])))
+    if not rows:
+        return []
+    return ['## torch eager on the same GPU', '',
+            'The `--json` records of `bench/torch_ref.py` (the same computations in torch eager, '
+            'cuDNN for convolutions and `nn.LSTM`), each run in the same device call as the '
+            'training scripts\' and benchmarks\' records whose names share its date and hour: '
+            'median per step or call over the runs, and their range.', '',
+            '| run | device | version | case | median (min..max) |',
+            '|---|---|---|---|---:|'] + rows + ['']
+
+
+def _us(seconds):
+    return '%.2f ms' % (seconds * 1e3) if seconds >= 1e-3 else '%.1f us' % (seconds * 1e6)
 
 
 def _write(path, text):

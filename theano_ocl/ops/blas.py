@@ -37,7 +37,8 @@ tile the largest that still gives every compute unit a work-group) where A is tr
 (the one-per-item kernel's loads of A do not coalesce: 784x256x1000 90 us against 59) or
 the product has more than ``RB_MIN_MACS`` multiply-adds (1024^3: 366 us against 215). With
 A row-major and a few hundred rows it loses (256x784x1000: 82 us against 104-187): too
-few work-groups to hide memory latency. Where C has fewer work-groups of the one-per-item
+few work-groups to hide memory latency; and with a side of C under ``RB_MIN_SIDE`` a tile
+mostly computes padding (h.T @ d of 1000x256x10: 24.3 us against 10.8). Where C has fewer work-groups of the one-per-item
 kernel than the device has compute units and the sum is long (``split_sum``), the kernel
 runs over chunks of the sum and a second launch adds the partial products: LeNet's 20x25
 filter gradient summed over 73,728 positions ran on 4 of 132 compute units, and a LeNet
