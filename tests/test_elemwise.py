@@ -289,3 +289,35 @@ def test_mixed_signedness_matches_c(dx, dy):
     sv = _mixed_values(dy, (), rng)
     f = assert_matches_c([x, y, s], outs, [xv, yv, sv])
     assert f(xv, yv, sv)[0].dtype == np.dtype(theano.scalar.upcast(dx, dy))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_kept_output_not_computed_in_place_into_a_strided_view(dtype):
+    # an LSTM cell: h = sigmoid(g[:, o]) * tanh(c) computed by Theano in place over the
+    # column slice g[:, o] of the product (a strided view). For a value the function
+    # keeps, a fresh array: no copy of h out of the product's buffer afterwards -- as many
+    # launches as when Theano does not work in place at all -- and C's results.
+    import theano_ocl
+    from theano_ocl.benchmarks.timing import launches
+    if not theano_ocl.get_device().supports_dtype(dtype):
+        pytest.skip('the device has no %s' % dtype)
+    a, b, c0 = T.matrix('a', dtype), T.matrix('b', dtype), T.matrix('c0', dtype)
+    g = T.dot(a, b)
+    s = nnet.sigmoid
+    c = s(g[:, 0:4]) * c0 + s(g[:, 4:8]) * T.tanh(g[:, 12:16])
+    h = s(g[:, 8:12]) * T.tanh(c)
+    rng = np.random.RandomState(5)
+    vals = [rand(sh, dtype, rng) for sh in [(33, 5), (5, 16), (33, 4)]]
+    counts = {}
+    for name, mode in (('inplace', theano_ocl.OCLMode()),
+                       ('not inplace', theano_ocl.OCLMode().excluding('inplace_elemwise_opt'))):
+        f = theano.function([a, b, c0], [h, c], mode=mode)
+        destroys = [n for n in f.maker.fgraph.apply_nodes if getattr(n.op, 'destroy_map', None)
+                    and isinstance(n.op, theano.tensor.Elemwise)]
+        assert bool(destroys) == (name == 'inplace'), (name, destroys)
+        f_c = theano.function([a, b, c0], [h, c], mode='FAST_RUN')
+        for _ in range(2):
+            for got, want in zip(f(*vals), f_c(*vals)):
+                assert_close(got, want)
+        counts[name] = launches(f)
+    assert counts['inplace'] == counts['not inplace'], counts

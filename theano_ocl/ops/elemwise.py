@@ -380,8 +380,12 @@ class ElemwiseImpl(DeviceImpl):
         outs = []
         for k, dt in enumerate(self.out_dtypes):
             j = self.inplace.get(k)
+            # not in place into a strided view for a value the function keeps: it would be
+            # copied out contiguous after (a download, or a Scan output's slot that its
+            # frame cannot follow, ops/scan_bind.py); a fresh array costs no launch
             if j is not None and ctx.destroyable[j] and ins[j].shape == shape \
-                    and ins[j].dtype == np.dtype(dt) and ins[j] not in outs:
+                    and ins[j].dtype == np.dtype(dt) and ins[j] not in outs and \
+                    not (k < len(ctx.kept) and ctx.kept[k] and not ins[j].is_c_contiguous()):
                 outs.append(ins[j])
             else:
                 outs.append(ctx.alloc(shape, dt))

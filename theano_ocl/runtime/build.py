@@ -204,6 +204,7 @@ class FrameBuilder(object):
         ctx.destroyable = [j not in task.host_inputs and j not in task.fused
                            and self._destroyable(task, node.inputs[j])
                            for j in range(len(node.inputs))]
+        ctx.kept = [v in prog.keep_vars for v in node.outputs]
         outs = task.impl.plan(ctx, ins)
         if len(outs) != len(node.outputs):
             raise AssertionError('%s planned %d outputs for %d' % (

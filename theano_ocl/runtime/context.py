@@ -127,6 +127,10 @@ class PlanContext(object):
         self.task_index = task_index
         self.node = None
         self.cells = None          # the node's storage cells (dynamic inputs are read there)
+        # per input: whether the node may overwrite its buffer; per output: whether the
+        # function keeps it (an output, an update, a probe) -- set by the frame builder
+        self.destroyable = ()
+        self.kept = ()
         self.new_steps = []
         self.native = None         # launches through runtime.native (decided at the first)
 
