@@ -114,6 +114,9 @@ class OCLFunction(object):
         # at least a quarter of them; None turns this off
         self.batch_after = 3
         self.batch_min_launches = 16
+        # a device Scan's inner function (set by ops/scan.py when it links the node): its
+        # frames replay once a step, so a batched plan pays for any launch it saves
+        self.loop_step = False
         self._host_tier = None
         self._lock = dev.call_lock           # one call at a time per device (shared.py)
         self._warned_host = False
@@ -355,13 +358,13 @@ class OCLFunction(object):
     def batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
         or False when that does not remove at least a quarter of the launches (a loop's
-        step, ``frame.looped``: any)."""
+        step, ``loop_step``: any)."""
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
-        if before < (2 if frame.looped else self.batch_min_launches):
+        if before < (2 if self.loop_step else self.batch_min_launches):
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,
                                   cpu_group=self.settings.cpu_group, pinned=frame.pinned)
-        return plan if plan.pays(looped=frame.looped) else False
+        return plan if plan.pays(looped=self.loop_step) else False
 
     @_planning
     def loop_plans(self, frame):

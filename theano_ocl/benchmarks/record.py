@@ -213,16 +213,15 @@ def _script_runs(scripts_dir):
     ``--json``, kept in ``scripts_dir`` under names that start with their date and say
     their device and variant), newest first: the lines of index.md's last part."""
     rows = []
-    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
-        rec = load(p)
+    for name, rec in _scripts(scripts_dir, ('lenet', 'lstm')):
         times = rec.get('ms_per_step')
-        if rec.get('bench') not in ('lenet', 'lstm') or not times:
+        if not times:
             continue
         commit = rec.get('commit')
         commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
         ocl = [r[0] * 1e3 for r in rec.get('rounds', {}).get('theano_ocl', [])]
         rows.append('| %s | %s | %s | %.1f ms | %.1f ms (%s) | %.1fx |' % (
-            os.path.splitext(os.path.basename(p))[0], rec['device'], commit[:7],
+            name, rec['device'], commit[:7],
             times['Theano C'], times['theano_ocl'],
             '%.1f..%.1f' % (min(ocl), max(ocl)) if ocl else '-', rec['ratio']))
     if not rows:
@@ -241,14 +240,11 @@ def _torch_runs(scripts_dir):
     ``scripts_dir`` beside the training scripts' records of the same device call), newest
     first: the lines of index.md's last part."""
     rows = []
-    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
-        rec = load(p)
-        if rec.get('bench') != 'torch':
-            continue
+    for name, rec in _scripts(scripts_dir, ('torch',)):
         for r in rec.get('rows', []):
             rows.append('| %s | %s | torch %s | %s | %s (%s..%s) |' % (
-                os.path.splitext(os.path.basename(p))[0], rec['device'], rec.get('torch', '?'),
-                r['case'], _us(r['median_s']), _us(r['min_s']), _us(r['max_s'])))
+                name, rec['device'], rec.get('torch', '?'), r['case'],
+                _us(r['median_s']), _us(r['min_s']), _us(r['max_s'])))
     if not rows:
         return []
     return ['## torch eager on the same GPU', '',
@@ -258,6 +254,15 @@ def _torch_runs(scripts_dir):
             'median per step or call over the runs, and their range.', '',
             '| run | device | version | case | median (min..max) |',
             '|---|---|---|---|---:|'] + rows + ['']
+
+
+def _scripts(scripts_dir, benches):
+    """(name, record) of the ``--json`` records in ``scripts_dir`` of the scripts ``benches``
+    (their ``bench`` key), newest first (names start with their date)."""
+    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
+        rec = load(p)
+        if rec.get('bench') in benches:
+            yield os.path.splitext(os.path.basename(p))[0], rec
 
 
 def _us(seconds):

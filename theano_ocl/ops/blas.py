@@ -38,8 +38,9 @@ tile the largest that still gives every compute unit a work-group) where A is tr
 the product has more than ``RB_MIN_MACS`` multiply-adds (1024^3: 366 us against 215). With
 A row-major and a few hundred rows it loses (256x784x1000: 82 us against 104-187): too
 few work-groups to hide memory latency; and with a side of C under ``RB_MIN_SIDE`` a tile
-mostly computes padding (h.T @ d of 1000x256x10: 24.3 us against 10.8). Where C has fewer work-groups of the one-per-item
-kernel than the device has compute units and the sum is long (``split_sum``), the kernel
+mostly computes padding (h.T @ d of 1000x256x10: 24.3 us against 10.8). Where C has fewer
+work-groups of the one-per-item kernel than the device has compute units and the sum is
+long (``split_sum``), the kernel
 runs over chunks of the sum and a second launch adds the partial products: LeNet's 20x25
 filter gradient summed over 73,728 positions ran on 4 of 132 compute units, and a LeNet
 step took 4.5 ms against 2.2-2.4 ms in chunks (H200, 2026-11-26, alternating processes).

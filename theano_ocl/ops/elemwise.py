@@ -365,6 +365,15 @@ class ElemwiseImpl(DeviceImpl):
             shape.append(1 if first is None else first[1])
         return tuple(shape)
 
+    def _in_place(self, ctx, k, x, shape, dtype):
+        """Whether output ``k`` is computed over its destroyed input ``x``. Not into a strided
+        view for a value the function keeps (``ctx.kept``): that would be copied out
+        contiguous after (a download, or a Scan output's slot its frame cannot follow,
+        ops/scan_bind.py), where a fresh array costs no launch."""
+        j = self.inplace[k]
+        return ctx.destroyable[j] and x.shape == shape and x.dtype == np.dtype(dtype) and \
+            not (k < len(ctx.kept) and ctx.kept[k] and not x.is_c_contiguous())
+
     def plan(self, ctx, ins):
         for j, x in enumerate(ins):
             if getattr(x, 'deferred', False):
@@ -380,12 +389,7 @@ class ElemwiseImpl(DeviceImpl):
         outs = []
         for k, dt in enumerate(self.out_dtypes):
             j = self.inplace.get(k)
-            # not in place into a strided view for a value the function keeps: it would be
-            # copied out contiguous after (a download, or a Scan output's slot that its
-            # frame cannot follow, ops/scan_bind.py); a fresh array costs no launch
-            if j is not None and ctx.destroyable[j] and ins[j].shape == shape \
-                    and ins[j].dtype == np.dtype(dt) and ins[j] not in outs and \
-                    not (k < len(ctx.kept) and ctx.kept[k] and not ins[j].is_c_contiguous()):
+            if j is not None and self._in_place(ctx, k, ins[j], shape, dt) and ins[j] not in outs:
                 outs.append(ins[j])
             else:
                 outs.append(ctx.alloc(shape, dt))

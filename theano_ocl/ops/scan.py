@@ -23,15 +23,14 @@ many steps (it keeps a few, as for IfElse branches; the first time it plans one)
 takes the loop's results instead of running it again (``Loop._take_stopped``).
 
 As Theano's ``Scan.make_thunk``, the node sets ``op.fn`` to its inner function (code that
-inspects what the optimizer did inside a scan reads ``op.fn.maker.fgraph``) and leaves that
-function's storage empty between runs.
+inspects what the optimizer did inside a scan reads ``op.fn.maker.fgraph``:
+``ops/scan_fn.py``) and leaves that function's storage empty between runs.
 
 Buffer sizes, slot positions, the final re-ordering of circular buffers and the zeroing of
 steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference): Theano's
 ``scan_save_mem`` optimization decides how deep each output's buffer is, through the
 lengths of the initial states and the nit-sot size inputs.
 """
-import functools
 import sys
 
 import numpy as np
@@ -45,6 +44,7 @@ from ..runtime.memory import buffer_copier, download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 from .scan_bind import RowBinding
+from .scan_fn import expose_inner_function
 from .scan_rows import LoopCopies, RowCopies
 
 
@@ -132,11 +132,12 @@ class ScanImpl(DeviceImpl):
                                          'device: %s: %s' % (type(e).__name__, e))
         self.inner_functions = (self.fn,)
         self.stopped = None      # (flip, Loop, steps): a run its until condition cut short
-        _expose_inner_function(op, self.fn)
+        expose_inner_function(op, self.fn)
         vm = self.fn.fn
         prog = getattr(vm, 'program', None)
         if prog is None:     # pragma: no cover - the capability links with the OCL linker
             raise NoDeviceImplementation('the inner function is not linked on the device')
+        vm.loop_step = True      # its frames replay once a step (OCLFunction.batched_plan)
         inner_ins = prog.fgraph.inputs
         # which inner inputs the inner function takes on the device, reads on the host, or
         # does not read at all
@@ -195,40 +196,6 @@ class ScanImpl(DeviceImpl):
         outs = loop.run()                 # now: its outputs' shapes depend on what it does
         ctx.host_step(loop.replay, 'host', reads=None, writes=None)
         return outs
-
-
-def _expose_inner_function(op, fn):
-    """``op.fn = fn``, as Theano's ``Scan.make_thunk`` sets it (code reads what the optimizer
-    did inside a scan off ``op.fn.maker.fgraph``), unless Theano's own is there: a Theano
-    thunk of this op (the plain function ``SimulatorOCL`` re-links) reads it at every call.
-    Theano's ``make_thunk`` reuses whatever ``op.fn`` holds; this one cannot serve its loop
-    (outputs on the device, no output preallocation): ``_theano_builds_its_own``."""
-    _theano_builds_its_own()
-    current = getattr(op, 'fn', None)
-    if not current or _device_loop_function(current):
-        op.fn = fn
-
-
-def _device_loop_function(fn):
-    """Whether ``fn`` is a device loop's inner function (its outputs stay on the device)."""
-    linker = getattr(getattr(fn, 'maker', None), 'linker', None)
-    return getattr(linker, 'output_mode', None) == 'device'
-
-
-def _theano_builds_its_own():
-    """Wrap ``Scan.make_thunk`` (once) so that it never reuses a device loop's inner
-    function: it then compiles its own, as when ``op.fn`` is not set."""
-    theano_make_thunk = Scan.make_thunk
-    if getattr(theano_make_thunk, 'skips_device_loops', False):
-        return
-
-    @functools.wraps(theano_make_thunk)
-    def make_thunk(self, node, *args, **kwargs):
-        if _device_loop_function(self.__dict__.get('fn')):
-            del self.fn
-        return theano_make_thunk(self, node, *args, **kwargs)
-    make_thunk.skips_device_loops = True
-    Scan.make_thunk = make_thunk
 
 
 def _computed_on_host(prog, var):
@@ -488,11 +455,6 @@ class Loop(LoopCopies):
             self._store(results, pos, i, masked)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
-            if i == 1 and not inner.last_frame.looped:
-                # the inner frame replays once a step: batching pays for any launch it saves
-                inner.last_frame.looped = True
-                if inner.last_frame.batched is False:
-                    inner.last_frame.batched = None
             if i == 1 and i < n_steps and self.use_bind and not rows_in:
                 binding = self.bound = self._binding(results)
                 if binding is not None:

@@ -55,6 +55,7 @@ class RowBinding(object):
         self.bound_inputs = frozenset(bound_inputs)
         self.homes = [(root, sites, root.buf, root.origin)
                       for root, sites, _, _, _, _ in entries]
+        self.pins = frozenset(id(root) for root, _, _, _, _, _ in entries)
         self.live = None
 
     @classmethod
@@ -115,9 +116,8 @@ class RowBinding(object):
                       None if o is None else store[o])
                      for root, sites, src, o, tap, shift in self.entries]
         # the frame's batched plan merges no launch of a root that moves (planner.analyse)
-        pins = frozenset(id(root) for root, _, _, _ in self.homes)
-        if not pins <= self.frame.pinned:
-            self.frame.pinned = self.frame.pinned | pins
+        if not self.pins <= self.frame.pinned:
+            self.frame.pinned = self.frame.pinned | self.pins
             self.frame.batched = None      # planned again, with these roots kept in place
 
     def place(self, i, pos):

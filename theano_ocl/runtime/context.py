@@ -82,9 +82,6 @@ class Frame(object):
         # ids of roots that a loop re-points between replays (ops/scan_bind.py): the
         # batched plan merges no launch that touches one
         self.pinned = frozenset()
-        # replayed as a loop's step (a device Scan's inner frame): a batched plan pays for
-        # any launch it removes, saved at every step (OCLFunction.batched_plan)
-        self.looped = False
         self.checks = []           # (task index, fn): device error flags read after a call
         self.slab = None           # SimulatorOCL.gather_into_slab: the slab, or False
         self.commit_plan = None    # CommitPlan once hot and worth it; False: never

@@ -91,7 +91,8 @@ def analyse(index, step, pinned=frozenset()):
     is now says nothing of where it will be) is a barrier, kept in place."""
     op = Op(index, step)
     if step.reads is None or step.writes is None or isinstance(step, plans.HostStep) or \
-            (pinned and any(id(d.root) in pinned for d in itertools.chain(step.reads, step.writes))):
+            (pinned and any(id(d.root) in pinned
+                            for d in itertools.chain(step.reads, step.writes))):
         # host work may also read and write host cells other steps use: nothing moves
         op.barrier = True
         return op
