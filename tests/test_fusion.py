@@ -2,6 +2,9 @@
 argmax and small products compute the producer's values in their own kernel. Each case is
 checked against Theano's C backend, fused and unfused, with the per-call size rules both
 honoured and overridden (so the fused kernels run on every device, whatever pays there)."""
+import os
+import sys
+
 import numpy as np
 import pytest
 import theano
@@ -349,3 +352,65 @@ def test_folded_reads_live_until_the_consumer(epilogues_always, monkeypatch):
         for a, b in zip(p_o, p_c):
             assert_close(a.get_value(), b.get_value(), rtol=1e-4, atol=1e-6,
                          what='%s after step %d' % (a.name, step))
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8', 'int64', 'float16'])
+def test_producers_fold_into_updates_of_a_view(dtype):
+    """``inc_subtensor``/``set_subtensor`` compute y's elementwise producer in the update's
+    launch: column slices, reversed and stepped views, y broadcast along a dimension and
+    with a dimension less, empty views; a producer's shape error and a y that does not fit
+    the view are raised as Theano raises them."""
+    x = T.matrix('x', dtype=dtype)
+    a = T.matrix('a', dtype=dtype)
+    b = T.matrix('b', dtype=dtype)
+    r = T.row('r', dtype=dtype)
+    v = T.vector('v', dtype=dtype)
+    two = np.asarray(2, dtype)
+    outs = [T.inc_subtensor(x[:, 1:4], a * two + b), T.set_subtensor(x[::-1, ::2], a - b),
+            T.inc_subtensor(x[1:, :3], r * two), T.inc_subtensor(x[:, 2:5], v * v)]
+    rng = np.random.RandomState(5)
+    values = [[rand((n, 5), dtype, rng), rand((n, 3), dtype, rng), rand((n, 3), dtype, rng),
+               rand((1, 3), dtype, rng), rand((3,), dtype, rng)] for n in (4, 1, 0)]
+    pairs = _check([x, a, b, r, v], outs, values, atol=1e-2 if dtype == 'float16' else None)
+    folded = [c for _, c in pairs if isinstance(c.op, T.subtensor.IncSubtensor)]
+    # float16 values are stored rounded: their producers stay unfused
+    assert len(folded) == (0 if dtype == 'float16' else 4), pairs
+    f_c, f_o = compile_both([x, a, b, r, v], outs)
+    good = values[0]
+    for k, bad in ((1, rand((4, 2), dtype, rng)), (2, rand((3, 3), dtype, rng))):
+        args = list(good)
+        args[k] = bad            # a producer's mismatch, then a y wider than its view...
+        for f in (f_c, f_o):
+            with pytest.raises(ValueError):
+                f(*args)
+    args = list(good)
+    args[1], args[2] = rand((4, 2), dtype, rng), rand((4, 2), dtype, rng)
+    for f in (f_c, f_o):                       # ...and a y narrower than its view
+        with pytest.raises(ValueError):
+            f(*args)
+    for g, w in zip(f_o(*good), f_c(*good)):   # still usable after the errors
+        assert_close(g, w, atol=1e-2 if dtype == 'float16' else None)
+
+
+def test_gradient_of_slices_folds_every_producer():
+    """The LSTM gradient's step assembles the gate gradient from four slices, each
+    ``inc_subtensor(zeros[:, a:b], f(...))``: every f is computed in its update's launch.
+    Two of them read a sigmoid that Theano overwrites in place before the updates run;
+    that node writes a fresh output instead. Losses equal Theano C's."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lstm import build_lstm, make_data
+    finally:
+        sys.path.pop(0)
+    from theano_ocl.report import inner_functions
+    f_o, _ = build_lstm(theano_ocl.OCLMode(), 6, 16)
+    f_c, _ = build_lstm('FAST_RUN', 6, 16)
+    grads = [inner for node, inner in inner_functions(f_o) if 'grad' in node.op.name]
+    assert len(grads) == 1
+    tasks = grads[0].fn.program.tasks
+    incs = [t for t in tasks if isinstance(t.node.op, T.subtensor.IncSubtensor)]
+    assert len(incs) == 4 and all(t.fused for t in incs), [(t.node, t.fused) for t in incs]
+    assert any(t.kind == 'dev' and t.impl.writes_fresh for t in tasks)
+    X, y = make_data(7, 5, 6)
+    for _ in range(3):
+        np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-5)

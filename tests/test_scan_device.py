@@ -674,3 +674,81 @@ def test_outputs_never_written_over_the_rows_a_step_reads(dtype, monkeypatch):
     _, failures = compare([x, h0, W], [theano.grad(cost, W), theano.grad(cost, h0)], calls,
                           rtol=tol)
     assert not failures, failures
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
+    """A gradient scan's mit-mot state is read (tap 1) and written (tap 1) in one row: the
+    inner frame writes it there directly where every read of that row comes first or
+    in the writing launch at the same element (ops/scan_bind.reads_first). Steps of
+    several kinds (elementwise, a product, a reversed and a rolled state) against Theano
+    C; in the LSTM's gradient loop no row is copied after step 0."""
+    from theano_ocl.ops import scan_rows
+    x = T.matrix('x', dtype=dtype)
+    h0 = T.vector('h0', dtype=dtype)
+    W = T.matrix('W', dtype=dtype)
+    half = np.asarray(0.5, dtype)
+    steps = [lambda v, h, W: T.tanh(h * half + v),
+             lambda v, h, W: T.tanh(T.dot(h, W) + v),
+             lambda v, h, W: T.tanh(h[::-1] * v),
+             lambda v, h, W: T.concatenate([h[1:], h[:1]]) * half + v * h]
+    rng = np.random.RandomState(4)
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == 'float32' else {}
+    for step in steps:
+        hs, _ = theano.scan(step, sequences=x, outputs_info=h0, non_sequences=W)
+        cost = (hs ** 2).sum()
+        calls = [[rng.uniform(-1, 1, (n, 5)).astype(dtype), rng.uniform(-1, 1, 5).astype(dtype),
+                  rng.uniform(-0.6, 0.6, (5, 5)).astype(dtype)] for n in (6, 11, 6)]
+        grads = T.grad(cost, [x, h0, W], disconnected_inputs='ignore')
+        f, failures = compare([x, h0, W], [cost] + grads, calls, **tol)
+        assert not failures, failures
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
+    try:
+        from lstm import build_lstm, make_data
+    finally:
+        sys.path.pop(0)
+    copies = []
+    real = scan_rows.LoopCopies._copy
+
+    def spy(self, dst, src):
+        copies.append(self.fn.name)
+        return real(self, dst, src)
+    monkeypatch.setattr(scan_rows.LoopCopies, '_copy', spy)
+    f, _ = build_lstm('OCL', 6, 16, dtype=dtype)
+    n = {}
+    for length in (12, 4):
+        X, y = make_data(length, 8, 6, dtype=dtype)
+        f(X, y)
+        del copies[:]
+        f(X, y)
+        n[length] = copies.count('grad_of_scan_fn')
+    assert n[12] == n[4], n           # a copy per step would add 8
+
+
+def test_reads_first_rule():
+    """The rule that lets a frame write a row that it also reads (ops/scan_bind.py), on
+    plans made up for it: reads before the first write, or in the writing launch at the
+    element written (declared pointwise, the same place), and nothing else."""
+    from theano_ocl.darray import DArray, Root
+    from theano_ocl.ops.scan_bind import reads_first
+    from theano_ocl.runtime.plans import HostStep, Launch
+    src, dst, other = Root(None, 64), Root(None, 64), Root(None, 64)
+    a, b = DArray(src, (4,), 'float32'), DArray(dst, (4,), 'float32')
+    o = DArray(other, (4,), 'float32')
+    b_late = DArray(dst, (4,), 'float32', offset=16)
+    a_bcast = DArray(src, (4,), 'float32', strides=(0,))
+
+    def launch(reads, writes, pointwise=()):
+        return Launch(None, 0, None, 'k', (4,), None, (), reads=reads, writes=writes,
+                      pointwise=pointwise)
+    assert reads_first([launch([a], [o]), launch([o], [b])], src, 0, dst)
+    assert not reads_first([launch([o], [b]), launch([a], [o])], src, 0, dst)
+    assert reads_first([launch([a, o], [b], pointwise=[a])], src, 0, dst)
+    assert not reads_first([launch([a, o], [b])], src, 0, dst)                # not declared
+    assert not reads_first([launch([a], [b_late], pointwise=[a])], src, 0, dst)  # elsewhere
+    assert reads_first([launch([a], [b_late], pointwise=[a])], src, 16, dst)  # shifted there
+    assert not reads_first([launch([a_bcast], [b], pointwise=[a_bcast])], src, 0, dst)
+    assert not reads_first([launch([o], [a])], src, 0, dst)                   # src written
+    assert not reads_first([HostStep(None, 0), launch([a], [b], [a])], src, 0, dst)
+    assert reads_first([HostStep(None, 0, reads=[o], writes=[o]), launch([a], [b], [a])],
+                       src, 0, dst)

@@ -31,6 +31,10 @@ class DeviceImpl(object):
     #: whether an elementwise consumer of its output may be computed inside its kernel
     #: (``ops.fusion.fuse_epilogues``)
     takes_epilogue = False
+    #: set by ``ops.fusion.fuse_producers`` on an elementwise node Theano made in place:
+    #: it writes fresh outputs instead, so a producer reading what it would overwrite can
+    #: be folded into a consumer after it (its destroy is void)
+    writes_fresh = False
     #: the dtypes of the node's device tensors this implementation takes (None: every one of
     #: DEVICE_DTYPES, complex ones where ``complex_ok``); the supported-ops page lists them
     dtypes = None

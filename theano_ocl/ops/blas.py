@@ -309,20 +309,26 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
         args.extend(np.int64(s) for s in _elem_strides(Z))
     if bkind == 'ptr':
         args.append(beta.darr)
+    # what the launches touch: Z is read at the element of C the work-item stores
+    scalars = [x.darr for x, kind in ((alpha, akind), (beta, bkind)) if kind == 'ptr']
+    zs = [Z] if bkind != 'none' else []
     if rb is not None:
         tx, ty, rm, rn = rb[:4]
         ctx.launch(prg, name, (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty, nb),
-                   (tx, ty, 1), args)
+                   (tx, ty, 1), args, reads=[A, B] + zs + scalars, writes=[C], pointwise=zs)
         return
     grid = (-(-N // ts) * ts, -(-M // ts) * ts)
+    reads = [A, B] + zs + scalars
     if split is not None:
         # the chunks' partial products (accumulator type), then the launch adding them
         S, KC = split
         P = ctx.alloc((nb * S, M, N), 'float32' if _acc_type(C.dtype) == 'float' else 'float64')
         args += [np.int64(S), np.int64(KC), P]
-        ctx.launch(prg, name, grid + (nb * S,), (ts, ts, 1), args)
+        ctx.launch(prg, name, grid + (nb * S,), (ts, ts, 1), args, reads=[A, B], writes=[P])
         name += '_sum'
-    ctx.launch(prg, name, grid + (nb,), (ts, ts, 1), args)
+        reads = [P] + zs + scalars
+    ctx.launch(prg, name, grid + (nb,), (ts, ts, 1), args, reads=reads, writes=[C],
+               pointwise=zs)
 
 
 # --------------------------------------------------------------------------- the ops

@@ -126,7 +126,8 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
     else:
         # launches of this source merge into one batched launch (planner.py)
         batch = Batch('elemwise', batch_key(support, body, outs, ins, len(cshape), contig),
-                      n, cshape, operands, tails, range(len(outs)))
+                      n, cshape, operands, tails, range(len(outs)),
+                      pointwise=range(len(outs), len(operands)))
     if nd > 1:
         outer = 1
         for s in cshape[:-2]:
@@ -369,9 +370,10 @@ class ElemwiseImpl(DeviceImpl):
         """Whether output ``k`` is computed over its destroyed input ``x``. Not into a strided
         view for a value the function keeps (``ctx.kept``): that would be copied out
         contiguous after (a download, or a Scan output's slot its frame cannot follow,
-        ops/scan_bind.py), where a fresh array costs no launch."""
+        ops/scan_bind.py), where a fresh array costs no launch. Never where fusion made the
+        node write fresh outputs (``writes_fresh``)."""
         j = self.inplace[k]
-        return ctx.destroyable[j] and x.shape == shape and x.dtype == np.dtype(dtype) and \
+        return not self.writes_fresh and ctx.destroyable[j] and x.shape == shape and x.dtype == np.dtype(dtype) and \
             not (k < len(ctx.kept) and ctx.kept[k] and not x.is_c_contiguous())
 
     def plan(self, ctx, ins):

@@ -182,12 +182,13 @@ def alias_root(var):
 
 def destroyed_roots(tasks, skip=()):
     """Per task, the alias roots of the values it overwrites in place (its ``destroy_map``
-    inputs'); None for the nodes in ``skip``. One half of the exclusion rule every pass that
+    inputs'); None for the nodes in ``skip`` and where the destroy is void
+    (:func:`void_destroy`). One half of the exclusion rule every pass that
     moves a task's reads later in the order applies (:func:`reads_cross_a_destroy`)."""
     out = []
     for t in tasks:
         node = t.node
-        if node in skip:
+        if node in skip or void_destroy(t):
             out.append(None)
             continue
         js = {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
@@ -195,13 +196,25 @@ def destroyed_roots(tasks, skip=()):
     return out
 
 
+def void_destroy(task):
+    """Whether a task Theano made in place overwrites nothing here: folded into its consumer
+    (it stores nothing), or an elementwise node made to write fresh outputs."""
+    return task.fused_into is not None or (task.kind == 'dev' and task.impl.writes_fresh)
+
+
+def _blockers(reads, destroyed, start, stop):
+    """The places strictly between ``start`` and ``stop`` whose task overwrites in place
+    what ``reads`` (variables) read (:func:`reads_cross_a_destroy` as a list)."""
+    roots = {alias_root(u) for u in reads}
+    return [k for k in range(start + 1, stop) if destroyed[k] and roots & destroyed[k]]
+
+
 def reads_cross_a_destroy(reads, destroyed, start, stop):
     """The exclusion rule: whether a task reading ``reads`` (variables) may not be moved
     from place ``start`` to ``stop`` in the order, because a task in between (``start`` <
     k < ``stop``) overwrites in place what it reads (``destroyed``: from
     :func:`destroyed_roots`)."""
-    roots = {alias_root(u) for u in reads}
-    return any(d and roots & d for d in destroyed[start + 1:stop])
+    return bool(_blockers(reads, destroyed, start, stop))
 
 
 def fuse_producers(prog, tasks, need_host, update_sources):
@@ -214,7 +227,9 @@ def fuse_producers(prog, tasks, need_host, update_sources):
     is never stored and a launch disappears. Not when the value is a function output, an
     update, read on the host, destroyed by its consumer, or when a task between the two
     (the consumer included) destroys what the producer reads: its reads move to the
-    consumer's place in the order.
+    consumer's place in the order. Where every such task is an elementwise node Theano
+    made in place, it writes a fresh output instead (``DeviceImpl.writes_fresh``) and the
+    producer is folded; a folded producer's own in-place destroy is void.
     """
     if not settings.current().fuse:
         return
@@ -235,9 +250,17 @@ def fuse_producers(prog, tasks, need_host, update_sources):
             if v in prog.keep_vars or v in need_host or v in update_sources or \
                     list(v.clients) != [(task.node, j)]:
                 continue
-            # the consumer itself included: it runs the producer's code where it reads
-            if reads_cross_a_destroy(e.node.inputs, destroyed, pos[e.node], c + 1):
+            # the consumer itself included: it runs the producer's code where it reads. An
+            # elementwise node in between that Theano made in place over what the producer
+            # reads writes a fresh output instead (a buffer more, a launch less)
+            blockers = _blockers(e.node.inputs, destroyed, pos[e.node], c + 1)
+            if not all(k != c and tasks[k].kind == 'dev' and
+                       isinstance(tasks[k].impl, ElemwiseImpl) for k in blockers):
                 continue
+            for k in blockers:
+                tasks[k].impl.writes_fresh = True
+                destroyed[k] = None
+            destroyed[pos[e.node]] = None
             e.fused_into = task
             task.fused[j] = e
             _reads_move(prog, pos, e.node.inputs, task)

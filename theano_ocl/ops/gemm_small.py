@@ -170,8 +170,9 @@ def plan_small(ctx, A, B, C, alpha, beta, Z, epilogue=None):
         tails.append(e)
         args += [d, np.int64(e[0]), np.int64(e[1]), np.int64(e[2])]
     # products of one source merge into one batched launch (planner.py)
+    # Z and the epilogue's operands are read at the element of C the work-item writes
     batch = Batch('gemm_small', key, total, [nb if M * N else 0, M, N, K], operands, tails,
-                  [c_at], coef=coef)
+                  [c_at], coef=coef, pointwise=range(c_at + 1, len(operands)))
     gsize, lsize = launch_geometry(ctx.dev, total)
     ctx.launch(prg, name, gsize, lsize, args, batch=batch)
 

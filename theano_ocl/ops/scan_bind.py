@@ -18,9 +18,12 @@ What may be pointed elsewhere:
   step (it may keep its own idea of where the input is), not a value read on the host;
 * an output whose root holds it and nothing bigger (the frame puts in a root only values
   no larger than the root), not an input's or another output's root, not a shared
-  variable, filled into a slot that no input of the same step reads (a state kept one
-  step deep is read and written in one row), in a loop whose writes are not masked by a
-  device stop flag (an ``until`` condition computed on the device).
+  variable, in a loop whose writes are not masked by a device stop flag (an ``until``
+  condition computed on the device). Where an input of the same step reads the slot's row
+  (a gradient's mit-mot state, read and written at tap 1), that input follows the row too
+  and the frame must read it before it writes the output there, or in the writing launch
+  at the element it writes (:func:`reads_first`: an elementwise kernel's input, a
+  product's Z); else the output is copied.
 
 The frame's batched plan (``runtime/planner.py``) merges no launch that touches a root
 pointed at rows (``Frame.pinned``: such a launch stays a step of its own, its arguments
@@ -38,6 +41,35 @@ from ..runtime.invokers import set_long
 
 #: plans that read their roots' places when they run (kernel arguments through the sites)
 _FOLLOW = (plans.Launch, plans.Copy, plans.Enqueue)
+
+
+def reads_first(steps, src, shift, dst):
+    """Whether the frame's ``steps`` may write root ``dst`` over the memory root ``src``
+    reads (both pointed at one row; ``src``'s offsets ``shift`` bytes from ``dst``'s): every
+    read of ``src`` comes before the first write of ``dst``, or in that very launch at the
+    element it writes there (``Launch.pointwise``, the same layout), and nothing writes
+    ``src``. A plan that does not say what it touches: no."""
+    wrote = False
+    for s in steps:
+        if s.reads is None or s.writes is None:
+            if s.touches(src) or s.touches(dst):
+                return False
+            continue
+        if any(d.root is src for d in s.writes):
+            return False
+        reads = [d for d in s.reads if d.root is src]
+        writes = [d for d in s.writes if d.root is dst]
+        if reads and (wrote or writes and not all(
+                any(p is d for p in getattr(s, 'pointwise', ())) and
+                all(_same_place(d, shift, w) for w in writes) for d in reads)):
+            return False
+        wrote = wrote or bool(writes)
+    return True
+
+
+def _same_place(d, shift, w):
+    return d.offset + shift == w.offset and d.shape == w.shape and d.strides == w.strides \
+        and d.dtype == w.dtype
 
 
 class RowBinding(object):
@@ -72,6 +104,8 @@ class RowBinding(object):
             return all(isinstance(s, _FOLLOW) or not s.touches(root) for s in steps)
         input_roots = {id(r) for r in frame.input_roots.values()}
         entries, bound = [], []
+        taps = {}            # outer output -> [(tap, followed input root, its shift)]
+        staged = {(o, tap) for _, _, _, o, tap, _ in loop.stage if o is not None}
         for cell, staging, src, o, tap, k in loop.stage:
             root = frame.input_roots.get(k)
             if root is None or k in prog.host_read_inputs or not staging.nbytes or \
@@ -81,6 +115,8 @@ class RowBinding(object):
             entries.append((root, frame.rebind_sites.get(k, ()), src, o,
                             0 if tap is None else tap, -staging.boff))
             bound.append(k)
+            if o is not None:
+                taps.setdefault(o, []).append((tap, root, -staging.boff))
         # outputs: the sinks of states and nit-sots (a mit-mot slice included)
         n_kept = lay.n_outs + lay.n_nit_sot
         if not loop.masked:
@@ -96,18 +132,34 @@ class RowBinding(object):
                 root = value.root
                 slot = 0 if tap is None else tap
                 store = loop.store[j]
-                reads = lay.taps[j] if j < lay.n_outs else []
                 if id(root) in input_roots or not root.arena or root.slab or root.origin or \
                         value.offset or root.nbytes != value.nbytes or \
                         not value.is_c_contiguous() or j in loop.mirrors or \
-                        loop.outs[j] is None or \
-                        any((t - slot) % store == 0 for t in reads) or not followed(root):
+                        loop.outs[j] is None or not followed(root) or \
+                        not cls._row_free(steps, root, j, slot, store, lay, taps, staged):
                     continue
                 entries.append((root, frame.root_sites.get(id(root), ()), loop.outs[j], j,
                                 slot, 0))
         if not entries:
             return None
         return cls(frame, entries, bound)
+
+    @staticmethod
+    def _row_free(steps, root, j, slot, store, lay, taps, staged):
+        """Whether output ``j``'s ``root`` may be written in its slot's row during the step:
+        every input tap reading that row is copied into staging before the step, or follows
+        the row and is read first (:func:`reads_first`); an input handed the outer rows as
+        they are (a state one row deep) is not."""
+        for t in (lay.taps[j] if j < lay.n_outs else ()):
+            if (t - slot) % store:
+                continue
+            same = [(r, shift) for tt, r, shift in taps.get(j, ()) if tt == t]
+            if same:
+                if not all(reads_first(steps, r, shift, root) for r, shift in same):
+                    return False
+            elif (j, t) not in staged:
+                return False
+        return True
 
     def start(self, store):
         """Before a run's steps: where each source is now (an outer buffer may have moved

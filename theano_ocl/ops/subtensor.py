@@ -35,6 +35,7 @@ from ..runtime.invokers import set_long
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
 from .elemwise import check_flag, check_flags, error_flag, plan_elementwise
+from .fusion import Fused, fmap
 from .registry import implemented_by, ocl_impl
 from .shape import frame_constant
 
@@ -238,16 +239,45 @@ class IncSubtensorImpl(DeviceImpl):
         self.dynamic_capable = _dynamic_capable(node, 2)
         self.support, self.body = _update_code(node.op.set_instead_of_inc,
                                                node.inputs[0].type.dtype, node.inputs[1].type.dtype)
+        self._folded = {}
+
+    @property
+    def fusable_inputs(self):
+        """y's elementwise producer is computed in the update's kernel where the view is
+        fixed (``ops.fusion.fuse_producers``): the gradient of a slice, ``inc(zeros[:, a:b],
+        f(...))``, one launch instead of two."""
+        return () if self.dynamic_inputs else (1,)
 
     def describe(self):
         if self.dynamic_inputs:
             return 'gather, update, scatter at an index read every call'
         return 'elementwise update of a view'
 
+    def folded_code(self, y):
+        """(support, body) of x (+)= producer(inputs) for a :class:`Fused` y: the update and
+        the producer's scalar op composed into one Composite (inputs: x's element, then the
+        producer's inputs)."""
+        key = y.spec()
+        code = self._folded.get(key)
+        if code is None:
+            x_dtype = self.node.inputs[0].type.dtype
+            prod = y.impl
+            xin = ts.get_scalar_type(x_dtype)()
+            pins = [ts.get_scalar_type(d)() for d in prod.in_dtypes]
+            val = prod.node.op.scalar_op.make_node(*pins).outputs[0]
+            upd = (ts.second if self.node.op.set_instead_of_inc else ts.add)(xin, val)
+            if upd.type.dtype != x_dtype:
+                upd = ts.cast(upd, x_dtype)
+            code = oscalar.elemwise_code(ts.Composite([xin] + pins, [upd]),
+                                         [x_dtype] + list(prod.in_dtypes), [x_dtype])
+            self._folded[key] = code
+        return code
+
     def plan(self, ctx, ins):
         """x (+)= y over the view; where an index changes between calls, the view is
         gathered into a scratch array, updated there and scattered back (a set of y of x's
-        dtype: y scattered in directly), at the offset a host step sets at every call."""
+        dtype: y scattered in directly), at the offset a host step sets at every call. A
+        folded producer of y (:class:`Fused`) is computed in the update's launch."""
         x, y = ins[:2]
         out = writable_x(ctx, x)
         entries = tsub.get_idx_list([x] + list(ins[2:]), self.node.op.idx_list)
@@ -262,7 +292,13 @@ class IncSubtensorImpl(DeviceImpl):
             raise ValueError('IncSubtensor: could not broadcast a value of shape %s into a '
                              'subtensor of shape %s' % (y.shape, view.shape))
         lead = view.ndim - y.ndim
-        y = y.view((1,) * lead + y.shape, (y.itemsize,) * lead + y.strides)
+        y = fmap(lambda d: d.view((1,) * lead + d.shape, (d.itemsize,) * lead + d.strides), y)
+        if isinstance(y, Fused):
+            if dyn is None:
+                support, body = self.folded_code(y)
+                plan_elementwise(ctx, support, body, [view], [view] + y.views, view.shape)
+                return [out]
+            y = y.materialize(ctx)
         if dyn is None:
             plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
             return [out]

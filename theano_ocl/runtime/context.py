@@ -154,14 +154,17 @@ class PlanContext(object):
         return DArray(root, shape, dtype)
 
     # -- recording ------------------------------------------------------------------
-    def launch(self, prg, kernel_name, gsize, lsize, args, batch=None):
+    def launch(self, prg, kernel_name, gsize, lsize, args, batch=None, reads=None, writes=None,
+               pointwise=()):
         """Bind a kernel's arguments once and record its launch (returns its ``Launch``).
 
         In ``args`` a DArray stands for two arguments: its buffer and its offset in
         elements. Arguments coming from an input's buffer are remembered so the
         frame can re-bind them when the same-shaped input arrives in another buffer.
         ``batch``: a :class:`~theano_ocl.runtime.plans.Batch` when the family declares
-        how this launch merges with others like it (``theano_ocl.runtime.planner``).
+        how this launch merges with others like it (``theano_ocl.runtime.planner``);
+        ``reads``/``writes``/``pointwise``: what a launch without one declares it touches
+        (:class:`~theano_ocl.runtime.plans.Launch`).
         """
         cl = self.dev.cl
         kernel = cl.Kernel(prg, kernel_name)
@@ -197,7 +200,8 @@ class PlanContext(object):
 
             def run():
                 return enqueue(queue, kernel, gsize, lsize)
-        plan = plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize, args, batch)
+        plan = plans.Launch(run, self.task_index, kernel, kernel_name, gsize, lsize, args, batch,
+                            reads, writes, pointwise)
         self._record(plan)
         self.frame.n_launches += 1
         return plan

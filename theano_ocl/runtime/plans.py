@@ -55,9 +55,11 @@ class Batch(object):
     writes; ``n`` its work size; ``coef`` per-launch scalars the family's kernel takes in a
     second table (or None).
     """
-    __slots__ = ('family', 'key', 'n', 'head', 'operands', 'tails', 'written', 'coef')
+    __slots__ = ('family', 'key', 'n', 'head', 'operands', 'tails', 'written', 'coef',
+                 'pointwise')
 
-    def __init__(self, family, key, n, head, operands, tails, written, coef=None):
+    def __init__(self, family, key, n, head, operands, tails, written, coef=None,
+                 pointwise=()):
         self.family = family
         self.key = key
         self.n = int(n)
@@ -66,6 +68,9 @@ class Batch(object):
         self.tails = [[int(x) for x in t] for t in tails]
         self.written = frozenset(written)
         self.coef = coef
+        # indices of read operands the kernel reads only at the element it writes there
+        # (see Launch.pointwise)
+        self.pointwise = frozenset(pointwise)
 
     @property
     def group(self):
@@ -81,17 +86,26 @@ class Batch(object):
 
 
 class Launch(Plan):
-    __slots__ = ('kernel', 'name', 'gsize', 'lsize', 'args', 'batch')
+    """One kernel launch. ``pointwise``: the DArrays among its reads that the kernel reads
+    only at the element it writes at the same place of a written operand of the same layout,
+    in the work-item that writes it, before writing it (an elementwise kernel's inputs, a
+    product's Z): the launch stays right where that memory is also the written operand's
+    (``ops/scan_bind.py``). Reads and writes: the batch's operands, else ``reads``/``writes``
+    where the family declares them, else every buffer the arguments name."""
+    __slots__ = ('kernel', 'name', 'gsize', 'lsize', 'args', 'batch', 'pointwise')
     kind = 'launch'
 
-    def __init__(self, fn, task, kernel, name, gsize, lsize, args, batch=None):
+    def __init__(self, fn, task, kernel, name, gsize, lsize, args, batch=None,
+                 reads=None, writes=None, pointwise=()):
         if batch is not None:
             reads = [d for k, d in enumerate(batch.operands) if k not in batch.written]
             writes = [d for k, d in enumerate(batch.operands) if k in batch.written]
-        else:
+            pointwise = [batch.operands[k] for k in sorted(batch.pointwise)]
+        elif reads is None or writes is None:
             # undeclared: every buffer it names may be read and written
             reads = writes = [a for a in args if isinstance(a, DArray)]
         Plan.__init__(self, fn, task, reads, writes)
+        self.pointwise = tuple(pointwise)
         self.kernel = kernel
         self.name = name
         self.gsize = gsize
