@@ -452,7 +452,7 @@ class Loop(LoopCopies):
                 copied = staged
                 copy_rows(staged, i, pos)
                 results = fn()
-            self._store(results, pos, i, masked)
+            self._store(results, pos, i, masked, () if binding is None else binding.sinks)
             pos = [(p + 1) % s for p, s in zip(pos, store)]
             i += 1
             if i == 1 and i < n_steps and self.use_bind and not rows_in:
@@ -563,9 +563,10 @@ class Loop(LoopCopies):
                              % (tap + pos[j], self.store[j]))
         return r
 
-    def _store(self, results, pos, i, masked=False):
+    def _store(self, results, pos, i, masked=False, written=()):
         """Copy the step's inner outputs into the outer buffers at the step's slots (once
-        the stop flag is set, not: ``masked``)."""
+        the stop flag is set, not: ``masked``); those in ``written`` the inner frame wrote
+        there itself (``RowBinding.sinks``)."""
         lay = self.lay
         outs = self.outs
         batched = self.rows_out
@@ -577,6 +578,8 @@ class Loop(LoopCopies):
                             for (k, j, tap), v in zip(self.sinks, batched[0]) if v.nbytes])
             return
         for k, j, tap in self.sinks:
+            if k in written:
+                continue
             value = results[k]
             buf = outs[j]
             if j >= lay.n_outs + lay.n_nit_sot:          # a shared variable: its value

@@ -78,13 +78,16 @@ class RowBinding(object):
     ``entries``: (root, sites, source DArray, outer output index or None, tap, shift):
     each step the root's region starts at row ``i`` (a sequence) or ``(pos[o] + tap) %
     store[o]`` of the source, ``shift`` bytes before it. ``bound_inputs`` are the inner
-    input indices whose staged copies it replaces.
+    input indices whose staged copies it replaces, ``sinks`` the inner outputs it writes
+    in their slots (the loop stores nothing of theirs).
     """
 
-    def __init__(self, frame, entries, bound_inputs):
+    def __init__(self, frame, entries, bound_inputs, sinks=()):
         self.frame = frame
         self.entries = entries
         self.bound_inputs = frozenset(bound_inputs)
+        # the inner outputs the frame writes in their slots itself: nothing to store
+        self.sinks = frozenset(sinks)
         self.homes = [(root, sites, root.buf, root.origin)
                       for root, sites, _, _, _, _ in entries]
         self.pins = frozenset(id(root) for root, _, _, _, _, _ in entries)
@@ -119,6 +122,7 @@ class RowBinding(object):
                 taps.setdefault(o, []).append((tap, root, -staging.boff))
         # outputs: the sinks of states and nit-sots (a mit-mot slice included)
         n_kept = lay.n_outs + lay.n_nit_sot
+        sinks = []
         if not loop.masked:
             seen = {}
             for k, j, tap in loop.sinks:
@@ -140,9 +144,10 @@ class RowBinding(object):
                     continue
                 entries.append((root, frame.root_sites.get(id(root), ()), loop.outs[j], j,
                                 slot, 0))
+                sinks.append(k)
         if not entries:
             return None
-        return cls(frame, entries, bound)
+        return cls(frame, entries, bound, sinks)
 
     @staticmethod
     def _row_free(steps, root, j, slot, store, lay, taps, staged):

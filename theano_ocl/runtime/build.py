@@ -205,7 +205,11 @@ class FrameBuilder(object):
                            and self._destroyable(task, node.inputs[j])
                            for j in range(len(node.inputs))]
         ctx.kept = [v in prog.keep_vars for v in node.outputs]
-        outs = task.impl.plan(ctx, ins)
+        ctx.fresh = self.vm.loop_step and any(ctx.kept)
+        try:
+            outs = task.impl.plan(ctx, ins)
+        finally:
+            ctx.fresh = False
         if len(outs) != len(node.outputs):
             raise AssertionError('%s planned %d outputs for %d' % (
                 task.impl, len(outs), len(node.outputs)))

@@ -128,6 +128,11 @@ class PlanContext(object):
         # function keeps it (an output, an update, a probe) -- set by the frame builder
         self.destroyable = ()
         self.kept = ()
+        # allocations take buffers no earlier value of the frame used (set by the frame
+        # builder for a loop step's node computing a kept value: ops/scan_bind.py points
+        # such a value's root at the outer rows, which an earlier value in the same root
+        # would overwrite)
+        self.fresh = False
         self.new_steps = []
         self.native = None         # launches through runtime.native (decided at the first)
 
@@ -139,7 +144,7 @@ class PlanContext(object):
         for s in shape:
             n *= int(s)
         nbytes = max(n * dtype.itemsize, 1)
-        free = self.frame.free
+        free = () if self.fresh else self.frame.free
         best = None
         for j, root in enumerate(free):
             if root.nbytes >= nbytes and root.nbytes <= 2 * nbytes + 4096:
