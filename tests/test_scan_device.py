@@ -311,6 +311,28 @@ def test_profiled_function_and_pickle():
     assert_close(g(*args), want)
 
 
+def test_profile_flag_summary_with_a_device_scan():
+    """Under Theano's ``profile`` flag the inner function has a Scan profile, as Theano's
+    Scan gives it (its summary of the outer function reads the loop's call time): the
+    summary prints, counting the loop's runs and steps."""
+    x = T.matrix('x')
+    W = T.matrix('W')
+    hs, _ = theano.scan(lambda v, h, W: T.tanh(v + T.dot(h, W)), sequences=x,
+                        outputs_info=x[0], non_sequences=W)
+    with theano.configparser.change_flags(profile=True):
+        f = theano.function([x, W], hs, mode='OCL')
+    on_device(f)
+    rng = np.random.RandomState(2)
+    for n in (5, 7):
+        f(rng.rand(n, 3), rng.rand(3, 3))
+    from theano_ocl.report import inner_functions
+    (_, inner), = inner_functions(f)
+    assert (inner.profile.callcount, inner.profile.nbsteps) == (2, 12)
+    text = io.StringIO()
+    f.profile.summary(file=text)
+    assert 'Scan overhead' in text.getvalue()
+
+
 def test_scans_that_stay_on_the_host_say_why():
     A = T.vector('A')
     k = T.iscalar('k')

@@ -579,13 +579,14 @@ _PLAIN_LINKERS = (gof_link.PerformLinker, gof_vm.VM_Linker, gof_cc.CLinker,
                   gof_cc.OpWiseCLinker)
 
 
-def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False):
+def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False, profile=None):
     """The inner function of a device Scan (``ops/scan.py`` gets it through the
     ``'scan_inner_function'`` capability: op families never import the linker): the inner
     graph optimized by ``mode``'s optimizer (the Scan's own mode), linked by this linker on
     ``dev`` with the settings of the function being linked, its outputs left on the device.
     ``given``: the mode was given to ``theano.scan``; unless its linker is one of Theano's
-    plain ones or this one, the Scan stays on the host (NoDeviceImplementation)."""
+    plain ones or this one, the Scan stays on the host (NoDeviceImplementation).
+    ``profile``: the inner function's (a ``ScanProfileStats``, as Theano's Scan makes it)."""
     if given and not isinstance(mode.linker, _PLAIN_LINKERS + (OCLLinker,)):
         raise NoDeviceImplementation('theano.scan(mode=...) asks for the %s linker'
                                      % type(mode.linker).__name__)
@@ -595,7 +596,7 @@ def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False):
     mode = theano.compile.mode.Mode(linker=linker, optimizer=mode.provided_optimizer)
     return theano.function([theano.In(v, borrow=True) for v in inputs],
                            [theano.Out(v, borrow=True) for v in outputs],
-                           mode=mode, name=name, on_unused_input='ignore')
+                           mode=mode, name=name, on_unused_input='ignore', profile=profile)
 
 
 provide('scan_inner_function', scan_inner_function)

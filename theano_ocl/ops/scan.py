@@ -32,8 +32,10 @@ steps not computed mirror ``Scan.execute`` (Theano's Python loop, the reference)
 lengths of the initial states and the nit-sot size inputs.
 """
 import sys
+import time
 
 import numpy as np
+import theano
 from theano.scan_module.scan_op import Scan
 
 from ..darray import DArray
@@ -105,6 +107,16 @@ class ScanLayout(object):
         return rows
 
 
+def _inner_profile(op):
+    """The inner function's profile, as Theano's ``Scan.make_thunk`` makes it (the
+    ``profile`` flag, or ``theano.scan(profile=...)``): a ``ScanProfileStats``, whose
+    ``call_time`` Theano's summary of the outer function reads."""
+    from theano.compile.profiling import ScanProfileStats
+    if theano.config.profile or (isinstance(op.profile, (str, bool, int)) and op.profile):
+        return ScanProfileStats(name=op.profile if isinstance(op.profile, str) else op.name)
+    return op.profile or None
+
+
 class ScanImpl(DeviceImpl):
     """Runs the loop of ``Scan.execute`` on the device (see the module docstring).
 
@@ -124,7 +136,7 @@ class ScanImpl(DeviceImpl):
         compile_inner = family('scan_inner_function')
         try:
             self.fn = compile_inner(op.inputs, op.outputs, op.mode_instance, dev, op.name,
-                                    given=op.mode is not None)
+                                    given=op.mode is not None, profile=_inner_profile(op))
         except NoDeviceImplementation:
             raise
         except Exception as e:      # the node runs Theano's loop instead, and says why
@@ -352,10 +364,16 @@ class Loop(LoopCopies):
     def run(self):
         if self.outer_queue is not self.queue:
             self.outer_queue.finish()     # what the plans before this one wrote
+        profile = self.fn.profile
+        start = time.perf_counter() if profile else None
         try:
             result = self._run()
             if self.outer_queue is not self.queue:
                 self.queue.finish()           # before the plans after this one read it
+            if profile and hasattr(profile, 'nbsteps'):     # as Scan.execute counts
+                profile.callcount += 1
+                profile.nbsteps += self.n_steps
+                profile.call_time += time.perf_counter() - start
             return result
         finally:
             if self.bound is not None:       # the inner frame's roots back where planned
