@@ -59,10 +59,13 @@ def reads_first(steps, src, shift, dst):
             return False
         reads = [d for d in s.reads if d.root is src]
         writes = [d for d in s.writes if d.root is dst]
-        if reads and (wrote or writes and not all(
-                any(p is d for p in getattr(s, 'pointwise', ())) and
-                all(_same_place(d, shift, w) for w in writes) for d in reads)):
+        if reads and wrote:
             return False
+        if reads and writes:            # in the writing launch: at the element written
+            for d in reads:
+                if not any(p is d for p in s.pointwise) or \
+                        not all(_same_place(d, shift, w) for w in writes):
+                    return False
         wrote = wrote or bool(writes)
     return True
 

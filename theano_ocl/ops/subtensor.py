@@ -293,14 +293,11 @@ class IncSubtensorImpl(DeviceImpl):
                              'subtensor of shape %s' % (y.shape, view.shape))
         lead = view.ndim - y.ndim
         y = fmap(lambda d: d.view((1,) * lead + d.shape, (d.itemsize,) * lead + d.strides), y)
-        if isinstance(y, Fused):
-            if dyn is None:
-                support, body = self.folded_code(y)
-                plan_elementwise(ctx, support, body, [view], [view] + y.views, view.shape)
-                return [out]
-            y = y.materialize(ctx)
         if dyn is None:
-            plan_elementwise(ctx, self.support, self.body, [view], [view, y], view.shape)
+            # (a Fused y only here: fusable_inputs is empty where an index is dynamic)
+            support, body, ys = self.folded_code(y) + (y.views,) if isinstance(y, Fused) \
+                else (self.support, self.body, [y])
+            plan_elementwise(ctx, support, body, [view], [view] + ys, view.shape)
             return [out]
         if self.node.op.set_instead_of_inc and y.dtype == view.dtype:
             dyn.move(ctx, y, into_extent=True)

@@ -27,6 +27,8 @@ class Plan(object):
     """One recorded action: ``fn()`` runs it; ``task`` is the index of the owning task."""
     __slots__ = ('fn', 'task', 'reads', 'writes')
     kind = None
+    #: reads made only at the element written there (:class:`Launch` declares them)
+    pointwise = ()
 
     def __init__(self, fn, task, reads=(), writes=()):
         self.fn = fn
