@@ -414,3 +414,79 @@ def test_gradient_of_slices_folds_every_producer():
     X, y = make_data(7, 5, 6)
     for _ in range(3):
         np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-5)
+
+
+def _momentum_step(dtype, shape):
+    """An SGD-with-momentum step: ``m = mu * v`` read by both updates (Theano's fusion
+    leaves it a node of its own, made in place over v; the velocity's update is made in
+    place over m)."""
+    g = T.TensorType(dtype, (False,) * len(shape))('g')
+    rng = np.random.RandomState(3)
+    W = theano.shared(rand(shape, dtype, rng), 'W')
+    v = theano.shared(rand(shape, dtype, rng), 'v')
+    ints = np.dtype(dtype).kind in 'iu'
+    mu, lr = np.asarray(3 if ints else 0.9, dtype), np.asarray(2 if ints else 0.1, dtype)
+    updates = [(v, mu * v - lr * g), (W, W + mu * v - lr * g)]
+    return g, W, v, updates
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'int64', 'uint8'])
+def test_shared_producer_folds_into_every_consumer(dtype):
+    """Every step of both functions (fused and not) against Theano C's, from the same state:
+    a wrong order of the in-place velocity update against the parameter's read of the
+    momentum shows at the second step."""
+    shape = (7, 5)
+    results = {}
+    for label, mode in (('c', 'FAST_RUN'), ('fused', theano_ocl.OCLMode()),
+                        ('unfused', theano_ocl.OCLMode(fuse=False))):
+        g, W, v, updates = _momentum_step(dtype, shape)
+        f = theano.function([g], [], updates=updates, mode=mode)
+        if label == 'fused':
+            folded = [(p, c) for p, c in _fused_pairs(f) if p.op.scalar_op.__class__.__name__ == 'Mul']
+            consumers = [t for t in f.fn.program.tasks if t.fused]
+            assert folded and len(consumers) >= 2, _fused_pairs(f)
+        rng = np.random.RandomState(5)
+        steps = []
+        for _ in range(4):
+            gv = rand(shape, dtype, rng)
+            f(gv)
+            steps.append((W.get_value(), v.get_value()))
+        results[label] = steps
+    for label in ('fused', 'unfused'):
+        for k, (got, want) in enumerate(zip(results[label], results['c'])):
+            for a, b, what in zip(got, want, ('W', 'v')):
+                assert_close(a, b, what='%s %s after step %d' % (label, what, k + 1))
+
+
+def test_shared_producer_broadcast_strided_and_launches():
+    """A producer of a broadcast row read by two consumers of transposed (strided) inputs:
+    one launch less than unfused, results equal to Theano C's; a producer reading two
+    full arrays stays a launch of its own (duplicating it would read more memory)."""
+    x, y = T.fmatrices('x', 'y')
+    r = T.frow('r')
+    p = T.exp(r) * np.float32(2)                     # reads one array (a row)
+    q = x * y                                        # two full arrays: never duplicated
+    outs = [x + p, y * p - x, T.tanh(q) + x, q * y]
+    f_c, f_o = compile_both([x, y, r], outs)
+    f_u = theano.function([x, y, r], outs, mode=theano_ocl.OCLMode(fuse=False))
+    pairs = _fused_pairs(f_o)
+    prods = {str(prod.op) for prod, _ in pairs}
+    assert any('exp' in s for s in prods), pairs
+    assert not any(c.op.scalar_op.__class__.__name__ == 'Mul' and len(c.inputs) == 2 and
+                   x in c.inputs and y in c.inputs for c, _ in pairs)
+    rng = np.random.RandomState(0)
+    xv = rand((6, 4), 'float32', rng).T                  # strided (transposed)
+    yv = rand((4, 6), 'float32', rng)[:, ::-1]           # negative strides
+    rv = rand((1, 6), 'float32', rng)
+    for fo in (f_o, f_u):
+        for g, w in zip(fo(xv, yv, rv), f_c(xv, yv, rv)):
+            assert_close(g, w)
+    assert f_o.fn.last_frame.n_launches < f_u.fn.last_frame.n_launches
+    # empty, and a shape mismatch raised where Theano raises it
+    e = np.zeros((0, 6), 'float32')
+    for g, w in zip(f_o(e, e, rv), f_c(e, e, rv)):
+        assert g.shape == w.shape
+    with pytest.raises(ValueError):
+        f_c(xv, yv, rand((1, 5), 'float32', rng))
+    with pytest.raises(ValueError):
+        f_o(xv, yv, rand((1, 5), 'float32', rng))

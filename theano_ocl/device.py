@@ -247,6 +247,16 @@ class OCLDevice(object):
             self.cl.wait_for_events(events)
             del events[:]
 
+    @property
+    def pinned(self):
+        """This device's pool of page-locked host blocks for downloaded outputs
+        (``runtime/pinned.py``), made at first use."""
+        pool = self.__dict__.get('_pinned')
+        if pool is None:
+            from .runtime.pinned import PinnedPool
+            pool = self._pinned = PinnedPool(self.cl, self.context, self.queue)
+        return pool
+
     def add_reclaimer(self, fn):
         """Register ``fn()``: frees device memory held in caches (a function's cached frames)
         when an allocation would not fit; a weak reference is fine (it returns None)."""

@@ -32,7 +32,7 @@ from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
-from .ops.fusion import (destroyed_roots, fuse_epilogues, fuse_producers,
+from .ops.fusion import (destroyed_roots, fuse_epilogues, fuse_producers, fuse_shared_producers,
                          reads_cross_a_destroy)
 from .ops.registry import ocl_impl
 from .runtime import settings
@@ -350,6 +350,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
                               if v.owner is not None and producer[v].kind != 'dev']
     fuse_producers(prog, tasks, need_host, update_sources)
+    fuse_shared_producers(prog, tasks, need_host, update_sources)
     fuse_epilogues(prog, tasks, need_host, update_sources, dev)
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program

@@ -265,6 +265,7 @@ def install_patches():
 
     Function = function_module.Function
     orig_call = Function.__call__
+    from .fast_call import fast_call
 
     def __call__(self, *args, **kwargs):
         if getattr(self.fn, 'is_ocl', False):
@@ -272,6 +273,12 @@ def install_patches():
             # writes the inputs into shared cells before the VM runs and reads the outputs
             # after, so concurrent calls from threads are serialized here, around it all
             with self.fn.lock:
+                if not kwargs and not self.trust_input:
+                    fast = self.__dict__.get('_ocl_call')
+                    if fast is None:
+                        fast = self._ocl_call = fast_call(self, orig_call)
+                    if fast is not False:
+                        return fast(args)
                 return orig_call(self, *args, **kwargs)
         if commit._pending:
             commit.finish_pending()

@@ -13,6 +13,7 @@ ZeroDivisionError with Theano's message, as ``ops/subtensor.py`` does for its In
 Their launches declare no ``Batch``, so the planner never merges them.
 """
 import numpy as np
+import theano.scalar as ts
 from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
@@ -336,6 +337,7 @@ class ElemwiseImpl(DeviceImpl):
         self.bcast = [i.type.broadcastable for i in node.inputs]
         self.in_dtypes = [i.type.dtype for i in node.inputs]
         self.out_dtypes = [o.type.dtype for o in node.outputs]
+        self._folded = {}
 
     def describe(self):
         return 'Elemwise kernel (%s)' % self.node.op.scalar_op
@@ -376,6 +378,40 @@ class ElemwiseImpl(DeviceImpl):
         return not self.writes_fresh and ctx.destroyable[j] and x.shape == shape and x.dtype == np.dtype(dtype) and \
             not (k < len(ctx.kept) and ctx.kept[k] and not x.is_c_contiguous())
 
+    def takes_fused(self):
+        """Whether a folded elementwise producer (``ops.fusion.Fused``) may stand for an
+        input (``ops.fusion.fuse_shared_producers``): the node's code and the producer's
+        composed into one Composite. Not with an error flag, complex or float16 values."""
+        return not self.checked and not any(
+            d.startswith('complex') or d == 'float16' for d in self.in_dtypes + self.out_dtypes)
+
+    def folded_code(self, ins):
+        """(support, body, inputs) of this node with its :class:`~.fusion.Fused` inputs
+        computed in place: one Composite whose inputs are the plain inputs and each folded
+        producer's inputs, in order."""
+        key = tuple((j, x.spec()) for j, x in enumerate(ins) if getattr(x, 'fused', False))
+        code = self._folded.get(key)
+        if code is None:
+            cins, args, dtypes = [], [], []
+            for j, x in enumerate(ins):
+                if getattr(x, 'fused', False):
+                    pins = [ts.get_scalar_type(v.dtype.name)() for v in x.views]
+                    args.append(x.impl.node.op.scalar_op.make_node(*pins).outputs[0])
+                    cins += pins
+                    dtypes += [v.dtype.name for v in x.views]
+                else:
+                    v = ts.get_scalar_type(self.in_dtypes[j])()
+                    args.append(v)
+                    cins.append(v)
+                    dtypes.append(self.in_dtypes[j])
+            outs = self.node.op.scalar_op.make_node(*args).outputs
+            code = self._folded[key] = oscalar.elemwise_code(ts.Composite(cins, outs), dtypes,
+                                                             self.out_dtypes)
+        views = []
+        for x in ins:
+            views += x.views if getattr(x, 'fused', False) else [x]
+        return code + (views,)
+
     def plan(self, ctx, ins):
         for j, x in enumerate(ins):
             if getattr(x, 'deferred', False):
@@ -395,8 +431,11 @@ class ElemwiseImpl(DeviceImpl):
                 outs.append(ins[j])
             else:
                 outs.append(ctx.alloc(shape, dt))
+        support, body = self.support, self.body
+        if any(getattr(x, 'fused', False) for x in ins):
+            support, body, ins = self.folded_code(ins)
         err = error_flag(ctx) if self.checked else None
-        if plan_elementwise(ctx, self.support, self.body, outs, ins, shape, err) and self.checked:
+        if plan_elementwise(ctx, support, body, outs, ins, shape, err) and self.checked:
             check_flag(ctx, err, _zero_division)
         return outs
 

@@ -36,6 +36,8 @@ class Fused(Shaped):
     own launch, planned at that point.
     """
 
+    fused = True
+
     def __init__(self, impl, views):
         self.impl = impl
         self.views = list(views)
@@ -264,6 +266,65 @@ def fuse_producers(prog, tasks, need_host, update_sources):
             e.fused_into = task
             task.fused[j] = e
             _reads_move(prog, pos, e.node.inputs, task)
+
+
+def fuse_shared_producers(prog, tasks, need_host, update_sources):
+    """Fold a cheap elementwise producer into each of its elementwise consumers (after
+    ``fuse_producers``, which takes producers with one consumer).
+
+    Theano's fusion makes one kernel per output, so a value that several elementwise
+    nodes read stays a launch of its own: the momentum term ``mu * v`` of an SGD step, read
+    by the parameter's update and by the velocity's. Where every client of such a value
+    is a device Elemwise node that can compose it (``ElemwiseImpl.takes_fused``), each
+    client computes it from the producer's inputs in its own kernel and the producer is
+    neither launched nor stored. Only a producer reading at most one array that is not
+    broadcastable in every dimension is duplicated so (one multiply per element instead of
+    a store and a load: no more memory traffic). The exclusions of ``fuse_producers``
+    apply to every client: a task between the producer and a client (that client
+    included) overwriting in place what the producer reads must be an elementwise node,
+    and writes a fresh output instead; so does a client that Theano made in place over
+    the producer's value.
+    """
+    if not settings.current().fuse:
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = destroyed_roots(tasks)
+    for p, e in enumerate(tasks):
+        if e.kind != 'dev' or e.fused_into is not None or e.fused or not fusable(e.impl):
+            continue
+        v = e.node.outputs[0]
+        clients = list(v.clients)
+        if len(clients) < 2 or v in prog.keep_vars or v in need_host or v in update_sources:
+            continue
+        if sum(not all(u.type.broadcastable) for u in e.node.inputs) > 1:
+            continue
+        takers = []
+        for node, j in clients:
+            t = tasks[pos[node]] if node in pos else None
+            if t is None or t.kind != 'dev' or not isinstance(t.impl, ElemwiseImpl) or \
+                    t.fused_into is not None or not t.impl.takes_fused() or \
+                    j in t.host_inputs or j in t.fused or t.node.inputs.count(v) > 1:
+                break
+            takers.append(t)
+        else:
+            blockers = set()
+            for t in takers:
+                blockers.update(_blockers(e.node.inputs, destroyed, p, pos[t.node] + 1))
+            if not all(tasks[k].kind == 'dev' and isinstance(tasks[k].impl, ElemwiseImpl)
+                       for k in blockers):
+                continue
+            for k in blockers:
+                tasks[k].impl.writes_fresh = True
+                destroyed[k] = None
+            destroyed[p] = None
+            e.fused_into = takers[0]
+            for (_, j), t in zip(clients, takers):
+                if j in {i for js in (getattr(t.node.op, 'destroy_map', None) or {}).values()
+                         for i in js}:
+                    t.impl.writes_fresh = True      # in place over a value never stored
+                    destroyed[pos[t.node]] = None
+                t.fused[j] = e
+                _reads_move(prog, pos, e.node.inputs, t)
 
 
 def _reads_move(prog, pos, reads, task):

@@ -19,7 +19,7 @@ import numpy as np
 from theano.gof.graph import Constant
 
 from .. import darray as da
-from . import faults, steps, uploads
+from . import faults, pinned, steps, uploads
 from .context import Frame, PlanContext, family
 from .memory import download
 
@@ -317,7 +317,8 @@ class FrameBuilder(object):
                 fetchers.append(steps.donate_output(vm, frame, d) if donate
                                 else steps.device_output(vm, ctx, d))
             else:
-                fetchers.append(steps.host_output(vm.dev, vm.queue, ctx.contiguous(d)))
+                fetchers.append(steps.host_output(vm.dev, vm.queue, ctx.contiguous(d),
+                                                  pinned.wanted(vm.settings.pinned, vm.dev)))
         for i, var in prog.write_back:
             d = dvals.get(var)
             src = ctx.contiguous(d) if d is not None else None

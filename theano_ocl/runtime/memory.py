@@ -60,8 +60,12 @@ def upload(dev, queue, darr, host, blocking=False):
     if darr.size:
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
-        ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                                 is_blocking=blocking)
+        raw = _raw(dev.cl, '_enqueue_write_buffer')
+        if raw is not None:
+            ev = raw(queue, darr.root.buf, host, darr.boff, None, blocking)
+        else:       # pragma: no cover - another pyopencl
+            ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
+                                     is_blocking=blocking)
         if queue is dev._profiling_queue:        # profile hook (profiling.py)
             from ..profiling import transfer
             transfer('upload', darr.nbytes, ev)
@@ -79,12 +83,26 @@ def download_later(dev, queue, darr, host):
 def _enqueue_download(dev, queue, darr, host, blocking):
     if not darr.size:
         return None
-    ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
-                             is_blocking=blocking)
+    raw = _raw(dev.cl, '_enqueue_read_buffer')
+    if raw is not None:
+        ev = raw(queue, darr.root.buf, host, darr.boff, None, blocking)
+    else:           # pragma: no cover - another pyopencl
+        ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
+                                 is_blocking=blocking)
     if queue is dev._profiling_queue:        # profile hook (profiling.py)
         from ..profiling import transfer
         transfer('download', darr.nbytes, ev)
     return ev
+
+
+def _raw(cl, name):
+    """pyopencl's primitive ``name`` (``_cl._enqueue_write_buffer``, ...), looked up at each
+    call (a test may wrap it), or None.
+
+    ``enqueue_copy`` works out the direction from its arguments' types and asks the driver
+    for the buffer's object type on every call: host time of each upload and download of
+    a call's inputs and outputs, for what a frame knows when it records the transfer."""
+    return getattr(getattr(cl, '_cl', None), name, None)
 
 
 def buffer_copier(cl):

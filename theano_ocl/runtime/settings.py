@@ -32,6 +32,9 @@ argument       default (environment)   meaning
                                        every one (faster; float results may then
                                        differ in the last bits from the first
                                        calls'), 'off' none
+``pinned``     THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
+                                       into page-locked memory (``runtime/pinned.py``):
+                                       'gpu' on GPUs, 'always', 'off'
 =============  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -54,6 +57,7 @@ _ENV = {
     'scan_rows': ('THEANO_OCL_SCAN_ROWS', '0'),
     'scan_bind': ('THEANO_OCL_SCAN_BIND', '1'),
     'host_tier': ('THEANO_OCL_HOST_TIER', 'exact'),
+    'pinned': ('THEANO_OCL_PINNED', 'gpu'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
@@ -61,6 +65,7 @@ _CHOICES = {
     'conv': (None, 'gemm', 'direct'),
     'launch': ('pyopencl', 'native'),
     'host_tier': ('exact', 'any', 'off'),
+    'pinned': ('gpu', 'always', 'off'),
 }
 NAMES = tuple(_ENV)
 
@@ -70,7 +75,7 @@ class Settings(object):
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
                  stats=None, launch='pyopencl', scan_rows=False, scan_bind=True,
-                 host_tier='exact'):
+                 host_tier='exact', pinned='gpu'):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -82,6 +87,7 @@ class Settings(object):
         self.scan_rows = _flag(scan_rows)
         self.scan_bind = _flag(scan_bind)
         self.host_tier = host_tier
+        self.pinned = pinned
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (

@@ -7,6 +7,7 @@ from .. import darray as da
 from ..darray import DArray, Root
 from .context import BranchFlip, Replan, bind_site, family
 from .memory import buffer_copier, download, download_later, upload
+from .pinned import MIN_BYTES as PINNED_MIN_BYTES
 
 
 class NodeThunk(object):
@@ -134,17 +135,19 @@ def host_value(cell, res):
     return reading(run)
 
 
-def host_output(dev, queue, d):
+def host_output(dev, queue, d, pinned=False):
     """``run()``: the output's host value now; ``run.later(events)``: a host array the
     download fills once the event it appends to ``events`` completes (a call waits once
-    for all of its outputs and error flags: ``OCLFunction._pass``)."""
+    for all of its outputs and error flags: ``OCLFunction._pass``). ``pinned``: the host
+    arrays come from the device's page-locked blocks (``runtime/pinned.py``)."""
     shape, dtype = d.shape, d.dtype
+    empty = dev.pinned.empty if pinned and d.nbytes >= PINNED_MIN_BYTES else np.empty
 
     def run():
-        return download(dev, queue, d)
+        return download(dev, queue, d, empty(shape, dtype))
 
     def later(events):
-        host = np.empty(shape, dtype)
+        host = empty(shape, dtype)
         ev = download_later(dev, queue, d, host)
         if ev is not None:
             events.append(ev)

@@ -1,0 +1,103 @@
+"""Host outputs downloaded into page-locked blocks (theano_ocl/runtime/pinned.py): the same
+values as plain arrays and Theano C's, never written over while the caller holds them,
+blocks reused once the caller lets them go."""
+import gc
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.runtime import pinned as pinned_mod
+from helpers import assert_close, rand
+
+
+def device_dtypes():
+    dev = theano_ocl.get_device()
+    return [d for d in ('float32', 'float64', 'int8', 'uint16', 'int64', 'bool', 'float16')
+            if dev.supports_dtype(d)]
+
+
+def _leased(a):
+    base = a
+    while base is not None and not isinstance(base, pinned_mod._Lease):
+        base = getattr(base, 'base', None)
+    return base is not None
+
+
+def _fns(inputs, outputs):
+    return [theano.function(inputs, outputs, mode=m) for m in
+            ('FAST_RUN', theano_ocl.OCLMode(pinned='always'), theano_ocl.OCLMode(pinned='off'))]
+
+
+@pytest.mark.parametrize('dtype', device_dtypes())
+def test_pinned_outputs_hold_the_values(dtype):
+    x = T.matrix('x', dtype=dtype)
+    flag = dtype == 'bool'
+    outs = [~x if flag else x * 2, x.T, x[::-1, ::2], x.any(axis=0) if flag else x.sum(axis=0)]
+    f_c, f_p, f_o = _fns([x], outs)
+    for shape in ((160, 120), (3, 5), (0, 7), (1, 40000)):
+        v = rand(shape, dtype)
+        want = f_c(v)
+        got_p, got_o = f_p(v), f_o(v)
+        for k, (w, p, o) in enumerate(zip(want, got_p, got_o)):
+            assert_close(p, w, what='pinned output %d %s' % (k, shape))
+            assert_close(o, w, what='plain output %d %s' % (k, shape))
+            assert p.flags.c_contiguous and p.flags.writeable
+            assert _leased(p) == (p.nbytes >= pinned_mod.MIN_BYTES)
+            assert not _leased(o)
+
+
+def test_held_outputs_are_never_written_over_and_blocks_come_back():
+    x = theano.shared(np.zeros(50000, 'float32'), 'x')
+    y = T.fvector('y')
+    f = theano.function([y], T.exp(x + y), mode=theano_ocl.OCLMode(pinned='always'))
+    pool = f.fn.dev.pinned
+    rng = np.random.RandomState(0)
+    ins = [rng.rand(50000).astype('float32') for _ in range(6)]
+    held = [f(v) for v in ins]
+    views = [h[10:20] for h in held]
+    for h, v in zip(held, ins):
+        assert_close(h, np.exp(v))
+    made = pool.made
+    assert made >= len(held)
+    del held
+    gc.collect()
+    for v in ins:
+        f(v)
+    # the views kept their blocks: their values are intact after six more calls
+    for w, v in zip(views, ins):
+        assert_close(w, np.exp(v[10:20]))
+    del views
+    gc.collect()
+    reused = pool.reused
+    for v in ins:
+        assert_close(f(v), np.exp(v))
+    assert pool.reused >= reused + len(ins) - 1
+    assert pool.made <= made + 2
+
+
+def test_a_full_pool_hands_out_plain_arrays(monkeypatch):
+    x = T.fvector('x')
+    f = theano.function([x], x * 3, mode=theano_ocl.OCLMode(pinned='always'))
+    pool = f.fn.dev.pinned
+    monkeypatch.setattr(pool, 'cap', pool.held)      # no room for another block
+    pool.release()
+    monkeypatch.setattr(pool, 'cap', pool.held)
+    v = np.arange(40000, dtype='float32')
+    outs = [f(v) for _ in range(3)]
+    for o in outs:
+        assert not _leased(o)
+        assert_close(o, v * 3)
+
+
+def test_the_setting():
+    with pytest.raises(ValueError) as e:
+        theano_ocl.OCLMode(pinned='sometimes')
+    assert 'pinned' in str(e.value) and "'gpu'" in str(e.value)
+    x = T.fvector('x')
+    f = theano.function([x], x + 1, mode=theano_ocl.OCLMode())
+    out = f(np.zeros(40000, 'float32'))
+    assert _leased(out) == f.fn.dev.is_gpu          # the default: GPUs only
+    assert_close(out, np.ones(40000, 'float32'))
