@@ -1,9 +1,11 @@
 """Host arrays in page-locked memory for the outputs a call downloads.
 
 A download into pageable memory (a fresh ``np.empty``) goes through the driver's staging
-buffer and touches every page of the new array: on the H100 (NVIDIA OpenCL, 2026-11-26)
-121-122 us for check1's 921,600 bytes, against 28.6-28.9 us into page-locked memory
-mapped from a buffer made with ``CL_MEM_ALLOC_HOST_PTR`` (``bench/download_cost.py``).
+buffer and touches every page of the new array. ``bench/download_cost.py`` on the H100
+(NVIDIA OpenCL, 2026-11-26), 921,600 bytes (check1's result): 90.4-91.4 us into a new
+``np.empty``, 34.8-35.2 us into a block of page-locked memory mapped from a buffer made
+with ``CL_MEM_ALLOC_HOST_PTR``; check1's host-result call 152-175 us with plain arrays,
+48.4-55.4 us with these blocks (Theano C: 643-891 us).
 
 So a function's host outputs of at least :data:`MIN_BYTES` are downloaded into blocks of
 such memory, each handed to the caller as an ordinary writable numpy array. A block goes
@@ -50,17 +52,14 @@ class PinnedPool(object):
         if nbytes < MIN_BYTES:
             return np.empty(shape, dtype)
         size = 1 << (nbytes - 1).bit_length()
-        block = None
-        with self._lock:
-            blocks = self.free.get(size)
-            if blocks:
-                block = blocks.pop()
-                self.reused += 1
-            elif self.held + size > self.cap:
-                return np.empty(shape, dtype)
-            else:
+        try:
+            block = self.free.get(size, []).pop()
+            self.reused += 1
+        except IndexError:
+            with self._lock:
+                if self.held + size > self.cap:
+                    return np.empty(shape, dtype)
                 self.held += size
-        if block is None:
             try:
                 block = self._make(size)
             except Exception:
@@ -78,15 +77,15 @@ class PinnedPool(object):
         return (size, buf, mapped, mapped.__array_interface__['data'][0])
 
     def give_back(self, block):
-        with self._lock:
-            self.free.setdefault(block[0], []).append(block)
+        """(From a finalizer, which the collector may run in any thread, inside ``empty``
+        too: no lock here; a list's append and pop are atomic.)"""
+        self.free.setdefault(block[0], []).append(block)
 
     def release(self):
         """Forget the free blocks (their memory goes back once unmapped by pyopencl)."""
+        free, self.free = self.free, {}
         with self._lock:
-            for blocks in self.free.values():
-                self.held -= sum(b[0] for b in blocks)
-            self.free = {}
+            self.held -= sum(b[0] for blocks in free.values() for b in blocks)
 
 
 class _Lease(object):
