@@ -482,6 +482,8 @@ def test_shared_producer_broadcast_strided_and_launches():
         for g, w in zip(fo(xv, yv, rv), f_c(xv, yv, rv)):
             assert_close(g, w)
     assert f_o.fn.last_frame.n_launches < f_u.fn.last_frame.n_launches
+    rows = [desc for node, where, desc in theano_ocl.placements(f_o) if 'exp' in str(node.op)]
+    assert rows and 'computed in each of their kernels' in rows[0], rows
     # empty, and a shape mismatch raised where Theano raises it
     e = np.zeros((0, 6), 'float32')
     for g, w in zip(f_o(e, e, rv), f_c(e, e, rv)):

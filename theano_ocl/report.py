@@ -27,7 +27,11 @@ def placements(f):
                     desc = ('%s, planned at %s, whose output its kernel computes (epilogue; '
                             'small products only)' % (desc, task.fused_into.node.op))
                 else:
-                    desc = 'fused into %s: computed in its kernel' % task.fused_into.node.op
+                    takers = [t.node.op for t in prog.tasks
+                              if any(e is task for e in t.fused.values())]
+                    desc = ('fused into %s: computed in its kernel' % takers[0] if len(takers) < 2
+                            else 'fused into %s: computed in each of their kernels'
+                            % ', '.join(map(str, takers)))
             elif task.fused:
                 desc += ' (with %s fused)' % ', '.join(str(e.node.op) for e in task.fused.values())
             rows.append((task.node, 'device', desc))
