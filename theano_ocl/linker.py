@@ -32,8 +32,8 @@ from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
-from .ops.fusion import (destroyed_roots, fuse_epilogues, fuse_producers, fuse_shared_producers,
-                         reads_cross_a_destroy)
+from .ops.fusion import (destroyed_inputs, destroyed_roots, fuse_epilogues, fuse_producers,
+                         fuse_shared_producers, reads_cross_a_destroy)
 from .ops.registry import ocl_impl
 from .runtime import settings
 from .runtime.context import provide
@@ -104,8 +104,8 @@ class Program(object):
         when the call commits (runtime/commit.py), never because a node ran, so a call
         that fails later leaves it as it was."""
         op = node.op
-        destroyed = sorted({j for js in (getattr(op, 'destroy_map', None) or {}).values()
-                            for j in js if isinstance(node.inputs[j], SharedVariable)})
+        destroyed = sorted(j for j in destroyed_inputs(node)
+                           if isinstance(node.inputs[j], SharedVariable))
         if not destroyed:
             thunk = op.make_thunk(node, self.storage_map, self.compute_map, [])
             thunk.inputs = [self.storage_map[v] for v in node.inputs]

@@ -324,6 +324,36 @@ planner.register_family('elemwise', planner.Family(_elemwise_batched, _elemwise_
 provide('copy_key', copy_key)
 
 
+def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
+    """(support, body, arrays) of one elementwise kernel computing ``scalar_fn`` (scalar
+    variables in, a list of output variables out) over ``ins``, some of them folded
+    elementwise producers (``ops.fusion.Fused``: computed in place from their own inputs):
+    one Composite whose inputs are the plain inputs and each folded producer's inputs, in
+    order; ``arrays`` are what the kernel reads, in that order. The code is memoized in
+    ``cache`` by the folded producers' code. Used by ElemwiseImpl and IncSubtensorImpl."""
+    key = tuple((j, x.spec()) for j, x in enumerate(ins) if getattr(x, 'fused', False))
+    code = cache.get(key)
+    if code is None:
+        cins, args, dtypes = [], [], []
+        for x, dtype in zip(ins, in_dtypes):
+            if getattr(x, 'fused', False):
+                pins = [ts.get_scalar_type(v.dtype.name)() for v in x.views]
+                args.append(x.impl.node.op.scalar_op.make_node(*pins).outputs[0])
+                cins += pins
+                dtypes += [v.dtype.name for v in x.views]
+            else:
+                v = ts.get_scalar_type(dtype)()
+                args.append(v)
+                cins.append(v)
+                dtypes.append(dtype)
+        code = cache[key] = oscalar.elemwise_code(ts.Composite(cins, scalar_fn(*args)), dtypes,
+                                                  out_dtypes)
+    arrays = []
+    for x in ins:
+        arrays += x.views if getattr(x, 'fused', False) else [x]
+    return code + (arrays,)
+
+
 class ElemwiseImpl(DeviceImpl):
     host_when = 'the scalar op has no OpenCL code for these dtypes (the scalar-op table below)'
     complex_ok = True
@@ -385,33 +415,6 @@ class ElemwiseImpl(DeviceImpl):
         return not self.checked and not any(
             d.startswith('complex') or d == 'float16' for d in self.in_dtypes + self.out_dtypes)
 
-    def folded_code(self, ins):
-        """(support, body, inputs) of this node with its :class:`~.fusion.Fused` inputs
-        computed in place: one Composite whose inputs are the plain inputs and each folded
-        producer's inputs, in order."""
-        key = tuple((j, x.spec()) for j, x in enumerate(ins) if getattr(x, 'fused', False))
-        code = self._folded.get(key)
-        if code is None:
-            cins, args, dtypes = [], [], []
-            for j, x in enumerate(ins):
-                if getattr(x, 'fused', False):
-                    pins = [ts.get_scalar_type(v.dtype.name)() for v in x.views]
-                    args.append(x.impl.node.op.scalar_op.make_node(*pins).outputs[0])
-                    cins += pins
-                    dtypes += [v.dtype.name for v in x.views]
-                else:
-                    v = ts.get_scalar_type(self.in_dtypes[j])()
-                    args.append(v)
-                    cins.append(v)
-                    dtypes.append(self.in_dtypes[j])
-            outs = self.node.op.scalar_op.make_node(*args).outputs
-            code = self._folded[key] = oscalar.elemwise_code(ts.Composite(cins, outs), dtypes,
-                                                             self.out_dtypes)
-        views = []
-        for x in ins:
-            views += x.views if getattr(x, 'fused', False) else [x]
-        return code + (views,)
-
     def plan(self, ctx, ins):
         for j, x in enumerate(ins):
             if getattr(x, 'deferred', False):
@@ -433,7 +436,9 @@ class ElemwiseImpl(DeviceImpl):
                 outs.append(ctx.alloc(shape, dt))
         support, body = self.support, self.body
         if any(getattr(x, 'fused', False) for x in ins):
-            support, body, ins = self.folded_code(ins)
+            support, body, ins = folded_code(
+                self._folded, lambda *a: self.node.op.scalar_op.make_node(*a).outputs,
+                ins, self.in_dtypes, self.out_dtypes)
         err = error_flag(ctx) if self.checked else None
         if plan_elementwise(ctx, support, body, outs, ins, shape, err) and self.checked:
             check_flag(ctx, err, _zero_division)

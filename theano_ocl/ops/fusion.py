@@ -182,6 +182,11 @@ def alias_root(var):
     return var
 
 
+def destroyed_inputs(node):
+    """The input positions ``node`` overwrites in place (its ``destroy_map``)."""
+    return {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
+
+
 def destroyed_roots(tasks, skip=()):
     """Per task, the alias roots of the values it overwrites in place (its ``destroy_map``
     inputs'); None for the nodes in ``skip`` and where the destroy is void
@@ -193,8 +198,7 @@ def destroyed_roots(tasks, skip=()):
         if node in skip or void_destroy(t):
             out.append(None)
             continue
-        js = {j for js in (getattr(node.op, 'destroy_map', None) or {}).values() for j in js}
-        out.append({alias_root(node.inputs[j]) for j in js})
+        out.append({alias_root(node.inputs[j]) for j in destroyed_inputs(node)})
     return out
 
 
@@ -240,8 +244,7 @@ def fuse_producers(prog, tasks, need_host, update_sources):
     for c, task in enumerate(tasks):
         if task.kind != 'dev':
             continue
-        destroyed_here = {j for js in (getattr(task.node.op, 'destroy_map', None) or {}).values()
-                          for j in js}
+        destroyed_here = destroyed_inputs(task.node)
         for j in task.impl.fusable_inputs:
             v = task.node.inputs[j]
             if v.owner is None or j in destroyed_here or j in task.host_inputs:
@@ -290,41 +293,45 @@ def fuse_shared_producers(prog, tasks, need_host, update_sources):
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = destroyed_roots(tasks)
     for p, e in enumerate(tasks):
-        if e.kind != 'dev' or e.fused_into is not None or e.fused or not fusable(e.impl):
+        takers = _shared_takers(prog, tasks, pos, e, need_host, update_sources)
+        if not takers:
             continue
-        v = e.node.outputs[0]
-        clients = list(v.clients)
-        if len(clients) < 2 or v in prog.keep_vars or v in need_host or v in update_sources:
+        blockers = set()
+        for _, t in takers:
+            blockers.update(_blockers(e.node.inputs, destroyed, p, pos[t.node] + 1))
+        if not all(tasks[k].kind == 'dev' and isinstance(tasks[k].impl, ElemwiseImpl)
+                   for k in blockers):
             continue
-        if sum(not all(u.type.broadcastable) for u in e.node.inputs) > 1:
-            continue
-        takers = []
-        for node, j in clients:
-            t = tasks[pos[node]] if node in pos else None
-            if t is None or t.kind != 'dev' or not isinstance(t.impl, ElemwiseImpl) or \
-                    t.fused_into is not None or not t.impl.takes_fused() or \
-                    j in t.host_inputs or j in t.fused or t.node.inputs.count(v) > 1:
-                break
-            takers.append(t)
-        else:
-            blockers = set()
-            for t in takers:
-                blockers.update(_blockers(e.node.inputs, destroyed, p, pos[t.node] + 1))
-            if not all(tasks[k].kind == 'dev' and isinstance(tasks[k].impl, ElemwiseImpl)
-                       for k in blockers):
-                continue
-            for k in blockers:
-                tasks[k].impl.writes_fresh = True
-                destroyed[k] = None
-            destroyed[p] = None
-            e.fused_into = takers[0]
-            for (_, j), t in zip(clients, takers):
-                if j in {i for js in (getattr(t.node.op, 'destroy_map', None) or {}).values()
-                         for i in js}:
-                    t.impl.writes_fresh = True      # in place over a value never stored
-                    destroyed[pos[t.node]] = None
-                t.fused[j] = e
-                _reads_move(prog, pos, e.node.inputs, t)
+        for t in [tasks[k] for k in blockers] + \
+                [t for j, t in takers if j in destroyed_inputs(t.node)]:
+            t.impl.writes_fresh = True      # (a taker: in place over a value never stored)
+            destroyed[pos[t.node]] = None
+        destroyed[p] = None
+        e.fused_into = takers[0][1]
+        for j, t in takers:
+            t.fused[j] = e
+            _reads_move(prog, pos, e.node.inputs, t)
+
+
+def _shared_takers(prog, tasks, pos, e, need_host, update_sources):
+    """[(input position, client task)] of a producer ``e`` that ``fuse_shared_producers``
+    may fold into all of its clients, else None."""
+    if e.kind != 'dev' or e.fused_into is not None or e.fused or not fusable(e.impl):
+        return None
+    v = e.node.outputs[0]
+    if len(v.clients) < 2 or v in prog.keep_vars or v in need_host or v in update_sources:
+        return None
+    if sum(not all(u.type.broadcastable) for u in e.node.inputs) > 1:
+        return None
+    takers = []
+    for node, j in v.clients:
+        t = tasks[pos[node]] if node in pos else None
+        if t is None or t.kind != 'dev' or not isinstance(t.impl, ElemwiseImpl) or \
+                t.fused_into is not None or not t.impl.takes_fused() or \
+                j in t.host_inputs or j in t.fused or t.node.inputs.count(v) > 1:
+            return None
+        takers.append((j, t))
+    return takers
 
 
 def _reads_move(prog, pos, reads, task):

@@ -34,7 +34,7 @@ from ..runtime.context import BranchFlip, Replan
 from ..runtime.invokers import set_long
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
-from .elemwise import check_flag, check_flags, error_flag, plan_elementwise
+from .elemwise import check_flag, check_flags, error_flag, folded_code, plan_elementwise
 from .fusion import Fused, fmap
 from .registry import implemented_by, ocl_impl
 from .shape import frame_constant
@@ -253,25 +253,11 @@ class IncSubtensorImpl(DeviceImpl):
             return 'gather, update, scatter at an index read every call'
         return 'elementwise update of a view'
 
-    def folded_code(self, y):
-        """(support, body) of x (+)= producer(inputs) for a :class:`Fused` y: the update and
-        the producer's scalar op composed into one Composite (inputs: x's element, then the
-        producer's inputs)."""
-        key = y.spec()
-        code = self._folded.get(key)
-        if code is None:
-            x_dtype = self.node.inputs[0].type.dtype
-            prod = y.impl
-            xin = ts.get_scalar_type(x_dtype)()
-            pins = [ts.get_scalar_type(d)() for d in prod.in_dtypes]
-            val = prod.node.op.scalar_op.make_node(*pins).outputs[0]
-            upd = (ts.second if self.node.op.set_instead_of_inc else ts.add)(xin, val)
-            if upd.type.dtype != x_dtype:
-                upd = ts.cast(upd, x_dtype)
-            code = oscalar.elemwise_code(ts.Composite([xin] + pins, [upd]),
-                                         [x_dtype] + list(prod.in_dtypes), [x_dtype])
-            self._folded[key] = code
-        return code
+    def _update(self, xin, val):
+        """The scalar update x (+)= val, cast back to x's dtype (the folded code's op)."""
+        x_dtype = self.node.inputs[0].type.dtype
+        upd = (ts.second if self.node.op.set_instead_of_inc else ts.add)(xin, val)
+        return [upd if upd.type.dtype == x_dtype else ts.cast(upd, x_dtype)]
 
     def plan(self, ctx, ins):
         """x (+)= y over the view; where an index changes between calls, the view is
@@ -294,10 +280,13 @@ class IncSubtensorImpl(DeviceImpl):
         lead = view.ndim - y.ndim
         y = fmap(lambda d: d.view((1,) * lead + d.shape, (d.itemsize,) * lead + d.strides), y)
         if dyn is None:
-            # (a Fused y only here: fusable_inputs is empty where an index is dynamic)
-            support, body, ys = self.folded_code(y) + (y.views,) if isinstance(y, Fused) \
-                else (self.support, self.body, [y])
-            plan_elementwise(ctx, support, body, [view], [view] + ys, view.shape)
+            # (a Fused y only here: fusable_inputs is empty where an index is dynamic): its
+            # producer and the update composed into one Composite
+            support, body, ins = (self.support, self.body, [view, y]) \
+                if not isinstance(y, Fused) else folded_code(
+                    self._folded, self._update, [view, y],
+                    [view.dtype.name, y.dtype.name], [view.dtype.name])
+            plan_elementwise(ctx, support, body, [view], ins, view.shape)
             return [out]
         if self.node.op.set_instead_of_inc and y.dtype == view.dtype:
             dyn.move(ctx, y, into_extent=True)
