@@ -26,6 +26,7 @@ run reduce_ceiling 200 reduce_ceiling.py
 # NVIDIA only, with a second Python that has cupy and torch (python3 on the H100 machine)
 run reduce_cupti 200 reduce_cupti.py
 run gemm 200 gemm.py
+run gemm_shapes 300 gemm_shapes.py
 run fusion 300 fusion.py
 run nengo 600 nengo_like.py --ensembles ${NENGO_E:-500} --steps 200 ${NENGO_CACHE:+--cache $NENGO_CACHE}
 run cmdbuf 300 cmdbuf.py

@@ -222,9 +222,10 @@ def test_register_blocked_kernel(tile, dtype, monkeypatch):
     assert len(layouts) > 1, 'every operand layout took one load order: %s' % layouts
 
 
-def test_thin_products_take_the_ts_kernel_split(monkeypatch):
-    # a C with a side shorter than RB_MIN_SIDE never takes a register-blocked tile (it would
-    # mostly compute padding), transposed A or not; a sum from SPLIT_MIN_K long is split
+def _gpu_shapes_recorded(monkeypatch):
+    """The kernel backend with the GPU shapes on this device (132 compute units, every
+    product register-blocked where its sides allow); returns the lists that the shapes and
+    splits the planner picks are appended to."""
     setting(monkeypatch, 'blas', 'kernel')
     monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
     monkeypatch.setattr(blas, 'RB_MIN_MACS', 0)
@@ -233,6 +234,13 @@ def test_thin_products_take_the_ts_kernel_split(monkeypatch):
     rb, sp = blas.register_blocking, blas.split_sum
     monkeypatch.setattr(blas, 'register_blocking', lambda *a: shapes.append(rb(*a)) or shapes[-1])
     monkeypatch.setattr(blas, 'split_sum', lambda *a: splits.append(sp(*a)) or splits[-1])
+    return shapes, splits
+
+
+def test_thin_products_take_the_ts_kernel_split(monkeypatch):
+    # a C with a side shorter than RB_MIN_SIDE never takes a register-blocked tile (it would
+    # mostly compute padding), transposed A or not; a sum from SPLIT_MIN_K long is split
+    shapes, splits = _gpu_shapes_recorded(monkeypatch)
     rng = np.random.RandomState(13)
     k = blas.SPLIT_MIN_K + 37
     h, d, w = T.fmatrix('h'), T.fmatrix('d'), T.fmatrix('w')
@@ -243,6 +251,65 @@ def test_thin_products_take_the_ts_kernel_split(monkeypatch):
     assert shapes and all(s is None for s in shapes), shapes
     used = [s for s in splits if s is not None]
     assert len(used) == 2 and all(S >= 2 for S, _ in used), splits
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16', 'int32'])
+def test_register_blocked_split_sum(dtype, monkeypatch):
+    # C with few 64x64 tiles and a long sum: the register-blocked kernel over chunks of the
+    # sum, then the launch adding the partials (alpha, beta, Z there); sizes no tile or
+    # chunk divides, transposed, reversed and stepped operands. Integer sums are never
+    # split (they wrap in the unsigned accumulator; partials would not be integers' sums)
+    shapes, splits = _gpu_shapes_recorded(monkeypatch)
+    rng = np.random.RandomState(14)
+    m, k, n = 131, 1003, 97
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    lo = dict(low=-0.3, high=0.3) if dtype == 'float16' else dict(low=-1, high=1)
+    xv, yv, zv = [rand(s, dtype, rng, **lo) for s in [(m, 2 * k), (k, n), (m, n)]]
+    xs = x[:, ::2]
+    outs = [T.dot(xs, y), T.dot(xs[::-1], y[:, ::-1]), T.dot(y.T, xs.T)]
+    if dtype != 'int32':
+        outs.append(z * np.asarray(0.5, dtype) + T.dot(xs, y) * np.asarray(2, dtype))
+    tol = {'float16': dict(rtol=1e-2, atol=0.05), 'float32': dict(rtol=1e-4, atol=2e-3),
+           'float64': TOL['float64'], 'int32': {}}[dtype]
+    assert_matches_c([x, y, z], outs, [xv, yv, zv], on_unused_input='ignore', **tol)
+    assert shapes and all(s is not None and s[:4] == blas.RB_TILES[0] for s in shapes), shapes
+    used = [s for s in splits if s is not None]
+    if dtype == 'int32':
+        assert not used, splits
+    else:
+        assert len(used) == len(outs), splits
+        for S, KC in used:
+            assert S >= 2 and (S - 1) * KC < k <= S * KC and KC % blas.RB_DEPTH == 0, (S, KC)
+
+
+def test_gpu_products_take_the_kernel_up_to_its_bound(monkeypatch):
+    # on a GPU with CLBlast: a product the kernel register-blocks takes the kernel up to
+    # KERNEL_MAX_MACS multiply-adds; thin ones keep the CLBlast rule; offsets within a
+    # tile are 32-bit only where they fit
+    import types
+    monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
+    dev = types.SimpleNamespace(compute_units=132, max_work_group_size=1024, is_gpu=True)
+
+    def view(shape, strides, dtype='float32'):
+        dt = np.dtype(dtype)
+        return types.SimpleNamespace(shape=shape, strides=tuple(s * dt.itemsize for s in strides),
+                                     itemsize=dt.itemsize, dtype=dt)
+
+    def product(M, N, K, at=False):
+        A = view((1, M, K), (M * K, 1, M) if at else (M * K, K, 1))
+        return A, view((1, K, N), (K * N, N, 1)), view((1, M, N), (M * N, N, 1))
+    assert not blas.takes_clblast(dev, *product(256, 1000, 1000))        # MLP layer
+    assert not blas.takes_clblast(dev, *product(1000, 1000, 256, at=True))
+    assert not blas.takes_clblast(dev, *product(1024, 1024, 1024))
+    assert blas.takes_clblast(dev, *product(2048, 2048, 2048))           # past the bound
+    assert blas.takes_clblast(dev, *product(8192, 50, 500))              # thin: CLBlast rule
+    assert not blas.takes_clblast(dev, *product(64, 1024, 256))          # small: TS kernel
+    A, B, C = product(256, 1000, 1000)
+    assert blas._index_type(A, B, C) == 'int'
+    wide = view((1, 256, 1000), (0, 1 << 24, 1))                     # rows 16M elements apart
+    assert blas._index_type(wide, B, C) == 'long'
+    S, KC = blas.split_sum(dev, C, 1000, 16, blas.register_blocking(dev, A, B, C))
+    assert S >= 2 and (S - 1) * KC < 1000 <= S * KC
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'float16'])

@@ -101,3 +101,46 @@ def test_the_setting():
     out = f(np.zeros(40000, 'float32'))
     assert _leased(out) == f.fn.dev.is_gpu          # the default: GPUs only
     assert_close(out, np.ones(40000, 'float32'))
+
+
+@pytest.mark.parametrize('dtype', device_dtypes())
+def test_inputs_staged_through_page_locked_blocks(dtype):
+    # an input of at least MIN_BYTES is copied into a block the upload step keeps, and the
+    # device reads it from there: the values of Theano C, with strided inputs, the caller's
+    # array changed between calls (and right after a call returning device arrays); one
+    # block per big input, taken at the first call only
+    x, y = T.matrix('x', dtype=dtype), T.matrix('y', dtype=dtype)
+    flag = dtype == 'bool'
+    out = (x ^ y) if flag else x * 2 + y
+    red = out.any() if flag else out.sum(dtype='float64' if dtype == 'float16' else None)
+    outs = [out[:2], red]        # small outputs: the pool's blocks count staged inputs only
+    f_c = theano.function([x, y], outs, mode='FAST_RUN')
+    f_p = theano.function([x, y], outs, mode=theano_ocl.OCLMode(pinned='always'))
+    f_d = theano.function([x, y], out, mode=theano_ocl.OCLMode(pinned='always', outputs='device'))
+    pool = f_p.fn.dev.pinned
+    rng = np.random.RandomState(3)
+    big = rand((300, 200), dtype, rng)
+    assert big.nbytes >= pinned_mod.MIN_BYTES or big.dtype.itemsize == 1
+    if big.nbytes < pinned_mod.MIN_BYTES:
+        big = rand((600, 200), dtype, rng)
+    small = rand((big.shape[0], big.shape[1]), dtype, rng)[:4]
+    taken = pool.made + pool.reused
+    for k in range(3):
+        xs = rand((big.shape[1], big.shape[0] * 2), dtype, rng)[:, ::2].T     # strided
+        v = big
+        want = f_c(v, xs)
+        got = f_p(v, xs)
+        assert_close(got[0], want[0], what='call %d output' % k)
+        assert_close(got[1], want[1], what='call %d sum' % k, rtol=1e-3)
+        if k == 0:
+            assert pool.made + pool.reused - taken >= 2     # both inputs staged
+            taken = pool.made + pool.reused
+        big[:] = rand(big.shape, dtype, rng)                   # the caller's array changes
+    assert pool.made + pool.reused == taken                    # no block taken again
+    # small inputs go as they are; a device result is not changed by the caller's writes
+    assert_close(f_p(small, small)[0], f_c(small, small)[0])
+    keep = big.copy()
+    d = f_d(big, keep)
+    big[:] = rand(big.shape, dtype, rng)
+    f_full = theano.function([x, y], out, mode='FAST_RUN')
+    assert_close(d.get(), f_full(keep, keep))

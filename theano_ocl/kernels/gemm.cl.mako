@@ -8,9 +8,11 @@
 ##   work-item RM x RN elements of C (rows ly + TY*i, columns lx + TX*j: a warp's stores are
 ##   consecutive), a (TY*RM) x (TX*RN) block; BK-deep tiles of A and B go through local
 ##   memory, loaded by all work-items with the operand's shorter stride fastest
-##   (a_kfast: A's k; b_nfast: B's n) so that the loads coalesce.
+##   (a_kfast: A's k; b_nfast: B's n) so that the loads coalesce. The tile's corners in A
+##   and B are computed once per work-group (64-bit); offsets within a tile in `it` (int
+##   where the planner found they fit: NVIDIA's 64-bit multiplies are several instructions).
 ## Either way A and B go through local-memory tiles.
-## split (ts shape only): the sum over k cut into S chunks of KC, the third grid dimension
+## split (either shape): the sum over k cut into S chunks of KC, the third grid dimension
 ## (batch, chunk); each work-group writes its partial product into P (S x M x N per batch,
 ## acc_t), and the second kernel ${name}_sum adds the S partials in order and stores C
 ## (for products with few elements of C and a long sum: LeNet's filter gradient).
@@ -53,9 +55,20 @@ void ${name}(${params()})
     const int tid = ly * TX + lx;
     const long m0 = get_group_id(1) * BM;
     const long n0 = get_group_id(0) * BN;
+% if split:
+    const long bi = get_global_id(2) / S;
+    const long si = get_global_id(2) % S;
+    const ${it} kbeg = si * KC;
+    const ${it} kend = min(K, (long)kbeg + KC);
+% else:
     const long bi = get_global_id(2);
-    const long a0 = a_off + bi * a_sb;
-    const long b0 = b_off + bi * b_sb;
+    const ${it} kbeg = 0, kend = K;
+% endif
+    /* the tile's corner, once; offsets within it in ${it} (the planner checked they fit) */
+    __global const ${a['t']} *At = A + (a_off + bi * a_sb + m0 * a_sm);
+    __global const ${b['t']} *Bt = B + (b_off + bi * b_sb + n0 * b_sn);
+    const ${it} sm = a_sm, sk = a_sk, tk = b_sk, tn = b_sn;
+    const ${it} Mr = M - m0, Nr = N - n0;
     ${acc_t} acc[RM][RN];
     #pragma unroll
     for (int i = 0; i < RM; ++i) {
@@ -63,7 +76,7 @@ void ${name}(${params()})
         for (int j = 0; j < RN; ++j)
             acc[i][j] = 0;
     }
-    for (long k0 = 0; k0 < K; k0 += BK) {
+    for (${it} k0 = kbeg; k0 < kend; k0 += BK) {
         #pragma unroll
         for (int e = tid; e < BM * BK; e += TX * TY) {
 % if a_kfast:
@@ -71,8 +84,8 @@ void ${name}(${params()})
 % else:
             const int mm = e % BM, kk = e / BM;
 % endif
-            const long m = m0 + mm, k = k0 + kk;
-            As[kk][mm] = (m < M && k < K) ? ${load(a, 'A', 'a0 + m * a_sm + k * a_sk')} : (${acc_t})0;
+            const ${it} k = k0 + kk;
+            As[kk][mm] = (mm < Mr && k < kend) ? ${load(a, 'At', 'mm * sm + k * sk')} : (${acc_t})0;
         }
         #pragma unroll
         for (int e = tid; e < BK * BN; e += TX * TY) {
@@ -81,8 +94,8 @@ void ${name}(${params()})
 % else:
             const int kk = e % BK, nn = e / BK;
 % endif
-            const long n = n0 + nn, k = k0 + kk;
-            Bs[kk][nn] = (k < K && n < N) ? ${load(b, 'B', 'b0 + k * b_sk + n * b_sn')} : (${acc_t})0;
+            const ${it} k = k0 + kk;
+            Bs[kk][nn] = (k < kend && nn < Nr) ? ${load(b, 'Bt', 'k * tk + nn * tn')} : (${acc_t})0;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         #pragma unroll
@@ -98,7 +111,7 @@ void ${name}(${params()})
             for (int i = 0; i < RM; ++i) {
                 #pragma unroll
                 for (int j = 0; j < RN; ++j)
-                    acc[i][j] += av[i] * bv[j];
+                    acc[i][j] += CMUL(av[i], bv[j]);
             }
         }
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -110,8 +123,12 @@ void ${name}(${params()})
         for (int j = 0; j < RN; ++j) {
             const long n = n0 + lx + TX * j;
             if (m < M && n < N) {
+% if split:
+                P[p_off + ((bi * S + si) * M + m) * N + n] = acc[i][j];
+% else:
                 const ${acc_t} accv = acc[i][j];
 ${store_c('accv')}\
+% endif
             }
         }
     }

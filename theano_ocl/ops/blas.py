@@ -21,29 +21,29 @@ never as copies. ``plan_gemm`` picks one of three backends per device and dtype:
 
 On GPUs, where CLBlast is chosen, a product takes the tiled kernel instead (unless the
 ``blas`` setting forces a backend) when it has at most ``KERNEL_MAX_MACS`` multiply-adds
-and any of: at most ``CLBLAST_MIN_MACS``, a sum shorter than ``CLBLAST_MIN_K``, fewer than
-``CLBLAST_MIN_OUT`` elements of C, or a transposed A (``takes_clblast``). A CLBlast call
-costs more host time than a launch of the kernel (its routine objects and padding kernels
-per call: 80-100 us on the H100 in 2026-11-25's measurement), and its tiles starve a
-product with few elements of C (LeNet's 20x25 filter gradient summed over 73,728 positions
-made a LeNet step 5.6 ms against 4.4). Measured on the H100 (2026-11-26; wall time per
-product, ten products a call): 256x784x1000 CLBlast 50 us against 82 us for the kernel
-(MLP step 0.91-0.94 ms against 1.01-1.04); x.T @ d of 784x256x1000 CLBlast 93 us against
-59 us for the register-blocked kernel.
+and either the kernel takes its register-blocked shape for it, or any of: at most
+``CLBLAST_MIN_MACS``, a sum shorter than ``CLBLAST_MIN_K``, fewer than ``CLBLAST_MIN_OUT``
+elements of C, or a transposed A (``takes_clblast``). A CLBlast call costs 20-40 us of
+host time on the H100 (its routine objects and padding kernels per call), and its tiles
+starve a product with few elements of C (LeNet's 20x25 filter gradient summed over 73,728
+positions made a LeNet step 5.6 ms against 4.4). Measured on the H100 (2026-11-26, device
+time per product, ``bench/gemm_shapes.py``): the MLP's products (256x1000x784 up to
+1000x1000x256) 38-45 us register-blocked against 66-108 us of CLBlast's wall time; 1024^3
+131 us against 177; from 2048^3 CLBlast is ahead (2048^3: 0.68 ms against 0.93).
 
 The kernel has two shapes (``kernels/gemm.cl.mako``): one element of C per work-item, or,
-on GPUs, register-blocked (``register_blocking``: 2x4 or 2x2 elements per work-item, the
-tile the largest that still gives every compute unit a work-group) where A is transposed
-(the one-per-item kernel's loads of A do not coalesce: 784x256x1000 90 us against 59) or
-the product has more than ``RB_MIN_MACS`` multiply-adds (1024^3: 366 us against 215). With
-A row-major and a few hundred rows it loses (256x784x1000: 82 us against 104-187): too
-few work-groups to hide memory latency; and with a side of C under ``RB_MIN_SIDE`` a tile
-mostly computes padding (h.T @ d of 1000x256x10: 24.3 us against 10.8). Where C has fewer
-work-groups of the one-per-item kernel than the device has compute units and the sum is
-long (``split_sum``), the kernel
-runs over chunks of the sum and a second launch adds the partial products: LeNet's 20x25
-filter gradient summed over 73,728 positions ran on 4 of 132 compute units, and a LeNet
-step took 4.5 ms against 2.2-2.4 ms in chunks (H200, 2026-11-26, alternating processes).
+on GPUs, register-blocked (``register_blocking``): 4x4 elements per work-item in a 64x64
+tile (2x4 or 2x2 where the sum is too short to split and 64x64 tiles leave compute units
+idle), offsets within a tile in 32-bit integers where they fit (1024^3: 140 us against 159
+in 64-bit). It takes that shape where A is transposed (the one-per-item kernel's loads of A
+do not coalesce) or the product has more than ``RB_MIN_MACS`` multiply-adds, and C has no
+side under ``RB_MIN_SIDE`` (a tile would mostly compute padding: h.T @ d of 1000x256x10
+24.3 us against 10.8). Where C has fewer work-groups than the device has compute units
+and the sum is long (``split_sum``), either shape runs over chunks of the sum and a second
+launch adds the partial products: 256x1000x1000 in 64x64 tiles (64 work-groups) took
+43-45 us in 8 or 9 chunks against 111 us whole; LeNet's 20x25 filter gradient summed over
+73,728 positions ran on 4 of 132 compute units, and a LeNet step took 4.5 ms against
+2.2-2.4 ms in chunks (H200, 2026-11-26, alternating processes).
 
 Whatever the backend, a *small* product (at most ``gemm_small.MAX_MACS`` multiply-adds)
 with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-item per
@@ -76,9 +76,9 @@ from .registry import implemented_by, ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')
 
-#: on GPUs, products up to this many multiply-adds take the tiled kernel rather than CLBlast
-#: (see the module docstring for the measurements)
-KERNEL_MAX_MACS = 3 << 26
+#: on GPUs, products up to this many multiply-adds may take the tiled kernel rather than
+#: CLBlast (see the module docstring for the measurements)
+KERNEL_MAX_MACS = 1 << 31
 
 
 # --------------------------------------------------------------------------- backend choice
@@ -141,7 +141,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
         backend = 'kernel'      # the combining launch after CLBlast knows real arithmetic only
     if backend == 'host':
         plan_host(ctx, A, B, C, alpha, beta, Z)
-    elif backend == 'clblast' and (_forced() is not None or takes_clblast(A, B, C)):
+    elif backend == 'clblast' and (_forced() is not None or takes_clblast(ctx.dev, A, B, C)):
         plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
         _plan_kernel(ctx, A, B, C, alpha, beta, Z)
@@ -169,10 +169,12 @@ def _acc_type(out_dtype):
 
 
 @kernels.memoize
-def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, split=False):
+def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, split=False,
+                  it='long'):
     """Render (memoized) the GEMM kernel; returns (source, kernel name). ``rb``: the
     register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS;
-    ``split``: the TS x TS kernel over chunks of the sum, and its ``<name>_sum`` kernel."""
+    ``split``: the kernel over chunks of the sum, and its ``<name>_sum`` kernel; ``it``:
+    the register-blocked kernel's type for offsets within a tile ('int' where they fit)."""
     dts = [a_dt, b_dt, c_dt] + ([al_dt] if alpha == 'ptr' else []) + ([be_dt] if beta == 'ptr' else [])
     support = ''
     if 'float64' in dts or 'complex128' in dts:
@@ -182,25 +184,29 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, spli
         'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
         cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
-        alpha=alpha, beta=beta, rb=rb, split=split)
+        alpha=alpha, beta=beta, rb=rb, split=split, it=it)
 
 
 #: on GPUs, products of more multiply-adds than this, with a sum at least CLBLAST_MIN_K long
 #: and at least CLBLAST_MIN_OUT elements, take CLBlast even at most KERNEL_MAX_MACS, unless
-#: A is transposed (see takes_clblast and the module doc)
+#: A is transposed or the kernel is register-blocked for them (see takes_clblast and the
+#: module doc)
 CLBLAST_MIN_MACS = 1 << 24
 CLBLAST_MIN_K = 256
 CLBLAST_MIN_OUT = 1 << 17
 
 
-def takes_clblast(A, B, C):
+def takes_clblast(dev, A, B, C):
     """Whether a product that CLBlast could compute takes it rather than the tiled kernel
-    (``KERNEL_MAX_MACS`` and the ``CLBLAST_MIN_*`` bounds; module doc)."""
+    (``KERNEL_MAX_MACS``, ``register_blocking`` and the ``CLBLAST_MIN_*`` bounds; module
+    doc)."""
     nb, M, N = C.shape
     K = A.shape[2]
     macs = nb * M * N * K
     if macs > KERNEL_MAX_MACS:
         return True
+    if register_blocking(dev, A, B, C) is not None:
+        return False
     return (macs > CLBLAST_MIN_MACS and K >= CLBLAST_MIN_K and M * N >= CLBLAST_MIN_OUT
             and not _k_major(A))
 
@@ -211,13 +217,17 @@ def _k_major(A):
     return abs(a_sm) < abs(a_sk)
 
 
-#: register-blocked tiles (TX, TY, RM, RN), largest first: the kernel takes the largest
-#: that still gives every compute unit a work-group
-RB_TILES = ((16, 16, 2, 4), (16, 16, 2, 2))
+#: register-blocked tiles (TX, TY, RM, RN), largest first: the kernel takes the first, split
+#: where C has too few of its work-groups (split_sum); a smaller one only where the sum is
+#: too short to split and a smaller tile gives every compute unit a work-group
+RB_TILES = ((16, 16, 4, 4), (16, 16, 2, 4), (16, 16, 2, 2))
 #: products of more multiply-adds than this take the register-blocked kernel whatever
-#: their layout (fewer: only where A is transposed, see register_blocking)
-RB_MIN_MACS = 1 << 27
-#: nor a C with a side shorter than this: a tile (32 x 64 or 32 x 32 elements) then mostly
+#: their layout (fewer: only where A is transposed, see register_blocking). On the H100
+#: (2026-11-26) LeNet's 128x500x800 dense product took 22 us register-blocked in 8 chunks
+#: against 33 us in the TS x TS kernel; the LSTM's 64x1024x256 step product 14.7 us in the
+#: TS x TS kernel against 16.9 us at best register-blocked
+RB_MIN_MACS = 1 << 25
+#: nor a C with a side shorter than this: a tile (64 x 64 elements) then mostly
 #: computes padding. On the H100 (2026-11-26, wall per product) h.T @ d of 1000x256x10
 #: took 24.3 us register-blocked against 10.8 in the TS x TS kernel, and x.T @ d of
 #: 32x3200x1024 425 us against 66.5 with split sums
@@ -233,28 +243,46 @@ GPU_SHAPES_ON_CPU = False
 #: split, 27.6 whole; splitting from 256 gave the same
 SPLIT_MIN_K = 512
 SPLIT_MIN_CHUNK = 128
+#: the register-blocked kernel splits a sum of at least 2 * RB_SPLIT_CHUNK into chunks of at
+#: least RB_SPLIT_CHUNK, aiming at RB_SPLIT_GROUPS work-groups per compute unit: on the H100
+#: (2026-11-26) 256x1024x3200 took 103 us in 8 chunks, 142 in 4, 478 whole; 128x500x800
+#: 22 us in 8 chunks, 32 in 4
+RB_SPLIT_CHUNK = 96
+RB_SPLIT_GROUPS = 4
 
 
-def split_sum(dev, C, K, ts):
-    """(S, KC): the chunks the TS x TS kernel cuts the sum into (S chunks of KC), or None.
+def split_sum(dev, C, K, ts, rb=None):
+    """(S, KC): the chunks the kernel cuts the sum into (S chunks of KC), or None.
 
     A product with few elements of C and a long sum (LeNet's 20x25 filter gradient summed
-    over 73,728 positions: 4 work-groups on a GPU of 132 compute units) is one long loop
-    on a few compute units; in chunks, every unit takes some, and a second launch adds the
-    partial products (float sums only: the partials are stored in the accumulator type).
+    over 73,728 positions: 4 work-groups on a GPU of 132 compute units; the MLP's 256x1000
+    products in 64x64 tiles: 64) is one long loop on a few compute units; in chunks, every
+    unit takes some, and a second launch adds the partial products (float sums only: the
+    partials are stored in the accumulator type). ``rb``: the register-blocked shape
+    (chunks a multiple of its depth), else the TS x TS kernel's (of ``ts``).
     """
     nb, M, N = C.shape
-    if K < SPLIT_MIN_K or not _gpu_shapes(dev) or \
-            C.dtype.kind == 'c' or _acc_type(C.dtype) not in ('float', 'double'):
+    if not _gpu_shapes(dev) or C.dtype.kind == 'c' or \
+            _acc_type(C.dtype) not in ('float', 'double'):
         return None
-    groups = nb * -(-M // ts) * -(-N // ts)
+    if rb is None:
+        if K < SPLIT_MIN_K:
+            return None
+        groups = nb * -(-M // ts) * -(-N // ts)
+        want, chunk, step = 2 * dev.compute_units, SPLIT_MIN_CHUNK, ts
+    else:
+        tx, ty, rm, rn, bk = rb[:5]
+        if K < 2 * RB_SPLIT_CHUNK:
+            return None
+        groups = nb * -(-M // (ty * rm)) * -(-N // (tx * rn))
+        want, chunk, step = RB_SPLIT_GROUPS * dev.compute_units, RB_SPLIT_CHUNK, bk
     if groups >= dev.compute_units:
         return None
-    S = min(-(-2 * dev.compute_units // groups), K // SPLIT_MIN_CHUNK)
+    S = min(-(-want // groups), K // chunk)
     if S < 2:
         return None
     KC = -(-K // S)
-    KC = -(-KC // ts) * ts
+    KC = -(-KC // step) * step
     return -(-K // KC), KC
 
 
@@ -262,17 +290,21 @@ def register_blocking(dev, A, B, C):
     """The register-blocked shape for this product (see kernel_source), or None for the
     TS x TS kernel (complex values, small products, small work-groups)."""
     nb, M, N = C.shape
+    K = A.shape[2]
     if C.dtype.kind == 'c' or dev.max_work_group_size < 256 or min(M, N) < RB_MIN_SIDE or \
             not _gpu_shapes(dev):
         return None
-    if nb * M * N * A.shape[2] <= RB_MIN_MACS and not _k_major(A):
+    if nb * M * N * K <= RB_MIN_MACS and not _k_major(A):
         return None
-    for tx, ty, rm, rn in RB_TILES:
-        groups = nb * -(-M // (ty * rm)) * -(-N // (tx * rn))
-        if groups >= dev.compute_units:
-            break
+    tile = RB_TILES[0]
+    if K < 2 * RB_SPLIT_CHUNK:
+        # no split: the largest tile that still gives every compute unit a work-group
+        for tile in RB_TILES:
+            tx, ty, rm, rn = tile
+            if nb * -(-M // (ty * rm)) * -(-N // (tx * rn)) >= dev.compute_units:
+                break
     b_sk, b_sn = _elem_strides(B)[1:]
-    return (tx, ty, rm, rn, RB_DEPTH, not _k_major(A), abs(b_sn) <= abs(b_sk))
+    return tuple(tile) + (RB_DEPTH, not _k_major(A), abs(b_sn) <= abs(b_sk))
 
 
 def _gpu_shapes(dev):
@@ -284,17 +316,28 @@ def _elem_strides(d):
     return [s // d.itemsize for s in d.strides]
 
 
+def _index_type(A, B, C):
+    """'int' where every offset within a register-blocked tile (``mm * a_sm + k * a_sk``,
+    ``k * b_sk + nn * b_sn``) and the sizes fit 32 bits, else 'long'."""
+    nb, M, N = C.shape
+    K = A.shape[2]
+    a_sm, a_sk = _elem_strides(A)[1:]
+    b_sk, b_sn = _elem_strides(B)[1:]
+    reach = max(abs(a_sm) * M + abs(a_sk) * K, abs(b_sk) * K + abs(b_sn) * N, M, N, K)
+    return 'int' if reach < 1 << 31 else 'long'
+
+
 def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
     ts = 16 if ctx.dev.max_work_group_size >= 256 else 8
     rb = register_blocking(ctx.dev, A, B, C)
-    split = split_sum(ctx.dev, C, A.shape[2], ts) if rb is None else None
+    split = split_sum(ctx.dev, C, A.shape[2], ts, rb)
     akind = 'one' if alpha.kind == 'one' or (alpha.kind == 'const' and alpha.value == 1) else 'ptr'
     bkind = beta.kind if beta.kind in ('one', 'none') else (
         'one' if beta.kind == 'const' and beta.value == 1 else 'ptr')
     src, name = kernel_source(A.dtype.name, B.dtype.name, C.dtype.name,
                               akind, alpha.darr.dtype.name if akind == 'ptr' else None,
                               bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb,
-                              split is not None)
+                              split is not None, _index_type(A, B, C) if rb else 'long')
     prg = ctx.dev.build(src)
     nb, M, N = C.shape
     K = A.shape[2]
@@ -314,21 +357,20 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
     zs = [Z] if bkind != 'none' else []
     if rb is not None:
         tx, ty, rm, rn = rb[:4]
-        ctx.launch(prg, name, (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty, nb),
-                   (tx, ty, 1), args, reads=[A, B] + zs + scalars, writes=[C], pointwise=zs)
-        return
-    grid = (-(-N // ts) * ts, -(-M // ts) * ts)
+        grid, local = (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty), (tx, ty, 1)
+    else:
+        grid, local = (-(-N // ts) * ts, -(-M // ts) * ts), (ts, ts, 1)
     reads = [A, B] + zs + scalars
     if split is not None:
         # the chunks' partial products (accumulator type), then the launch adding them
         S, KC = split
         P = ctx.alloc((nb * S, M, N), 'float32' if _acc_type(C.dtype) == 'float' else 'float64')
         args += [np.int64(S), np.int64(KC), P]
-        ctx.launch(prg, name, grid + (nb * S,), (ts, ts, 1), args, reads=[A, B], writes=[P])
+        ctx.launch(prg, name, grid + (nb * S,), local, args, reads=[A, B], writes=[P])
         name += '_sum'
         reads = [P] + zs + scalars
-    ctx.launch(prg, name, grid + (nb,), (ts, ts, 1), args, reads=reads, writes=[C],
-               pointwise=zs)
+        grid, local = (-(-N // ts) * ts, -(-M // ts) * ts), (ts, ts, 1)
+    ctx.launch(prg, name, grid + (nb,), local, args, reads=reads, writes=[C], pointwise=zs)
 
 
 # --------------------------------------------------------------------------- the ops

@@ -176,8 +176,9 @@ class FrameBuilder(object):
                 else:
                     d = ctx.alloc(np.shape(v), var.type.dtype)
                     frame.input_roots[i] = d.root
-                    ctx.host_step(steps.upload_input_step(vm.dev, vm.queue, d, cell), 'upload',
-                                  reads=(), writes=(d,))
+                    ctx.host_step(steps.upload_input_step(
+                        vm.dev, vm.queue, d, cell, pinned.wanted(vm.settings.pinned, vm.dev)),
+                        'upload', reads=(), writes=(d,))
                 self._set(var, d)
 
     # ---------------------------------------------------------------- tasks

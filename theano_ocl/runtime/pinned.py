@@ -1,4 +1,6 @@
-"""Host arrays in page-locked memory for the outputs a call downloads.
+"""Host arrays in page-locked memory for the outputs a call downloads (and the inputs it
+uploads: ``runtime/steps.upload_input_step`` copies an input of at least ``MIN_BYTES``
+into a block its step keeps, so that the device's copy starts at once).
 
 A download into pageable memory (a fresh ``np.empty``) goes through the driver's staging
 buffer and touches every page of the new array. ``bench/download_cost.py`` on the H100
