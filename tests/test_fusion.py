@@ -267,6 +267,55 @@ def test_epilogues_of_small_products(dtype, epilogues_always):
     assert all(isinstance(c.op, T.elemwise.Elemwise) for _, c in epis)
 
 
+@pytest.mark.parametrize('shapes', ['ts', 'gpu'])
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'float16'])
+def test_epilogues_of_tiled_products(dtype, shapes, epilogues_always, monkeypatch):
+    """A product too large for the small kernel computes its elementwise consumer in the
+    tiled kernel's store of C (in the split sum's second launch where the sum is split):
+    the consumer has no launch of its own. 'ts': the TS x TS kernel whole; 'gpu': the GPU
+    shapes (register-blocked, split over chunks of a long sum) on this device. Against
+    Theano C and the same function without epilogues, broadcast and strided operands,
+    transposed and reversed products; float16 products store no epilogue (C is half)."""
+    from theano_ocl.ops import blas
+    setting(monkeypatch, 'blas', 'kernel')
+    if shapes == 'gpu':
+        monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
+        monkeypatch.setattr(blas, 'RB_MIN_MACS', 0)
+        monkeypatch.setattr(theano_ocl.device.get_device(), 'compute_units', 132)
+    A, B, W = T.matrix('A', dtype=dtype), T.matrix('B', dtype=dtype), T.matrix('W', dtype=dtype)
+    b, Z = T.vector('b', dtype=dtype), T.matrix('Z', dtype=dtype)
+    two = np.asarray(2, dtype)
+    outs = [T.maximum(T.dot(A, B) * two + b, b),                 # a broadcast row
+            T.sqr(T.dot(A[::-1], W[:, ::2]) - two) if dtype != 'int32' else
+            T.dot(A[::-1], W[:, ::2]) * Z[::2, ::3],             # strided operands
+            T.dot(B.T, A.T) + b.dimshuffle(0, 'x')]               # a broadcast column
+    if dtype != 'int32':
+        outs.append(T.tanh(T.dot(A, B) + b))
+    rng = np.random.RandomState(21)
+    m, k, n = 67, 700, 71
+    lo = dict(low=-0.2, high=0.2) if dtype == 'float16' else {}
+    vals = [rand(s, dtype, rng, **lo) for s in [(m, k), (k, n), (k, 2 * n), (n,), (2 * m, 3 * n)]]
+    ins = [A, B, W, b, Z]
+    f_c = theano.function(ins, outs, mode='FAST_RUN', on_unused_input='ignore')
+    f_o = theano.function(ins, outs, mode=theano_ocl.OCLMode(), on_unused_input='ignore')
+    f_n = theano.function(ins, outs, mode=theano_ocl.OCLMode(epilogues='0'),
+                          on_unused_input='ignore')
+    assert not theano_ocl.fallback_nodes(f_o)
+    tol = {'float16': dict(rtol=2e-2, atol=0.1), 'float32': dict(rtol=1e-4, atol=2e-3)}.get(dtype, {})
+    for _ in range(2):
+        for k_, (g, w) in enumerate(zip(f_o(*vals), f_c(*vals))):
+            assert_close(g, w, what='output %d' % k_, **tol)
+    for g, w in zip(f_n(*vals), f_c(*vals)):
+        assert_close(g, w, **tol)
+    epis = _epilogue_pairs(f_o)
+    taken = f_n.fn.last_frame.n_launches - f_o.fn.last_frame.n_launches
+    if dtype == 'float16':
+        assert taken == 0
+    else:
+        assert len(epis) >= 3, _fused_pairs(f_o)
+        assert taken == len(epis), (taken, epis)
+
+
 def test_epilogue_products_batch_in_run_steps(epilogues_always):
     """Nengo's encoders: J = gain * dot(E, x) + bias, then the voltage update, per ensemble;
     the batched small-product kernel with epilogues (and fused producers) against Theano C

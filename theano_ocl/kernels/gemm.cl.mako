@@ -19,6 +19,12 @@
 ## acc_t is the accumulator: float for half storage, the unsigned type for signed
 ## integers (wrapping sums, numpy's integer dot, with no undefined overflow).
 ## alpha, beta: 'one' (absent), 'ptr' (a 0-d device array); beta 'none' means no Z.
+## epi: an elementwise consumer of C folded in (ops/fusion.py Epilogue), as in
+##   gemm_small.cl.mako: C is not stored; th_epi computes the consumer's output from the
+##   product's value (its input epi_j, as C's type would hold it) and its other inputs
+##   (eops: operands of C's geometry, "off sb sm sn" each, after alpha/Z/beta in the
+##   arguments), and C's place holds the consumer's output (traits cs). Where the sum is
+##   split, the second launch computes it.
 ## beta == 0 at run time ignores Z, as BLAS does (Z may be uninitialised).
 ## cplx: complex values, (re, im) vectors (float2 / double2, numpy's layout); products
 ## through CMUL, real operands (and alpha/beta) widened to (x, 0).
@@ -27,6 +33,16 @@ ${support}
 #define CMUL(a, b) ((${acc_t})((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x))
 % else:
 #define CMUL(a, b) ((a) * (b))
+% endif
+% if epi:
+inline ${cs['ct']} th_epi(${', '.join('%s i%d' % (t, q) for q, t in enumerate(epi_cts))})
+{
+    ${cs['ct']} o0;
+    {
+${epi_body}
+    }
+    return o0;
+}
 % endif
 
 % if rb:
@@ -190,7 +206,7 @@ ${store_c('acc')}\
     const long M, const long N, const long K,
     __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,
     __global const ${b['t']} *B, const long b_off, const long b_sb, const long b_sk, const long b_sn,
-    __global ${c['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
+    __global ${cs['t']} *C, const long c_off, const long c_sb, const long c_sm, const long c_sn
 % if alpha == 'ptr':
     , __global const ${al['t']} *alpha_p, const long alpha_off
 % endif
@@ -200,6 +216,9 @@ ${store_c('acc')}\
 % if beta == 'ptr':
     , __global const ${be['t']} *beta_p, const long beta_off
 % endif
+% for P, st, o, q in eops:
+    , __global const ${o['t']} *${P}, const long ${st}_off, const long ${st}_sb, const long ${st}_sm, const long ${st}_sn
+% endfor
 % if split:
     , const long S, const long KC, __global ${acc_t} *P, const long p_off
 % endif
@@ -217,7 +236,24 @@ ${store_c('acc')}\
         if (${'any(beta != (%s)0)' % cc_t if cplx else 'beta != 0'})
             r = r + CMUL(beta, ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)});
 % endif
-% if c['half']:
+% if epi:
+<%
+    vals = []
+    for q in range(len(epi_cts)):
+        if q == epi_j:
+            vals.append(('as_%s((%s)(r))' % (c['t'], c['ut'])) if c['signed_int'] else '(%s)(r)' % c['t'])
+        else:
+            P, st, o, _ = [e for e in eops if e[3] == q][0]
+            vals.append(capture(raw, o, P, '%s_off + bi * %s_sb + m * %s_sm + n * %s_sn' % (st, st, st, st)))
+%>        const ${cs['ct']} e = th_epi(${', '.join(vals)});
+% if cs['half']:
+        vstore_half_rte(e, ci, C);
+% elif cs['signed_int']:
+        C[ci] = as_${cs['t']}((${cs['ut']})e);
+% else:
+        C[ci] = (${cs['t']})e;
+% endif
+% elif c['half']:
         vstore_half_rte(r, ci, C);
 % elif c['signed_int']:
         C[ci] = as_${c['t']}((${c['ut']})r);
@@ -225,6 +261,13 @@ ${store_c('acc')}\
         C[ci] = r;
 % else:
         C[ci] = (${c['t']})r;
+% endif
+</%def>
+<%def name="raw(o, ptr, idx)">\
+% if o['half']:
+vload_half(${idx}, ${ptr})\
+% else:
+${ptr}[${idx}]\
 % endif
 </%def>
 <%def name="load(o, ptr, idx, to=None)">\

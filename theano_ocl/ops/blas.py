@@ -114,7 +114,8 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
     ``Z`` may be ``C`` itself (in place) or another array of C's shape; ``beta.kind ==
     'none'`` ignores it. A beta of 0 at run time ignores Z too (it may be uninitialised).
     ``epilogue``: an ``ops.fusion.Epilogue`` consuming C and the DArray C views; returns
-    whether the small kernel took it (C is then never stored), else C is computed as usual.
+    whether the small or the tiled kernel took it (C is then never stored), else C is
+    computed as usual.
     """
     if C.size == 0:
         return False
@@ -144,7 +145,10 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
     elif backend == 'clblast' and (_forced() is not None or takes_clblast(ctx.dev, A, B, C)):
         plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
-        _plan_kernel(ctx, A, B, C, alpha, beta, Z)
+        epi = epilogue[0].views_for(C, epilogue[1]) \
+            if epilogue is not None and not cplx and gemm_small.takes_epilogue(C) else None
+        _plan_kernel(ctx, A, B, C, alpha, beta, Z, epi)
+        return epi is not None
     return False
 
 
@@ -170,21 +174,31 @@ def _acc_type(out_dtype):
 
 @kernels.memoize
 def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, split=False,
-                  it='long'):
+                  it='long', epi=None):
     """Render (memoized) the GEMM kernel; returns (source, kernel name). ``rb``: the
     register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS;
     ``split``: the kernel over chunks of the sum, and its ``<name>_sum`` kernel; ``it``:
-    the register-blocked kernel's type for offsets within a tile ('int' where they fit)."""
+    the register-blocked kernel's type for offsets within a tile ('int' where they fit);
+    ``epi``: an elementwise consumer of C computed in its place, (support, body, input
+    index of the product, input dtypes, output dtype) as ``gemm_small`` takes it."""
     dts = [a_dt, b_dt, c_dt] + ([al_dt] if alpha == 'ptr' else []) + ([be_dt] if beta == 'ptr' else [])
+    dts += list(epi[3]) + [epi[4]] if epi else []
     support = ''
     if 'float64' in dts or 'complex128' in dts:
         support += '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n'
+    if epi and epi[0] not in support:
+        support += '\n' + epi[0]
     acc = _acc_type(c_dt)
     return kernels.render(
         'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
         cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
-        alpha=alpha, beta=beta, rb=rb, split=split, it=it)
+        alpha=alpha, beta=beta, rb=rb, split=split, it=it, epi=epi is not None,
+        cs=_operand(epi[4] if epi else c_dt), epi_j=epi[2] if epi else 0,
+        epi_body=epi[1] if epi else '',
+        epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [],
+        eops=[('E%d' % q, 'e%d' % q, _operand(d), q) for q, d in enumerate(epi[3])
+              if q != epi[2]] if epi else [])
 
 
 #: on GPUs, products of more multiply-adds than this, with a sum at least CLBLAST_MIN_K long
@@ -327,17 +341,28 @@ def _index_type(A, B, C):
     return 'int' if reach < 1 << 31 else 'long'
 
 
-def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
+def _plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None):
+    """Record the tiled kernel's launch(es). ``epilogue``: the consumer's (impl, input
+    index, inputs and output as 3-d views of C's geometry), computed in the store of C
+    (``Epilogue.views_for``): C is then never stored."""
     ts = 16 if ctx.dev.max_work_group_size >= 256 else 8
     rb = register_blocking(ctx.dev, A, B, C)
     split = split_sum(ctx.dev, C, A.shape[2], ts, rb)
     akind = 'one' if alpha.kind == 'one' or (alpha.kind == 'const' and alpha.value == 1) else 'ptr'
     bkind = beta.kind if beta.kind in ('one', 'none') else (
         'one' if beta.kind == 'const' and beta.value == 1 else 'ptr')
+    epi = eviews = None
+    if epilogue is not None:
+        impl, j, e_views, e_out = epilogue
+        epi = (impl.support, impl.body, j, tuple(impl.in_dtypes), e_out.dtype.name)
+        eviews = [d for q, d in enumerate(e_views) if q != j]
     src, name = kernel_source(A.dtype.name, B.dtype.name, C.dtype.name,
                               akind, alpha.darr.dtype.name if akind == 'ptr' else None,
                               bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb,
-                              split is not None, _index_type(A, B, C) if rb else 'long')
+                              split is not None, _index_type(A, B, C) if rb else 'long', epi)
+    acc = _acc_type(C.dtype)
+    if epilogue is not None:
+        C = e_out           # C's place holds the consumer's output (C's geometry)
     prg = ctx.dev.build(src)
     nb, M, N = C.shape
     K = A.shape[2]
@@ -352,9 +377,13 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
         args.extend(np.int64(s) for s in _elem_strides(Z))
     if bkind == 'ptr':
         args.append(beta.darr)
-    # what the launches touch: Z is read at the element of C the work-item stores
+    for d in eviews or ():
+        args.append(d)
+        args.extend(np.int64(s) for s in _elem_strides(d))
+    # what the launches touch: Z (and the epilogue's inputs) are read at the element of C
+    # the work-item stores
     scalars = [x.darr for x, kind in ((alpha, akind), (beta, bkind)) if kind == 'ptr']
-    zs = [Z] if bkind != 'none' else []
+    zs = ([Z] if bkind != 'none' else []) + list(eviews or ())
     if rb is not None:
         tx, ty, rm, rn = rb[:4]
         grid, local = (-(-N // (tx * rn)) * tx, -(-M // (ty * rm)) * ty), (tx, ty, 1)
@@ -364,7 +393,7 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z):
     if split is not None:
         # the chunks' partial products (accumulator type), then the launch adding them
         S, KC = split
-        P = ctx.alloc((nb * S, M, N), 'float32' if _acc_type(C.dtype) == 'float' else 'float64')
+        P = ctx.alloc((nb * S, M, N), 'float32' if acc == 'float' else 'float64')
         args += [np.int64(S), np.int64(KC), P]
         ctx.launch(prg, name, grid + (nb * S,), local, args, reads=[A, B], writes=[P])
         name += '_sum'
