@@ -438,7 +438,7 @@ class DotImpl(BlasImpl):
     """Dot / Dot22 / Dot22Scalar: vectors and matrices, any dtype."""
 
     fusable_inputs = (1,)       # the right operand (small products compute a producer)
-    takes_epilogue = True       # an elementwise consumer (small products compute it)
+    takes_epilogue = True       # an elementwise consumer (the small and the tiled kernel compute it)
 
     def plan(self, ctx, ins, epilogue=None):
         x, y = ins[0], ins[1]

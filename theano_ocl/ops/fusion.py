@@ -357,14 +357,16 @@ def _reads(task):
 
 
 def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
-    """Fold small products into their one elementwise consumer (after ``fuse_producers``).
+    """Fold products into their one elementwise consumer (after ``fuse_producers``).
 
     A device Dot/Gemv (``takes_epilogue``) whose output's only client is a fusable
     elementwise node, of the same broadcast pattern as that node's output, is not launched
     at its place: the consumer plans it with itself as the epilogue
     (``ops.fusion.Deferred``), so the product's kernel writes the consumer's output and
     the product's value is never stored (a launch less: the LIF update reading its
-    encoder's product). The same exclusions as ``fuse_producers`` apply, the product's
+    encoder's product, an MLP layer's ``tanh(dot(h, W) + b)``). The small-product kernel
+    and the tiled GEMM kernel take it; a product another backend computes is planned
+    before its consumer, which then runs as usual. The same exclusions as ``fuse_producers`` apply, the product's
     reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
     ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
     consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
