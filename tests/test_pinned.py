@@ -79,17 +79,29 @@ def test_held_outputs_are_never_written_over_and_blocks_come_back():
 
 
 def test_a_full_pool_hands_out_plain_arrays(monkeypatch):
+    # outputs are plain arrays; big inputs go from the caller's array, as without blocks
     x = T.fvector('x')
     f = theano.function([x], x * 3, mode=theano_ocl.OCLMode(pinned='always'))
     pool = f.fn.dev.pinned
     monkeypatch.setattr(pool, 'cap', pool.held)      # no room for another block
     pool.release()
     monkeypatch.setattr(pool, 'cap', pool.held)
+    from theano_ocl.runtime import steps
+    sources = []
+    upload = steps.upload
+    monkeypatch.setattr(steps, 'upload', lambda dev, q, d, host: sources.append(host) or
+                        upload(dev, q, d, host))
     v = np.arange(40000, dtype='float32')
-    outs = [f(v) for _ in range(3)]
-    for o in outs:
+    made = pool.made + pool.reused
+    outs = []
+    for k in range(3):
+        outs.append(f(v))
+        assert any(np.shares_memory(h, v) for h in sources)       # no copy in between
+        v = v + 1
+    assert pool.made + pool.reused == made
+    for k, o in enumerate(outs):
         assert not _leased(o)
-        assert_close(o, v * 3)
+        assert_close(o, (np.arange(40000, dtype='float32') + k) * 3)
 
 
 def test_the_setting():

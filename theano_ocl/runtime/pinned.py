@@ -90,6 +90,11 @@ class PinnedPool(object):
             self.held -= sum(b[0] for blocks in free.values() for b in blocks)
 
 
+def is_pinned(a):
+    """Whether host array ``a`` lies in one of the pools' page-locked blocks."""
+    return isinstance(a.base, _Lease)
+
+
 class _Lease(object):
     """What a handed-out array views (``np.asarray`` of it: the array's ``base``): the
     block goes back to the pool when this object is freed, after the last view of it."""

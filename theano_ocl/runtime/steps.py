@@ -7,7 +7,7 @@ from .. import darray as da
 from ..darray import DArray, Root
 from .context import BranchFlip, Replan, bind_site, family
 from .memory import buffer_copier, download, download_later, upload
-from .pinned import MIN_BYTES as PINNED_MIN_BYTES
+from .pinned import MIN_BYTES as PINNED_MIN_BYTES, is_pinned
 
 
 class NodeThunk(object):
@@ -91,16 +91,23 @@ def upload_input_step(dev, queue, d, cell, pinned=False):
 
 
 def _staged_upload(dev, queue, d, cell):
-    stage = [None, None]          # the page-locked block (a host array), its last copy's event
+    stage = []          # [the page-locked block, or None where the pool had no room, the
+    #                     event of the last copy from it]
 
     def run():
-        host, ev = stage
-        if host is None:
-            host = stage[0] = dev.pinned.empty(d.shape, d.dtype)
-        elif ev is not None:
-            ev.wait()               # (the last call's copy: long done, as a rule)
-        np.copyto(host, cell[0])
-        stage[1] = upload(dev, queue, d, host)
+        if not stage:
+            block = dev.pinned.empty(d.shape, d.dtype)
+            stage[:] = [block if is_pinned(block) else None, None]
+        block, ev = stage
+        if block is None:               # no room in the pool: from the caller's array
+            ev = upload(dev, queue, d, cell[0])
+            if ev is not None:
+                dev.pending_upload(ev)
+            return
+        if ev is not None:
+            ev.wait()                   # (the last call's copy: long done, as a rule)
+        np.copyto(block, cell[0])
+        stage[1] = upload(dev, queue, d, block)
     return run
 
 
