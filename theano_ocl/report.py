@@ -25,7 +25,7 @@ def placements(f):
             if task.fused_into is not None:
                 if task.impl.takes_epilogue:
                     desc = ('%s, planned at %s, whose output its kernel computes (epilogue; '
-                            'small products only)' % (desc, task.fused_into.node.op))
+                            'the small-product and tiled kernels)' % (desc, task.fused_into.node.op))
                 else:
                     takers = [t.node.op for t in prog.tasks
                               if any(e is task for e in t.fused.values())]

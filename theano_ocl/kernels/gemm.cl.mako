@@ -28,6 +28,7 @@
 ## beta == 0 at run time ignores Z, as BLAS does (Z may be uninitialised).
 ## cplx: complex values, (re, im) vectors (float2 / double2, numpy's layout); products
 ## through CMUL, real operands (and alpha/beta) widened to (x, 0).
+<%namespace file="epilogue.mako" import="th_epi, epi_call"/>
 ${support}
 % if cplx:
 #define CMUL(a, b) ((${acc_t})((a).x * (b).x - (a).y * (b).y, (a).x * (b).y + (a).y * (b).x))
@@ -35,14 +36,7 @@ ${support}
 #define CMUL(a, b) ((a) * (b))
 % endif
 % if epi:
-inline ${cs['ct']} th_epi(${', '.join('%s i%d' % (t, q) for q, t in enumerate(epi_cts))})
-{
-    ${cs['ct']} o0;
-    {
-${epi_body}
-    }
-    return o0;
-}
+${th_epi(cs, epi_cts, epi_body)}
 % endif
 
 % if rb:
@@ -237,15 +231,7 @@ ${store_c('acc')}\
             r = r + CMUL(beta, ${load(c, 'Z', 'z_off + bi * z_sb + m * z_sm + n * z_sn', cc_t)});
 % endif
 % if epi:
-<%
-    vals = []
-    for q in range(len(epi_cts)):
-        if q == epi_j:
-            vals.append(('as_%s((%s)(r))' % (c['t'], c['ut'])) if c['signed_int'] else '(%s)(r)' % c['t'])
-        else:
-            P, st, o, _ = [e for e in eops if e[3] == q][0]
-            vals.append(capture(raw, o, P, '%s_off + bi * %s_sb + m * %s_sm + n * %s_sn' % (st, st, st, st)))
-%>        const ${cs['ct']} e = th_epi(${', '.join(vals)});
+        const ${cs['ct']} e = ${epi_call(c, eops, epi_cts, epi_j, 'r', '%s')};
 % if cs['half']:
         vstore_half_rte(e, ci, C);
 % elif cs['signed_int']:
@@ -261,13 +247,6 @@ ${store_c('acc')}\
         C[ci] = r;
 % else:
         C[ci] = (${c['t']})r;
-% endif
-</%def>
-<%def name="raw(o, ptr, idx)">\
-% if o['half']:
-vload_half(${idx}, ${ptr})\
-% else:
-${ptr}[${idx}]\
 % endif
 </%def>
 <%def name="load(o, ptr, idx, to=None)">\

@@ -27,20 +27,14 @@
 ## integers (wrapping sums, as numpy's integer dot).
 <%namespace file="batch_locate.mako" import="locate"/>
 <%namespace file="fused_pre.mako" import="th_pre"/>
+<%namespace file="epilogue.mako" import="th_epi, epi_call"/>
 ${support}
 ## bops: the operands that stand for B, (pointer name, stride-name stem, traits) each
 % if fused:
 ${th_pre(fused, b['t'], b['ct'], pre_body)}
 % endif
 % if epi:
-inline ${cs['ct']} th_epi(${', '.join('%s i%d' % (t, q) for q, t in enumerate(epi_cts))})
-{
-    ${cs['ct']} o0;
-    {
-${epi_body}
-    }
-    return o0;
-}
+${th_epi(cs, epi_cts, epi_body)}
 % endif
 <%def name="raw(o, ptr, idx)">\
 % if o['half']:
@@ -83,16 +77,7 @@ ${ptr}[${idx}] = (${o['t']})(${val});
             res += beta * ${load(c, Zp, 'z_off + bi * z_sb + m * z_sm + n * z_sn')};
 % endif
 % if epi:
-<%
-    vals = []
-    for q in range(len(epi_cts)):
-        if q == epi_j:
-            vals.append(('as_%s((%s)(res))' % (c['t'], c['ut'])) if c['signed_int'] else '(%s)(res)' % c['t'])
-        else:
-            P, st, o, _ = [e for e in eops if e[3] == q][0]
-            vals.append(capture(raw, o, Ep % P, '%s_off + bi * %s_sb + m * %s_sm + n * %s_sn' % (st, st, st, st)))
-%>\
-        ${store(cs, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', 'th_epi(%s)' % ', '.join(vals))}
+        ${store(cs, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', capture(epi_call, c, eops, epi_cts, epi_j, 'res', Ep))}
 % else:
         ${store(c, Cp, 'c_off + bi * c_sb + m * c_sm + n * c_sn', 'res')}
 % endif

@@ -189,16 +189,13 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, spli
     if epi and epi[0] not in support:
         support += '\n' + epi[0]
     acc = _acc_type(c_dt)
+    c = _operand(c_dt)
     return kernels.render(
         'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
-        cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=_operand(c_dt),
+        cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=c,
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
-        alpha=alpha, beta=beta, rb=rb, split=split, it=it, epi=epi is not None,
-        cs=_operand(epi[4] if epi else c_dt), epi_j=epi[2] if epi else 0,
-        epi_body=epi[1] if epi else '',
-        epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [],
-        eops=[('E%d' % q, 'e%d' % q, _operand(d), q) for q, d in enumerate(epi[3])
-              if q != epi[2]] if epi else [])
+        alpha=alpha, beta=beta, rb=rb, split=split, it=it,
+        **gemm_small.epilogue_params(epi, c, _operand))
 
 
 #: on GPUs, products of more multiply-adds than this, with a sum at least CLBLAST_MIN_K long
@@ -353,9 +350,7 @@ def _plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None):
         'one' if beta.kind == 'const' and beta.value == 1 else 'ptr')
     epi = eviews = None
     if epilogue is not None:
-        impl, j, e_views, e_out = epilogue
-        epi = (impl.support, impl.body, j, tuple(impl.in_dtypes), e_out.dtype.name)
-        eviews = [d for q, d in enumerate(e_views) if q != j]
+        epi, eviews, e_out = gemm_small.epilogue_key(epilogue)
     src, name = kernel_source(A.dtype.name, B.dtype.name, C.dtype.name,
                               akind, alpha.darr.dtype.name if akind == 'ptr' else None,
                               bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb,

@@ -89,20 +89,36 @@ def _source(key, K=None, slab=False, chunk=1, group=0):
     fused = [operand_traits(d) for d in pre_ins]
     bops = [('B%d' % q, 'b%d' % q, f) for q, f in enumerate(fused)] or \
         [('B', 'b', operand_traits(b_dt))]
-    # the epilogue's inputs but the product's value, (pointer name, stem, traits, index)
-    eops = [('E%d' % q, 'e%d' % q, operand_traits(d), q)
-            for q, d in enumerate(epi[3]) if q != epi[2]] if epi else []
     c = operand_traits(c_dt)
     return kernels.render('gemm_small.cl.mako', 'gemm_small', support=support,
                           acc_t=oscalar.ctype(acc.name),
                           a=operand_traits(a_dt), b=operand_traits(b_dt), c=c,
-                          cs=operand_traits(epi[4]) if epi else c,
                           has_z=has_z, batched=K is not None, K=K or 1,
                           rec=record_len(key), slab=slab, chunk=chunk, group=group,
                           fused=fused, bops=bops, pre_body=pre[1] if pre else '',
-                          epi=epi is not None, eops=eops,
-                          epi_j=epi[2] if epi else 0, epi_body=epi[1] if epi else '',
-                          epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [])
+                          **epilogue_params(epi, c, operand_traits))
+
+
+def epilogue_key(epilogue):
+    """(key, the consumer's other inputs, its output) of ``epilogue`` (the consumer's impl,
+    the product's input index, its inputs and output as views of C's geometry): the key,
+    (support, body, product input index, input dtypes, output dtype), is what a product
+    kernel's source depends on."""
+    impl, j, e_views, e_out = epilogue
+    return ((impl.support, impl.body, j, tuple(impl.in_dtypes), e_out.dtype.name),
+            [d for q, d in enumerate(e_views) if q != j], e_out)
+
+
+def epilogue_params(epi, c, traits):
+    """The template parameters of an epilogue (``epilogue_key``'s key, or None) in a
+    product kernel (``kernels/epilogue.mako``); ``c``: C's traits, ``traits``: a dtype's."""
+    if epi is None:
+        return dict(epi=False, cs=c, eops=[], epi_j=0, epi_body='', epi_cts=[])
+    # the epilogue's inputs but the product's value, (pointer name, stem, traits, index)
+    return dict(epi=True, cs=traits(epi[4]), epi_j=epi[2], epi_body=epi[1],
+                epi_cts=[oscalar.compute_ctype(d) for d in epi[3]],
+                eops=[('E%d' % q, 'e%d' % q, traits(d), q) for q, d in enumerate(epi[3])
+                      if q != epi[2]])
 
 
 def _n_b(key):
@@ -141,10 +157,9 @@ def plan_small(ctx, A, B, C, alpha, beta, Z, epilogue=None):
     (the consumer's impl, its input index j, its other inputs and its output as 3-d views
     of C's geometry): the launch writes the consumer's output, C is never stored."""
     has_z = beta.kind != 'none' and Z is not None
-    epi = None
+    epi = e_others = None
     if epilogue is not None:
-        impl, j, e_views, e_out = epilogue
-        epi = (impl.support, impl.body, j, tuple(impl.in_dtypes), e_out.dtype.name)
+        epi, e_others, e_out = epilogue_key(epilogue)
     key = (A.dtype.name, B.dtype.name, C.dtype.name, has_z,
            B.spec() if isinstance(B, Fused) else None, epi)
     src, name = _source(key)
@@ -162,7 +177,7 @@ def plan_small(ctx, A, B, C, alpha, beta, Z, epilogue=None):
     if has_z:
         operands.append(Z)
     if epi is not None:
-        operands.extend(d for q, d in enumerate(e_views) if q != j)
+        operands.extend(e_others)
     args = [np.int64(total), np.int64(M), np.int64(N), np.int64(K)] + list(coef)
     tails = []
     for d in operands:

@@ -81,7 +81,9 @@ def upload_input_step(dev, queue, d, cell, pinned=False):
     started the device's copy of the MLP's 256x784 batch 136-155 us after it was enqueued
     (H100, 2026-11-26, profiling events), the call's first kernels waiting behind it."""
     if pinned and d.nbytes >= PINNED_MIN_BYTES:
-        return _staged_upload(dev, queue, d, cell)
+        block = dev.pinned.empty(d.shape, d.dtype)
+        if is_pinned(block):            # (else no room in the pool: the caller's array)
+            return _staged_upload(dev, queue, d, cell, block)
 
     def run():
         ev = upload(dev, queue, d, cell[0])
@@ -90,24 +92,14 @@ def upload_input_step(dev, queue, d, cell, pinned=False):
     return run
 
 
-def _staged_upload(dev, queue, d, cell):
-    stage = []          # [the page-locked block, or None where the pool had no room, the
-    #                     event of the last copy from it]
+def _staged_upload(dev, queue, d, cell, block):
+    last = [None]                       # the event of the last copy from the block
 
     def run():
-        if not stage:
-            block = dev.pinned.empty(d.shape, d.dtype)
-            stage[:] = [block if is_pinned(block) else None, None]
-        block, ev = stage
-        if block is None:               # no room in the pool: from the caller's array
-            ev = upload(dev, queue, d, cell[0])
-            if ev is not None:
-                dev.pending_upload(ev)
-            return
-        if ev is not None:
-            ev.wait()                   # (the last call's copy: long done, as a rule)
+        if last[0] is not None:
+            last[0].wait()              # (the last call's copy: long done, as a rule)
         np.copyto(block, cell[0])
-        stage[1] = upload(dev, queue, d, block)
+        last[0] = upload(dev, queue, d, block)
     return run
 
 
