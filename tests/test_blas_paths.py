@@ -222,3 +222,57 @@ def test_host_products_run_on_the_calling_thread_up_to_a_size(monkeypatch, big):
     else:
         assert calls and calls[::2] == [1] * (len(calls) // 2) and calls[1::2] == [2] * (len(calls) // 2)
         assert counts[0] == 2
+
+
+def test_host_steps_map_each_buffer_once_where_its_roots_are_now(monkeypatch):
+    """ops/blas_host._Mapped: roots on one buffer (rows of one outer buffer, as a scan loop
+    points them) get one map over the union of their spans, READ|WRITE where any is
+    written; each view reads and writes its own root's place, read when the map opens
+    (a root moved since the last open maps its new place)."""
+    from theano_ocl.darray import DArray, Root
+    dev = theano_ocl.get_device()
+    cl = dev.cl
+    host = np.arange(64, dtype='float32')
+    other = np.arange(8, dtype='float32') + 100
+    buf, buf2 = dev.alloc(host.nbytes), dev.alloc(other.nbytes)
+    cl.enqueue_copy(dev.queue, buf, host)
+    cl.enqueue_copy(dev.queue, buf2, other)
+    roots = [Root(buf, 64), Root(buf, 64), Root(buf, 32), Root(buf2, 32)]
+    for r, origin in zip(roots, (0, 64, 32, 0)):
+        r.origin = origin
+    views = [DArray(r, (r.nbytes // 4,), 'float32') for r in roots]
+    maps = []
+    real = cl.enqueue_map_buffer
+
+    def spy(queue, b, flags, offset, shape, *a, **k):
+        maps.append((b, int(flags), offset, shape))
+        return real(queue, b, flags, offset, shape, *a, **k)
+    monkeypatch.setattr(cl, 'enqueue_map_buffer', spy)
+    m = blas_host._Mapped(dev, dev.queue)
+    m.open([(r, 0, r.nbytes, w) for r, w in zip(roots, (False, True, False, True))])
+    rw = int(cl.map_flags.READ | cl.map_flags.WRITE)
+    assert sorted((b is buf, fl, off, sh) for b, fl, off, sh in maps) == \
+        [(False, rw, 0, (32,)), (True, rw, 0, (128,))]
+    for d, start in zip(views, (0, 16, 8)):
+        np.testing.assert_array_equal(m.view(d), host[start:start + d.size])
+        assert m.address(d) == m.view(d).ctypes.data
+    np.testing.assert_array_equal(m.view(views[3]), other)
+    m.view(views[1])[:] = -1
+    m.view(views[3])[::2] = -2
+    m.release()
+    back, back2 = np.empty_like(host), np.empty_like(other)
+    cl.enqueue_copy(dev.queue, back, buf)
+    cl.enqueue_copy(dev.queue, back2, buf2, is_blocking=True)
+    want = host.copy()
+    want[16:32] = -1
+    want2 = other.copy()
+    want2[::2] = -2
+    np.testing.assert_array_equal(back, want)
+    np.testing.assert_array_equal(back2, want2)
+    # a root moved since: mapped at its new place
+    del maps[:]
+    roots[1].origin = 128
+    m.open([(roots[1], 0, 64, False)])
+    assert [(off, sh) for _, _, off, sh in maps] == [(128, (64,))]
+    np.testing.assert_array_equal(m.view(views[1]), host[32:48])
+    m.release()

@@ -716,14 +716,21 @@ def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
              lambda v, h, W: T.concatenate([h[1:], h[:1]]) * half + v * h]
     rng = np.random.RandomState(4)
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == 'float32' else {}
-    for step in steps:
-        hs, _ = theano.scan(step, sequences=x, outputs_info=h0, non_sequences=W)
-        cost = (hs ** 2).sum()
-        calls = [[rng.uniform(-1, 1, (n, 5)).astype(dtype), rng.uniform(-1, 1, 5).astype(dtype),
-                  rng.uniform(-0.6, 0.6, (5, 5)).astype(dtype)] for n in (6, 11, 6)]
-        grads = T.grad(cost, [x, h0, W], disconnected_inputs='ignore')
-        f, failures = compare([x, h0, W], [cost] + grads, calls, **tol)
-        assert not failures, failures
+    cpu = theano_ocl.get_device().is_cpu
+    # on a CPU device also with every product on the host BLAS: host steps that map the
+    # rows their roots are pointed at (ops/blas_host.py)
+    for blas_setting in ((None, 'host') if cpu else (None,)):
+        setting(monkeypatch, 'blas', blas_setting)
+        for step in steps:
+            hs, _ = theano.scan(step, sequences=x, outputs_info=h0, non_sequences=W)
+            cost = (hs ** 2).sum()
+            calls = [[rng.uniform(-1, 1, (n, 5)).astype(dtype),
+                      rng.uniform(-1, 1, 5).astype(dtype),
+                      rng.uniform(-0.6, 0.6, (5, 5)).astype(dtype)] for n in (6, 11, 6)]
+            grads = T.grad(cost, [x, h0, W], disconnected_inputs='ignore')
+            f, failures = compare([x, h0, W], [cost] + grads, calls, **tol)
+            assert not failures, (blas_setting, failures)
+    setting(monkeypatch, 'blas', None)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
     try:
         from lstm import build_lstm, make_data
@@ -736,24 +743,40 @@ def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
         copies.append(self.fn.name)
         return real(self, dst, src)
     monkeypatch.setattr(scan_rows.LoopCopies, '_copy', spy)
-    from theano_ocl.ops import blas
-    # (16 hidden: small products, launches of the device; a CPU device's host BLAS would
-    # take the larger ones, host steps the rows cannot follow)
-    for shapes, batch, n_in, hidden in (('device', 8, 6, 16), ('gpu', 64, 32, 256)):
+    from theano_ocl.ops import blas, blas_host
+    opened = []
+    real_open = blas_host._Mapped.open
+    monkeypatch.setattr(blas_host._Mapped, 'open',
+                        lambda self, regions: opened.append(1) or real_open(self, regions))
+    ltol = 1e-4 if dtype == 'float32' else 1e-9      # losses of a few SGD steps
+    # (16 hidden: small products, launches of the device)
+    cases = [('device', 8, 6, 16), ('gpu', 64, 32, 256)]
+    if cpu:
+        # every product on the host BLAS: host steps that declare what they touch and map
+        # it where the roots are (ops/blas_host.py), so the rows are followed there too
+        cases.append(('host', 8, 6, 16))
+    for shapes, batch, n_in, hidden in cases:
         if shapes == 'gpu':
             # the GPU's products (the tiled kernel, its launches declaring what they touch)
             # and an output's root that held an earlier value of the step
             monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
             setting(monkeypatch, 'blas', 'kernel')
+        elif shapes == 'host':
+            monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', False)
+            setting(monkeypatch, 'blas', 'host')
         f, _ = build_lstm('OCL', n_in, hidden, dtype=dtype)
-        n = {}
+        f_c, _ = build_lstm('FAST_RUN', n_in, hidden, dtype=dtype)
+        n, maps = {}, {}
         for length in (12, 4):
             X, y = make_data(length, batch, n_in, dtype=dtype)
-            f(X, y)
-            del copies[:]
-            f(X, y)
-            n[length] = copies.count('grad_of_scan_fn')
+            assert_close(f(X, y), f_c(X, y), rtol=ltol, what=(shapes, length))
+            del copies[:], opened[:]
+            assert_close(f(X, y), f_c(X, y), rtol=ltol, what=(shapes, length))
+            n[length] = (copies.count('scan_fn'), copies.count('grad_of_scan_fn'))
+            maps[length] = len(opened)
         assert n[12] == n[4], (shapes, n)           # a copy per step would add 8
+        if shapes == 'host':
+            assert maps[12] - maps[4] >= 3 * 8, maps      # three host products a step ran
 
 
 def test_reads_first_rule():

@@ -21,26 +21,40 @@ from .blas_operands import matrix_layout
 class _Mapped(object):
     """Maps, for one or more consecutive host steps, the bytes some DArrays cover.
 
-    Each root is mapped once over the union of the spans its views touch (READ, plus
-    WRITE where a view is written); every map is enqueued before waiting once. Buffers are
-    read off the roots at open time, so a frame whose input buffers were re-bound maps the
-    right memory. Mapping waits for the in-order queue; unmapping does not."""
+    Each buffer is mapped once over the union of the spans its roots' views touch (READ,
+    plus WRITE where a view is written): two roots on one buffer (rows of one outer buffer
+    a scan loop points them at, ``ops/scan_bind.py``) never get two overlapping maps. Every
+    map is enqueued before waiting once. Buffers and places are read off the roots at open
+    time, so a frame whose roots were re-bound or moved maps the right memory. Mapping waits
+    for the in-order queue; unmapping does not."""
 
     def __init__(self, dev, queue):
         self.dev = dev
         self.queue = queue
-        self.maps = {}        # id(root) -> (uint8 array, first byte mapped, its address)
+        self.maps = {}        # id(root) -> (uint8 array, root's first byte in it, address)
+        self.arrays = []      # the mapped arrays, one per buffer
 
     def open(self, regions):
         """Map ``regions``: (root, first byte, end byte, written), one per root."""
         cl = self.dev.cl
-        events = []
+        by_buf = {}
         for root, lo, hi, write in regions:
+            a, b = root.origin + lo, root.origin + hi
+            e = by_buf.get(id(root.buf))
+            if e is None:
+                by_buf[id(root.buf)] = [root.buf, a, b, write, [(root, lo, a)]]
+            else:
+                e[1], e[2], e[3] = min(e[1], a), max(e[2], b), e[3] or write
+                e[4].append((root, lo, a))
+        events = []
+        for buf, a, b, write, members in by_buf.values():
             flags = cl.map_flags.READ | (cl.map_flags.WRITE if write else 0)
-            arr, ev = cl.enqueue_map_buffer(self.queue, root.buf, flags, root.origin + lo,
-                                            (hi - lo,),
-                                            np.uint8, is_blocking=False)
-            self.maps[id(root)] = (arr, lo, arr.ctypes.data)
+            arr, ev = cl.enqueue_map_buffer(self.queue, buf, flags, a, (b - a,), np.uint8,
+                                            is_blocking=False)
+            self.arrays.append(arr)
+            base = arr.ctypes.data
+            for root, lo, start in members:
+                self.maps[id(root)] = (arr[start - a:], lo, base + start - a)
             events.append(ev)
         if events:
             cl.wait_for_events(events)
@@ -54,8 +68,8 @@ class _Mapped(object):
         return addr + d.offset - lo
 
     def release(self):
-        maps, self.maps = self.maps, {}
-        for arr, _, _ in maps.values():
+        arrays, self.arrays, self.maps = self.arrays, [], {}
+        for arr in arrays:
             arr.base.release(self.queue)
 
 
@@ -267,6 +281,9 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
     if Z is not None and Z is not C:
         accesses.append((Z, False))
     accesses += [(s.darr, False) for s in (alpha, beta) if s.kind == 'dev']
+    reads = [d for d, written in accesses if not written]
+    if Z is C:
+        reads.append(C)
     session = _session_for(ctx)
     idx = len(session.members)
     session.members.append(accesses)
@@ -330,4 +347,8 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
             if prev is not None:
                 one(prev)
             session.leave(idx, ok)
-    ctx.host_step(run, session=session)
+    # it says what it touches, and maps it where the roots are when it runs: a scan's
+    # inner frame may point them at the loop's rows (ops/scan_bind.py). Z is read only
+    # where C is written (copied into C, or C itself, before ?gemm reads it as C)
+    ctx.host_step(run, reads=reads, writes=[C], session=session, follows=True,
+                  pointwise=() if Z is None or Z is C else [Z])

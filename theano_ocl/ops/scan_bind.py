@@ -14,8 +14,10 @@ stays in the input's cell, so the frame's guard still holds and the frame replay
 
 What may be pointed elsewhere:
 
-* an input that only the frame's launches, copies and library calls read: not a host
-  step (it may keep its own idea of where the input is), not a value read on the host;
+* an input that only plans which follow their roots read (``Plan.follows``: launches,
+  copies, library calls, and the host BLAS of CPU devices, which maps its operands where
+  their roots are when it runs): not another host step (it may keep its own idea of where
+  the input is), not a value read on the host;
 * an output whose root holds it and nothing bigger (the frame puts in a root only values
   no larger than the root), not an input's or another output's root, not a shared
   variable, in a loop whose writes are not masked by a device stop flag (an ``until``
@@ -35,13 +37,8 @@ function from elsewhere finds the frame as it was.
 
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
 """
-from ..runtime import plans
 from ..runtime.context import bind_site
 from ..runtime.invokers import set_long
-
-#: plans that read their roots' places when they run (kernel arguments through the sites)
-_FOLLOW = (plans.Launch, plans.Copy, plans.Enqueue)
-
 
 def reads_first(steps, src, shift, dst):
     """Whether the frame's ``steps`` may write root ``dst`` over the memory root ``src``
@@ -107,7 +104,7 @@ class RowBinding(object):
         steps = frame.steps
 
         def followed(root):
-            return all(isinstance(s, _FOLLOW) or not s.touches(root) for s in steps)
+            return all(s.follows or not s.touches(root) for s in steps)
         input_roots = {id(r) for r in frame.input_roots.values()}
         entries, bound = [], []
         taps = {}            # outer output -> [(tap, followed input root, its shift)]

@@ -258,11 +258,15 @@ class PlanContext(object):
         self._record(plans.Enqueue(fn, self.task_index, session))
         self.frame.n_launches += 1
 
-    def host_step(self, fn, kind='host', reads=None, writes=None, session=None):
+    def host_step(self, fn, kind='host', reads=None, writes=None, session=None, follows=False,
+                  pointwise=()):
         """Record host work (``kind``: 'host', 'upload', 'download' or 'guard'); ``reads``
-        and ``writes``: the DArrays it touches, when known (else it is a barrier)."""
+        and ``writes``: the DArrays it touches, when known (else it is a barrier);
+        ``follows``: it reads their roots' places when it runs; ``pointwise``: reads made
+        only where the same element is written (``plans.HostStep``)."""
         cls = plans.HOST_KINDS[kind]
-        self._record(cls(fn, self.task_index, reads, writes, session=session))
+        self._record(cls(fn, self.task_index, reads, writes, session=session,
+                         follows=follows, pointwise=pointwise))
 
     def previous_plan(self):
         """The plan recorded just before this node's first one (None when this node has

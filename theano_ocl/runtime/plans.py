@@ -29,6 +29,10 @@ class Plan(object):
     kind = None
     #: reads made only at the element written there (:class:`Launch` declares them)
     pointwise = ()
+    #: whether the plan finds its memory where its roots are when it runs (a root moved
+    #: between passes, ``ops/scan_bind.py``: launches through their bound sites, copies and
+    #: library calls reading ``root.buf``), rather than where they were when recorded
+    follows = False
 
     def __init__(self, fn, task, reads=(), writes=()):
         self.fn = fn
@@ -96,6 +100,7 @@ class Launch(Plan):
     where the family declares them, else every buffer the arguments name."""
     __slots__ = ('kernel', 'name', 'gsize', 'lsize', 'args', 'batch', 'pointwise')
     kind = 'launch'
+    follows = True
 
     def __init__(self, fn, task, kernel, name, gsize, lsize, args, batch=None,
                  reads=None, writes=None, pointwise=()):
@@ -121,6 +126,7 @@ class Enqueue(Plan):
     ``session``: what the library keeps for host-side replay (``ops.blas_host``), or None."""
     __slots__ = ('session',)
     kind = 'launch'
+    follows = True
 
     def __init__(self, fn, task, session=None):
         Plan.__init__(self, fn, task, None, None)
@@ -132,6 +138,7 @@ class Copy(Plan):
     driver's own copy stays, e.g. large copies on CPU devices, a memcpy)."""
     __slots__ = ('dst', 'src', 'merge')
     kind = 'copy'
+    follows = True
 
     def __init__(self, fn, task, dst, src, merge=True):
         Plan.__init__(self, fn, task, (src,), (dst,))
@@ -143,13 +150,19 @@ class Copy(Plan):
 class HostStep(Plan):
     """Host work; ``reads``/``writes`` None when the step does not say which buffers it
     touches (a barrier that may touch any). ``session``: state a family shares between its
-    consecutive host steps (``ops.blas_host``' mapped regions), or None."""
-    __slots__ = ('session',)
+    consecutive host steps (``ops.blas_host``' mapped regions), or None. ``follows``: the
+    step maps what it touches from the roots' places when it runs (``ops.blas_host``);
+    ``pointwise``: as :class:`Launch`'s (a product's Z, read where C is written)."""
+    __slots__ = ('session', 'follows', 'pointwise')
     kind = 'host'
 
-    def __init__(self, fn, task, reads=None, writes=None, session=None):
+    def __init__(self, fn, task, reads=None, writes=None, session=None, follows=False,
+                 pointwise=()):
         Plan.__init__(self, fn, task, reads, writes)
         self.session = session
+        known = reads is not None and writes is not None
+        self.follows = bool(follows) and known
+        self.pointwise = tuple(pointwise) if known else ()
 
 
 class Upload(HostStep):
