@@ -357,14 +357,14 @@ class OCLFunction(object):
     @_planning
     def batched_plan(self, frame):
         """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
-        or False when that does not remove at least a quarter of the launches (a loop's
-        step, ``loop_step``: any)."""
+        or False when that does not remove at least a quarter of the launches (on GPUs and
+        for a loop's step, ``loop_step``: any; ``BatchedPlan.pays``)."""
         before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
         if before < (2 if self.loop_step else self.batch_min_launches):
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,
                                   cpu_group=self.settings.cpu_group, pinned=frame.pinned)
-        return plan if plan.pays(looped=self.loop_step) else False
+        return plan if plan.pays(looped=self.loop_step, gpu=self.dev.is_gpu) else False
 
     @_planning
     def loop_plans(self, frame):
