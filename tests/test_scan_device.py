@@ -326,8 +326,12 @@ def test_profile_flag_summary_with_a_device_scan():
     for n in (5, 7):
         f(rng.rand(n, 3), rng.rand(3, 3))
     from theano_ocl.report import inner_functions
-    (_, inner), = inner_functions(f)
+    (node, inner), = inner_functions(f)
     assert (inner.profile.callcount, inner.profile.nbsteps) == (2, 12)
+    # both calls planned a frame (new shapes): the node's time holds their loops, which
+    # the inner profile's call time measures inside it (Theano's "Scan overhead" <= 100%)
+    assert f.profile.apply_time[node] >= inner.profile.call_time > 0, (
+        f.profile.apply_time[node], inner.profile.call_time)
     text = io.StringIO()
     f.profile.summary(file=text)
     assert 'Scan overhead' in text.getvalue()
