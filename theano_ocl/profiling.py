@@ -101,6 +101,11 @@ class Profiler(object):
             self.times[step.task] += time.perf_counter() - t0
         return ev
 
+    def add_host_time(self, task, seconds):
+        """Host work of ``task`` done outside its recorded steps (a device Scan's loop in
+        the call that plans it)."""
+        self.times[task] += seconds
+
     def run_steps(self, frame):
         fn = self.fn
         for step in frame.steps:

@@ -6,7 +6,7 @@
 ## (eops: (pointer name, stride stem, traits, input index), each "off sb sm sn" in C's
 ## geometry). epi_call is the call of th_epi at element (bi, m, n) of C, with the product's
 ## value ``res`` as C's type (traits c) would hold it; ``ptr`` % pointer name gives each
-## operand's pointer expression.
+## operand's pointer expression. raw: an operand's element as stored (half: vload_half).
 <%def name="th_epi(cs, epi_cts, epi_body)">\
 inline ${cs['ct']} th_epi(${', '.join('%s i%d' % (t, q) for q, t in enumerate(epi_cts))})
 {

@@ -27,7 +27,7 @@
 ## integers (wrapping sums, as numpy's integer dot).
 <%namespace file="batch_locate.mako" import="locate"/>
 <%namespace file="fused_pre.mako" import="th_pre"/>
-<%namespace file="epilogue.mako" import="th_epi, epi_call"/>
+<%namespace file="epilogue.mako" import="th_epi, epi_call, raw"/>
 ${support}
 ## bops: the operands that stand for B, (pointer name, stride-name stem, traits) each
 % if fused:
@@ -36,13 +36,6 @@ ${th_pre(fused, b['t'], b['ct'], pre_body)}
 % if epi:
 ${th_epi(cs, epi_cts, epi_body)}
 % endif
-<%def name="raw(o, ptr, idx)">\
-% if o['half']:
-vload_half(${idx}, ${ptr})\
-% else:
-${ptr}[${idx}]\
-% endif
-</%def>
 <%def name="load(o, ptr, idx)">(${acc_t})${raw(o, ptr, idx)}</%def>
 <%def name="store(o, ptr, idx, val)">\
 % if o['half']:

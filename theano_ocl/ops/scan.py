@@ -209,7 +209,7 @@ class ScanImpl(DeviceImpl):
         outs = loop.run()                 # now: its outputs' shapes depend on what it does
         profiler = ctx.vm.profiler
         if profiler is not None:          # this call's loop, in the node's time (profiling.py)
-            profiler.times[ctx.task_index] += time.perf_counter() - start
+            profiler.add_host_time(ctx.task_index, time.perf_counter() - start)
         ctx.host_step(loop.replay, 'host', reads=None, writes=None)
         return outs
 
