@@ -441,11 +441,17 @@ def test_producers_fold_into_updates_of_a_view(dtype):
         assert_close(g, w, atol=1e-2 if dtype == 'float16' else None)
 
 
-def test_gradient_of_slices_folds_every_producer():
+@pytest.mark.parametrize('nested', ['device rule', 'forced'])
+def test_gradient_of_slices_folds_every_producer(nested, monkeypatch):
     """The LSTM gradient's step assembles the gate gradient from four slices, each
     ``inc_subtensor(zeros[:, a:b], f(...))``: every f is computed in its update's launch.
     Two of them read a sigmoid that Theano overwrites in place before the updates run;
-    that node writes a fresh output instead. Losses equal Theano C's."""
+    that node writes a fresh output instead. The value four nodes read is stored by the
+    first one's kernel, and the four updates cover the zeros, whose fill is dropped. The
+    recomputed gates are composed into their readers' kernels on GPUs ('forced': on CPU
+    devices too), else launched or stored by their first reader. Losses equal Theano C's."""
+    if nested == 'forced':
+        monkeypatch.setattr(fusion, 'NESTED_ON_CPU', True)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
     try:
         from lstm import build_lstm, make_data
@@ -463,6 +469,17 @@ def test_gradient_of_slices_folds_every_producer():
     X, y = make_data(7, 5, 6)
     for _ in range(3):
         np.testing.assert_allclose(f_o(X, y), f_c(X, y), rtol=1e-5)
+    gates = {k for k, t in enumerate(tasks) if 'sigmoid' in str(t.node.op) or
+             'Tanh' in str(t.node.op)}
+    fill = {k for k, t in enumerate(tasks) if isinstance(t.node.op, T.Alloc)}
+    assert len(gates) == 4 and len(fill) == 1, [tasks[k].node for k in gates | fill]
+    launched = {st.task for st in grads[0].fn.last_frame.steps}
+    assert not launched & fill
+    if nested == 'forced' or f_o.fn.dev.is_gpu:
+        assert not launched & gates, [tasks[k].node for k in launched & gates]
+    else:           # each launched, or stored by its first reader's kernel: none computed twice
+        assert all(k in launched or tasks[k].stored for k in gates) and launched & gates
+    assert any(t.stored for t in tasks)
 
 
 def _momentum_step(dtype, shape):
@@ -494,13 +511,20 @@ def test_shared_producer_folds_into_every_consumer(dtype):
             folded = [(p, c) for p, c in _fused_pairs(f) if p.op.scalar_op.__class__.__name__ == 'Mul']
             consumers = [t for t in f.fn.program.tasks if t.fused]
             assert folded and len(consumers) >= 2, _fused_pairs(f)
-        rng = np.random.RandomState(5)
-        steps = []
-        for _ in range(4):
-            gv = rand(shape, dtype, rng)
-            f(gv)
-            steps.append((W.get_value(), v.get_value()))
-        results[label] = steps
+        results[label] = _four_steps(f, W, v, shape, dtype, np.random.RandomState(5))
+    _steps_match(results)
+
+
+def _four_steps(f, W, v, shape, dtype, rng):
+    """(W, v) after each of four calls of ``f`` on random gradients."""
+    steps = []
+    for _ in range(4):
+        f(rand(shape, dtype, rng))
+        steps.append((W.get_value(), v.get_value()))
+    return steps
+
+
+def _steps_match(results):
     for label in ('fused', 'unfused'):
         for k, (got, want) in enumerate(zip(results[label], results['c'])):
             for a, b, what in zip(got, want, ('W', 'v')):
@@ -541,3 +565,150 @@ def test_shared_producer_broadcast_strided_and_launches():
         f_c(xv, yv, rand((1, 5), 'float32', rng))
     with pytest.raises(ValueError):
         f_o(xv, yv, rand((1, 5), 'float32', rng))
+
+
+def _stored(f):
+    """The (producer, consumer) pairs where the consumer's kernel stores the producer's kept
+    value (``fusion.fuse_kept_producers``)."""
+    prog = getattr(f, 'function', f).fn.program
+    return [(t.node, t.fused_into.node) for t in prog.tasks if t.stored]
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8'])
+def test_kept_producer_is_stored_by_its_consumer(dtype):
+    """An LSTM cell's shape: ``c`` is an output (kept) and ``o * tanh(c)`` reads it. The
+    consumer's kernel computes ``c``, uses it and stores it: one launch less than unfused,
+    both outputs equal to Theano C's, a later reader of ``c`` (a sum) reads the stored value;
+    over strided and negative-stride inputs, empty arrays, and a shape mismatch raised
+    where Theano raises it."""
+    M = T.TensorType(dtype, (False, False))
+    i, f, u, c0, o = [M(n) for n in ('i', 'f', 'u', 'c0', 'o')]
+    if dtype.startswith('float'):
+        c = T.nnet.sigmoid(f) * c0 + T.nnet.sigmoid(i) * T.tanh(u)
+        h = T.nnet.sigmoid(o) * T.tanh(c)
+    else:
+        c = f * c0 + i * u
+        h = (o + c) // 3
+    outs = [c, h, c.sum(axis=0)]
+    ins = [i, f, u, c0, o]
+    f_c, f_o = compile_both(ins, outs)
+    f_u = theano.function(ins, outs, mode=theano_ocl.OCLMode(fuse=False))
+    stored = _stored(f_o)
+    assert len(stored) == 1 and stored[0][0].outputs[0] in f_o.maker.fgraph.outputs, stored
+    assert not _stored(f_u)
+    rng = np.random.RandomState(1)
+
+    def values(shape, flip=False):
+        vals = [rand(shape, dtype, rng) for _ in ins]
+        if flip:
+            vals[0] = rand(shape[::-1], dtype, rng).T          # strided
+            vals[3] = vals[3][::-1, ::-1]                      # negative strides
+        return vals
+    for vals in (values((5, 7)), values((6, 3), flip=True), values((0, 4))):
+        want = f_c(*vals)
+        for fo in (f_o, f_u):
+            for k, (g, w) in enumerate(zip(fo(*vals), want)):
+                assert_close(g, w, what='output %d' % k)
+    for fo in (f_o, f_u):
+        fo(*values((5, 7)))
+    assert f_o.fn.last_frame.n_launches < f_u.fn.last_frame.n_launches
+    rows = [desc for node, where, desc in theano_ocl.placements(f_o) if node is stored[0][0]]
+    assert rows and 'computed and stored by the kernel of' in rows[0], rows
+    bad = values((5, 7))
+    bad[4] = rand((5, 6), dtype, rng)
+    with pytest.raises(ValueError):
+        f_c(*bad)
+    with pytest.raises(ValueError):
+        f_o(*bad)
+    for g, w in zip(f_o(*values((5, 7))), f_c(*values((5, 7)))):      # usable after it
+        assert g.shape == w.shape
+
+
+def test_kept_producer_over_what_its_consumer_overwrites():
+    """The consumer is made in place over a product that the kept producer reads too: the
+    merged kernel writes the consumer's output fresh (both read the product, one would
+    overwrite it). A producer whose value has another broadcast pattern than its
+    consumer's output is not merged. Results equal Theano C's, with and without fusion."""
+    x, y = T.dmatrices('x', 'y')
+    r = T.drow('r')
+    a = T.dot(x, y)                          # not elementwise: stays a value of its own
+    c = T.exp(a) - 1                         # kept (an output)
+    h = a * c + 1                            # Theano makes it in place over a
+    row = T.exp(r) + 1                       # a row, kept; its client broadcasts it
+    outs = [c, h, row, x * row]
+    f_c, f_o = compile_both([x, y, r], outs)
+    assert any(n.inputs[j].owner is not None and
+               isinstance(n.inputs[j].owner.op, T.blas.Dot22)
+               for n in f_o.maker.fgraph.toposort()
+               for js in (getattr(n.op, 'destroy_map', None) or {}).values() for j in js), \
+        'Theano no longer makes the consumer in place over the product'
+    stored = _stored(f_o)
+    outputs = f_o.maker.fgraph.outputs
+    assert [p.outputs[0] for p, _ in stored] == [outputs[0]], stored
+    consumer = [t for t in f_o.fn.program.tasks if t.node is stored[0][1]][0]
+    assert consumer.impl.writes_fresh
+    rng = np.random.RandomState(2)
+    for n, m in ((4, 6), (1, 3)):
+        vals = [rand((n, m), 'float64', rng), rand((m, n), 'float64', rng) / 4,
+                rand((1, m), 'float64', rng)]
+        for _ in range(2):
+            for k, (g, w) in enumerate(zip(f_o(*vals), f_c(*vals))):
+                assert_close(g, w, what='output %d' % k)
+
+
+def test_kept_update_stored_by_the_next_update():
+    """An SGD-momentum step written the other way round (the parameter's update reads the
+    new velocity): the velocity is an update, and the parameter's kernel stores it. Four
+    steps against Theano C's from the same state."""
+    shape = (6, 5)
+    results = {}
+    for label, mode in (('c', 'FAST_RUN'), ('fused', theano_ocl.OCLMode()),
+                        ('unfused', theano_ocl.OCLMode(fuse=False))):
+        rng = np.random.RandomState(3)
+        W = theano.shared(rand(shape, 'float32', rng), 'W')
+        v = theano.shared(rand(shape, 'float32', rng), 'v')
+        g = T.fmatrix('g')
+        v_new = np.float32(0.9) * v - np.float32(0.1) * T.tanh(g)
+        f = theano.function([g], [], updates=[(v, v_new), (W, W + 2 * v_new - W * v_new)],
+                            mode=mode)
+        if label == 'fused':
+            assert _stored(f), _fused_pairs(f)
+        results[label] = _four_steps(f, W, v, shape, 'float32', rng)
+    _steps_match(results)
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_shared_producer_folds_into_a_folded_consumer(dtype, monkeypatch):
+    """The LSTM gradient's gates: ``s = sigmoid(g[:, a:b])`` read by an elementwise node that
+    is itself folded into an ``inc_subtensor`` of zeros, and by another elementwise node.
+    ``s`` is computed in both kernels (composed into the folded one): no launch of its own,
+    results equal Theano C's and the unfused function's, over strided input rows. (GPUs
+    only by default: forced here on CPU devices too.)"""
+    monkeypatch.setattr(fusion, 'NESTED_ON_CPU', True)
+    g, d, e = [T.TensorType(dtype, (False, False))(n) for n in ('g', 'd', 'e')]
+    s = T.nnet.sigmoid(g[:, 2:5])
+    t = T.tanh(g[:, 5:])
+    z = T.zeros_like(g)
+    z = T.inc_subtensor(z[:, 2:5], d * s * (1 - s))
+    z = T.inc_subtensor(z[:, 5:], d * t * s)
+    outs = [z, e * s + d]
+    f_c, f_o = compile_both([g, d, e], outs)
+    f_u = theano.function([g, d, e], outs, mode=theano_ocl.OCLMode(fuse=False))
+    tasks = f_o.fn.program.tasks
+    sig = [t for t in tasks if 'sigmoid' in str(t.node.op)]
+    assert sig and all(t.fused_into is not None for t in sig), [(t.node, t.fused_into) for t in sig]
+    folded = [t for t in tasks if t.fused_into is not None and
+              t.fused_into.fused_into is None and any(x in sig for x in t.fused.values())]
+    assert folded, 'no taker of the sigmoid is itself folded'
+    rng = np.random.RandomState(4)
+    for n in (4, 1):
+        gv = rand((8, n), dtype, rng).T[:, ::-1]        # (n, 8): strided, reversed
+        vals = [gv, rand((n, 3), dtype, rng), rand((n, 3), dtype, rng)]
+        want = f_c(*vals)
+        for fo in (f_o, f_u):
+            for k, (got, w) in enumerate(zip(fo(*vals), want)):
+                assert_close(got, w, what='output %d' % k)
+    vals = [rand((4, 8), dtype, rng), rand((4, 3), dtype, rng), rand((4, 3), dtype, rng)]
+    for fo in (f_o, f_u):
+        fo(*vals)
+    assert f_o.fn.last_frame.n_launches < f_u.fn.last_frame.n_launches

@@ -52,6 +52,45 @@ def test_inc_subtensor(dtype):
     assert_matches_c([x, y], outs, [xv, yv])
 
 
+def _fill_steps(f):
+    """The steps of ``f``'s last frame recorded by its Alloc nodes (zero fills)."""
+    tasks = f.fn.program.tasks
+    allocs = {k for k, t in enumerate(tasks) if isinstance(t.node.op, T.Alloc)}
+    assert allocs
+    return [st for st in f.fn.last_frame.steps if st.task in allocs]
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_updates_that_cover_zeros_drop_the_fill(dtype):
+    """The gradient of slices: ``inc_subtensor(zeros[:, a:b], y)`` for slices that cover
+    the zeros (PlanContext.take_zeros): each update writes its y, and the fill is no longer
+    launched; where they cover part of it, or a y reads the zeros, or another node reads
+    them in between, the fill stays. Every case against Theano C over reversed-stride y,
+    empty and one-row inputs."""
+    x = T.matrix('x', dtype=dtype)
+    n = x.shape[0]
+    y1, y2 = x[:, ::-1][:, :3], x[:, 3:]
+
+    def zeros():
+        return T.zeros((n, 7), dtype=dtype)
+    z = T.inc_subtensor(zeros()[:, :3], y1)
+    z = T.set_subtensor(z[:, 3:5], y2[:, :2])
+    full = T.inc_subtensor(z[:, 5:], y2[:, 2:])
+    part = T.inc_subtensor(zeros()[:, 2:5], y1)
+    r = T.inc_subtensor(zeros()[:, :3], y1)
+    r = T.inc_subtensor(r[:, 6:], r[:, 3:4] + x[:, :1])      # reads zeros not yet written
+    reads = T.inc_subtensor(r[:, 3:6], x[:, 4:])              # then covered
+    out = [full, part, reads]
+    rng = np.random.RandomState(5)
+    for shape in ((6, 7), (1, 7), (0, 7)):
+        assert_matches_c([x], out, [rand(shape, dtype, rng)])
+    f = assert_matches_c([x], [full], [rand((6, 7), dtype, rng)])
+    assert not _fill_steps(f), _fill_steps(f)
+    for outs in ([part], [reads]):
+        f = assert_matches_c([x], outs, [rand((6, 7), dtype, rng)])
+        assert _fill_steps(f)
+
+
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_advanced_subtensor1(dtype):
     x, xv = _inputs(dtype)

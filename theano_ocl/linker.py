@@ -32,8 +32,8 @@ from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
-from .ops.fusion import (destroyed_inputs, destroyed_roots, fuse_epilogues, fuse_producers,
-                         fuse_shared_producers, reads_cross_a_destroy)
+from .ops.fusion import (destroyed_inputs, destroyed_roots, fuse_epilogues, fuse_kept_producers,
+                         fuse_producers, fuse_shared_producers, reads_cross_a_destroy)
 from .ops.registry import ocl_impl
 from .runtime import settings
 from .runtime.context import provide
@@ -64,6 +64,7 @@ class Task(object):
         self.replay = True              # False: its result is decided by the frame key
         self.fused_into = None          # the consumer task that computes this node's output
         self.fused = {}                 # input index -> producer task folded into this one
+        self.stored = False             # folded, and its consumer's kernel stores its value
         self.regions = ()               # (IfElse task, branch) it runs for (lazy_branches)
 
 
@@ -350,8 +351,9 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     prog.host_output_cells = [storage_map[v] for v in set(fgraph.outputs)
                               if v.owner is not None and producer[v].kind != 'dev']
     fuse_producers(prog, tasks, need_host, update_sources)
-    fuse_shared_producers(prog, tasks, need_host, update_sources)
+    fuse_shared_producers(prog, tasks, need_host, update_sources, dev)
     fuse_epilogues(prog, tasks, need_host, update_sources, dev)
+    fuse_kept_producers(prog, tasks, need_host, update_sources)
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)

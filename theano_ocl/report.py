@@ -29,7 +29,8 @@ def placements(f):
                 else:
                     takers = [t.node.op for t in prog.tasks
                               if any(e is task for e in t.fused.values())]
-                    desc = ('fused into %s: computed in its kernel' % takers[0] if len(takers) < 2
+                    desc = ('computed and stored by the kernel of %s' % takers[0]
+                            if task.stored else 'fused into %s: computed in its kernel' % takers[0] if len(takers) < 2
                             else 'fused into %s: computed in each of their kernels'
                             % ', '.join(map(str, takers)))
             elif task.fused:

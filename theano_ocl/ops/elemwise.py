@@ -324,13 +324,13 @@ planner.register_family('elemwise', planner.Family(_elemwise_batched, _elemwise_
 provide('copy_key', copy_key)
 
 
-def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
-    """(support, body, arrays) of one elementwise kernel computing ``scalar_fn`` (scalar
-    variables in, a list of output variables out) over ``ins``, some of them folded
+def compose(cache, scalar_fn, ins, in_dtypes, out_dtypes):
+    """(composite, support, body, arrays) of one elementwise kernel computing ``scalar_fn``
+    (scalar variables in, a list of output variables out) over ``ins``, some of them folded
     elementwise producers (``ops.fusion.Fused``: computed in place from their own inputs):
     one Composite whose inputs are the plain inputs and each folded producer's inputs, in
     order; ``arrays`` are what the kernel reads, in that order. The code is memoized in
-    ``cache`` by the folded producers' code. Used by ElemwiseImpl and IncSubtensorImpl."""
+    ``cache`` by the folded producers' code."""
     key = tuple((j, x.spec()) for j, x in enumerate(ins) if getattr(x, 'fused', False))
     code = cache.get(key)
     if code is None:
@@ -338,7 +338,7 @@ def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
         for x, dtype in zip(ins, in_dtypes):
             if getattr(x, 'fused', False):
                 pins = [ts.get_scalar_type(v.dtype.name)() for v in x.views]
-                args.append(x.impl.node.op.scalar_op.make_node(*pins).outputs[0])
+                args.append(x.impl.scalar_op.make_node(*pins).outputs[0])
                 cins += pins
                 dtypes += [v.dtype.name for v in x.views]
             else:
@@ -346,12 +346,19 @@ def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
                 args.append(v)
                 cins.append(v)
                 dtypes.append(dtype)
-        code = cache[key] = oscalar.elemwise_code(ts.Composite(cins, scalar_fn(*args)), dtypes,
-                                                  out_dtypes)
+        composite = ts.Composite(cins, scalar_fn(*args))
+        code = cache[key] = (composite,) + tuple(oscalar.elemwise_code(composite, dtypes,
+                                                                       out_dtypes))
     arrays = []
     for x in ins:
         arrays += x.views if getattr(x, 'fused', False) else [x]
     return code + (arrays,)
+
+
+def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
+    """(support, body, arrays) of :func:`compose`. Used by ElemwiseImpl and
+    IncSubtensorImpl."""
+    return compose(cache, scalar_fn, ins, in_dtypes, out_dtypes)[1:]
 
 
 class ElemwiseImpl(DeviceImpl):
@@ -408,6 +415,11 @@ class ElemwiseImpl(DeviceImpl):
         return not self.writes_fresh and ctx.destroyable[j] and x.shape == shape and x.dtype == np.dtype(dtype) and \
             not (k < len(ctx.kept) and ctx.kept[k] and not x.is_c_contiguous())
 
+    @property
+    def scalar_op(self):
+        """The scalar op a consumer composes when this node is folded into it."""
+        return self.node.op.scalar_op
+
     def takes_fused(self):
         """Whether a folded elementwise producer (``ops.fusion.Fused``) may stand for an
         input (``ops.fusion.fuse_shared_producers``): the node's code and the producer's
@@ -436,13 +448,26 @@ class ElemwiseImpl(DeviceImpl):
                 outs.append(ctx.alloc(shape, dt))
         support, body = self.support, self.body
         if any(getattr(x, 'fused', False) for x in ins):
+            # (the checked bodies take no folded producer: ElemwiseImpl.takes_fused). A
+            # folded producer whose value is kept (``ops.fusion.fuse_kept_producers``): this
+            # kernel stores it too, an output more
+            stored = tuple(j for j, x in enumerate(ins) if getattr(x, 'stored', None))
+            extra = []
+            for j in stored:
+                ins[j].out = ctx.alloc(shape, ins[j].dtype.name)
+                extra.append(ins[j].out)
+
+            def scalar_fn(*a):
+                return list(self.node.op.scalar_op.make_node(*a).outputs) + \
+                    [a[j] for j in stored]
             support, body, ins = folded_code(
-                self._folded, lambda *a: self.node.op.scalar_op.make_node(*a).outputs,
-                ins, self.in_dtypes, self.out_dtypes)
+                self._folded.setdefault(stored, {}), scalar_fn, ins, self.in_dtypes,
+                self.out_dtypes + [x.dtype.name for x in extra])
+            outs = outs + extra
         err = error_flag(ctx) if self.checked else None
         if plan_elementwise(ctx, support, body, outs, ins, shape, err) and self.checked:
             check_flag(ctx, err, _zero_division)
-        return outs
+        return outs[:len(self.out_dtypes)]
 
 
 @ocl_impl.register(Elemwise)

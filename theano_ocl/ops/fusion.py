@@ -20,23 +20,29 @@ from .. import _startup
 from ..darray import Shaped
 from ..runtime import settings
 from ..runtime.context import provide
-from .elemwise import ElemwiseImpl, elem_strides, plan_elementwise
+from .elemwise import ElemwiseImpl, compose, elem_strides, plan_elementwise
 
 
 class Fused(Shaped):
-    """An elementwise node folded into its one consumer (:func:`fuse_producers`).
+    """An elementwise node folded into its consumer (:func:`fuse_producers`).
 
     Its output is never stored: the consumer's kernel computes each element it reads from
     the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
     template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
-    on broadcast dims); a consumer applies the views it would make of the output to each
-    of them (:meth:`map`), so the element at an index of the mapped views is the element
-    the producer would have stored at that index. A consumer that cannot take it for some
-    call (a product too big for the small kernel) calls :meth:`materialize`: the producer's
-    own launch, planned at that point.
+    on broadcast dims), always DArrays: a producer with folded producers of its own is one
+    :class:`Composed` scalar op over all of their inputs. A consumer applies the views it
+    would make of the output to each of them (:meth:`map`), so the element at an index of
+    the mapped views is the element the producer would have stored at that index. A
+    consumer that cannot take it for some call (a product too big for the small kernel)
+    calls :meth:`materialize`: the producer's own launch, planned at that point.
+
+    ``stored``: the variable of a producer whose value is kept (:func:`fuse_kept_producers`):
+    the consumer's kernel stores it too, in ``out``.
     """
 
     fused = True
+    stored = None
+    out = None
 
     def __init__(self, impl, views):
         self.impl = impl
@@ -46,11 +52,19 @@ class Fused(Shaped):
 
     @classmethod
     def of(cls, impl, ins):
-        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on DArrays ``ins``; raises
-        the producer's own shape errors."""
+        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on ``ins`` (DArrays, or
+        fused values of its own folded producers); raises the producer's own shape errors."""
         shape = impl.out_shape(ins)
-        return cls(impl, [d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
-                          for d in ins])
+        ins = [fmap(lambda d: d.view(shape, tuple(s * d.itemsize
+                                                  for s in elem_strides(d, shape))), x)
+               for x in ins]
+        if not any(isinstance(x, Fused) for x in ins):
+            return cls(impl, ins)
+        composite, support, body, arrays = compose(
+            impl._folded.setdefault('fused', {}),
+            lambda *a: impl.scalar_op.make_node(*a).outputs, ins, impl.in_dtypes,
+            impl.out_dtypes)
+        return cls(Composed(composite, support, body, impl.out_dtypes), arrays)
 
     def spec(self):
         """What a consumer kernel's source depends on: (support, body, input dtypes)."""
@@ -64,6 +78,16 @@ class Fused(Shaped):
         out = ctx.alloc(self.shape, self.dtype.name)
         plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
         return out
+
+
+class Composed(object):
+    """An elementwise producer and the producers folded into it, as one scalar op (what
+    :class:`Fused` needs of its ``impl``)."""
+
+    def __init__(self, scalar_op, support, body, out_dtypes):
+        self.scalar_op = scalar_op
+        self.support, self.body = support, body
+        self.out_dtypes = tuple(out_dtypes)
 
 
 class Deferred(object):
@@ -271,34 +295,44 @@ def fuse_producers(prog, tasks, need_host, update_sources):
             _reads_move(prog, pos, e.node.inputs, task)
 
 
-def fuse_shared_producers(prog, tasks, need_host, update_sources):
+#: whether a shared producer folds into clients that are folded themselves on CPU devices
+#: too (tests): on PoCL computing the LSTM gradient's gates twice cost more than the two
+#: launches a step it saved (CPU LSTM step 150-169 ms against 124-127 without, 2 rounds)
+NESTED_ON_CPU = False
+
+
+def fuse_shared_producers(prog, tasks, need_host, update_sources, dev):
     """Fold a cheap elementwise producer into each of its elementwise consumers (after
     ``fuse_producers``, which takes producers with one consumer).
 
     Theano's fusion makes one kernel per output, so a value that several elementwise
     nodes read stays a launch of its own: the momentum term ``mu * v`` of an SGD step, read
-    by the parameter's update and by the velocity's. Where every client of such a value
-    is a device Elemwise node that can compose it (``ElemwiseImpl.takes_fused``), each
-    client computes it from the producer's inputs in its own kernel and the producer is
-    neither launched nor stored. Only a producer reading at most one array that is not
-    broadcastable in every dimension is duplicated so (one multiply per element instead of
-    a store and a load: no more memory traffic). The exclusions of ``fuse_producers``
-    apply to every client: a task between the producer and a client (that client
-    included) overwriting in place what the producer reads must be an elementwise node,
-    and writes a fresh output instead; so does a client that Theano made in place over
-    the producer's value.
+    by the parameter's update and by the velocity's; the gates of an LSTM's gradient step,
+    ``sigmoid(g[:, a:b])``, each read by two elementwise nodes. Where every client of such
+    a value is a device Elemwise node that can compose it (``ElemwiseImpl.takes_fused``),
+    each client computes it from the producer's inputs in its own kernel and the producer
+    is neither launched nor stored. On GPUs a client may itself be folded into its one
+    consumer (``fuse_producers``: the gradient of a slice into its ``IncSubtensor``): its
+    code, the producer's composed in, runs there. Only a producer reading at most one array that
+    is not broadcastable in every dimension is duplicated so (one multiply per element
+    instead of a store and a load: no more memory traffic). The exclusions of
+    ``fuse_producers`` apply to every client, at the place where its code runs: a task
+    between the producer and there (that task included) overwriting in place what the
+    producer reads must be an elementwise node, and writes a fresh output instead; so does
+    a client that Theano made in place over the producer's value.
     """
     if not settings.current().fuse:
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = destroyed_roots(tasks)
+    nested = dev.is_gpu or NESTED_ON_CPU
     for p, e in enumerate(tasks):
-        takers = _shared_takers(prog, tasks, pos, e, need_host, update_sources)
+        takers = _shared_takers(prog, tasks, pos, e, need_host, update_sources, nested)
         if not takers:
             continue
         blockers = set()
         for _, t in takers:
-            blockers.update(_blockers(e.node.inputs, destroyed, p, pos[t.node] + 1))
+            blockers.update(_blockers(e.node.inputs, destroyed, p, pos[runs_at(t).node] + 1))
         if not all(tasks[k].kind == 'dev' and isinstance(tasks[k].impl, ElemwiseImpl)
                    for k in blockers):
             continue
@@ -310,12 +344,20 @@ def fuse_shared_producers(prog, tasks, need_host, update_sources):
         e.fused_into = takers[0][1]
         for j, t in takers:
             t.fused[j] = e
-            _reads_move(prog, pos, e.node.inputs, t)
+            _reads_move(prog, pos, e.node.inputs, runs_at(t))
 
 
-def _shared_takers(prog, tasks, pos, e, need_host, update_sources):
+def runs_at(task):
+    """The task whose kernel runs ``task``'s code: itself, or the consumer it is folded into
+    (through a chain of single consumers)."""
+    while task.fused_into is not None:
+        task = task.fused_into
+    return task
+
+
+def _shared_takers(prog, tasks, pos, e, need_host, update_sources, nested):
     """[(input position, client task)] of a producer ``e`` that ``fuse_shared_producers``
-    may fold into all of its clients, else None."""
+    may fold into all of its clients (``nested``: folded ones too), else None."""
     if e.kind != 'dev' or e.fused_into is not None or e.fused or not fusable(e.impl):
         return None
     v = e.node.outputs[0]
@@ -327,11 +369,81 @@ def _shared_takers(prog, tasks, pos, e, need_host, update_sources):
     for node, j in v.clients:
         t = tasks[pos[node]] if node in pos else None
         if t is None or t.kind != 'dev' or not isinstance(t.impl, ElemwiseImpl) or \
-                t.fused_into is not None or not t.impl.takes_fused() or \
+                not t.impl.takes_fused() or \
                 j in t.host_inputs or j in t.fused or t.node.inputs.count(v) > 1:
+            return None
+        if t.fused_into is not None and not (nested and _folded_once(t)):
             return None
         takers.append((j, t))
     return takers
+
+
+def _folded_once(task):
+    """Whether ``task`` and each consumer it is folded into are folded into one consumer
+    only (``fuse_producers``), so its code runs at one place: :func:`runs_at`."""
+    while task.fused_into is not None:
+        if len(task.node.outputs[0].clients) != 1 or \
+                not isinstance(task.impl, ElemwiseImpl):
+            return False
+        task = task.fused_into
+    return True
+
+
+def fuse_kept_producers(prog, tasks, need_host, update_sources):
+    """Compute an elementwise producer whose value is kept in its elementwise consumer's
+    kernel, which stores it as an output more (after the other passes).
+
+    Theano's fusion stops at a value something else needs too (a function output, a
+    Scan's state, an update, a later node): the LSTM step's cell state ``c`` is kept and
+    read by ``o * tanh(c)``, two launches that read the same gates. Where such a producer
+    has one elementwise client of the same broadcast pattern (``ElemwiseImpl.takes_fused``)
+    and every other use comes after that client, the client's kernel computes the value
+    from the producer's inputs, uses it, and stores it (``Fused.stored``): a launch less
+    and no reload of the value. Not for a value a host node reads, nor where the client
+    is of an IfElse branch the producer is not of (``linker.lazy_branches``: the client may
+    be skipped where the value is needed). The producer's reads
+    move to the client's place: a task in between overwriting in place what it reads
+    must be an elementwise node, and writes a fresh output instead, as the client does
+    where Theano made it in place over what the producer reads.
+    """
+    if not settings.current().fuse:
+        return
+    pos = {t.node: k for k, t in enumerate(tasks)}
+    destroyed = destroyed_roots(tasks)
+    for p, e in enumerate(tasks):
+        if e.kind != 'dev' or e.fused_into is not None or not fusable(e.impl) or \
+                not all(isinstance(x.impl, ElemwiseImpl) and not x.stored
+                        for x in e.fused.values()):
+            continue
+        v = e.node.outputs[0]
+        if v in need_host or e.download_outputs:
+            continue
+        users = sorted((pos[n], j) for n, j in v.clients if n != 'output')
+        if not users:
+            continue
+        c, j = users[0]
+        t = tasks[c]
+        if len(users) > 1 and users[1][0] == c:
+            continue                          # the client reads it twice
+        if t.kind != 'dev' or not isinstance(t.impl, ElemwiseImpl) or \
+                t.fused_into is not None or not t.impl.takes_fused() or \
+                j in t.host_inputs or j in t.fused or \
+                not all(isinstance(x.impl, ElemwiseImpl) for x in t.fused.values()) or \
+                t.node.outputs[0].type.broadcastable != v.type.broadcastable or \
+                tuple(t.regions) != tuple(e.regions):
+            continue                # (a client of an IfElse branch may not run at all)
+        blockers = _blockers(_reads(e), destroyed, p, c + 1)
+        if not all(tasks[k].kind == 'dev' and isinstance(tasks[k].impl, ElemwiseImpl)
+                   for k in blockers):
+            continue
+        for k in blockers + ([c] if j in destroyed_inputs(t.node) else []):
+            tasks[k].impl.writes_fresh = True
+            destroyed[k] = None
+        destroyed[p] = None
+        e.fused_into = t
+        e.stored = True
+        t.fused[j] = e
+        _reads_move(prog, pos, _reads(e), t)
 
 
 def _reads_move(prog, pos, reads, task):

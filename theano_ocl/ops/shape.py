@@ -14,6 +14,7 @@ linker keeps on the host (shape arithmetic when its input is there too).
 """
 import numpy as np
 from theano.compile.ops import Rebroadcast, SpecifyShape
+from theano.gof import Constant
 from theano.tensor import basic as tbasic
 from theano.tensor.elemwise import DimShuffle
 from theano.tensor.opt import Assert, MakeVector
@@ -222,6 +223,7 @@ class AllocFill(DeviceImpl):
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(1, len(node.inputs)))
+        self.zero = isinstance(node.inputs[0], Constant) and not np.any(node.inputs[0].data)
 
     def plan(self, ctx, ins):
         v, shape = ins[0], tuple(int(s) for s in ins[1:])
@@ -233,6 +235,8 @@ class AllocFill(DeviceImpl):
                                  % (v.shape, shape))
         # a broadcasting copy: ctx.copy is for same-shaped arrays only
         strided_copy(ctx, out, v.view((1,) * lead + v.shape, (v.itemsize,) * lead + v.strides))
+        if self.zero:
+            ctx.zeros_written(out)    # updates of views that cover it may drop the fill
         return [out]
 
 

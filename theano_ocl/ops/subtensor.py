@@ -239,6 +239,7 @@ class IncSubtensorImpl(DeviceImpl):
         self.dynamic_capable = _dynamic_capable(node, 2)
         self.support, self.body = _update_code(node.op.set_instead_of_inc,
                                                node.inputs[0].type.dtype, node.inputs[1].type.dtype)
+        self._set_code = None     # the same as a set (over known zeros: _write)
         self._folded = {}
 
     @property
@@ -253,11 +254,37 @@ class IncSubtensorImpl(DeviceImpl):
             return 'gather, update, scatter at an index read every call'
         return 'elementwise update of a view'
 
-    def _update(self, xin, val):
+    def _update(self, xin, val, set_=False):
         """The scalar update x (+)= val, cast back to x's dtype (the folded code's op)."""
         x_dtype = self.node.inputs[0].type.dtype
-        upd = (ts.second if self.node.op.set_instead_of_inc else ts.add)(xin, val)
+        upd = (ts.second if set_ else ts.add)(xin, val)
         return [upd if upd.type.dtype == x_dtype else ts.cast(upd, x_dtype)]
+
+    def _write(self, ctx, view, y):
+        """The launch of view (+)= y (a fixed view). Where the view still holds a tracked
+        zero fill of its buffer (``PlanContext.take_zeros``: this node over ``zeros[...]``)
+        and y reads nothing of that buffer, y is written instead of added."""
+        set_ = self.node.op.set_instead_of_inc
+        zeros = None
+        if view.dtype.kind != 'c' and \
+                not any(a.root is view.root for a in (y.views if isinstance(y, Fused) else [y])):
+            zeros = ctx.take_zeros(view)
+        if zeros is not None and not set_:
+            set_ = True
+            if self._set_code is None:
+                self._set_code = _update_code(True, view.dtype.name, y.dtype.name)
+        support, body = self._set_code if set_ and not self.node.op.set_instead_of_inc \
+            else (self.support, self.body)
+        ins = [view, y]
+        if isinstance(y, Fused):
+            # (a Fused y only here: fusable_inputs is empty where an index is dynamic): its
+            # producer and the update composed into one Composite
+            support, body, ins = folded_code(
+                self._folded.setdefault(set_, {}), lambda x, v: self._update(x, v, set_),
+                [view, y], [view.dtype.name, y.dtype.name], [view.dtype.name])
+        plan_elementwise(ctx, support, body, [view], ins, view.shape)
+        if zeros is not None:
+            ctx.keep_zeros(zeros)
 
     def plan(self, ctx, ins):
         """x (+)= y over the view; where an index changes between calls, the view is
@@ -280,13 +307,7 @@ class IncSubtensorImpl(DeviceImpl):
         lead = view.ndim - y.ndim
         y = fmap(lambda d: d.view((1,) * lead + d.shape, (d.itemsize,) * lead + d.strides), y)
         if dyn is None:
-            # (a Fused y only here: fusable_inputs is empty where an index is dynamic): its
-            # producer and the update composed into one Composite
-            support, body, ins = (self.support, self.body, [view, y]) \
-                if not isinstance(y, Fused) else folded_code(
-                    self._folded, self._update, [view, y],
-                    [view.dtype.name, y.dtype.name], [view.dtype.name])
-            plan_elementwise(ctx, support, body, [view], ins, view.shape)
+            self._write(ctx, view, y)
             return [out]
         if self.node.op.set_instead_of_inc and y.dtype == view.dtype:
             dyn.move(ctx, y, into_extent=True)

@@ -107,6 +107,7 @@ class FrameBuilder(object):
         frame.has_host_steps = any(st.kind in ('host', 'download', 'guard') for st in frame.steps)
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []
+        frame.zeros = {}
         frame.tiny = (vm.host_tier_after is not None and vm.output_mode == 'host'
                       and not vm.profile
                       and all(d.size <= vm.tiny_size for d in dvals.values())
@@ -187,9 +188,14 @@ class FrameBuilder(object):
         prog, dvals = self.prog, self.dvals
         ins = []
         branch = getattr(task.impl, 'branch_input', None)
+        stored = []         # folded producers whose values this task's kernel stores
         for j, var in enumerate(node.inputs):
             if j in task.fused:
-                ins.append(family('fused_value')(task.fused[j], dvals))
+                x = family('fused_value')(task.fused[j], dvals)
+                if task.fused[j].stored:
+                    x.stored = var
+                    stored.append(x)
+                ins.append(x)
             elif j in task.host_inputs:
                 value = prog.storage_map[var][0]
                 ins.append(value)
@@ -206,7 +212,8 @@ class FrameBuilder(object):
                            and self._destroyable(task, node.inputs[j])
                            for j in range(len(node.inputs))]
         ctx.kept = [v in prog.keep_vars for v in node.outputs]
-        ctx.fresh = self.vm.loop_step and any(ctx.kept)
+        ctx.fresh = self.vm.loop_step and (any(ctx.kept) or
+                                           any(x.stored in prog.keep_vars for x in stored))
         try:
             outs = task.impl.plan(ctx, ins)
         finally:
@@ -219,6 +226,8 @@ class FrameBuilder(object):
                 raise AssertionError('%s produced %s for an output of type %s' % (
                     type(task.impl).__name__, d.dtype, var.type))
             self._set(var, d)
+        for x in stored:
+            self._set(x.stored, x.out)
         for var in task.download_outputs:
             self._download(ctx, dvals[var], prog.storage_map[var])
         self._run_new(ctx)

@@ -90,6 +90,7 @@ class Frame(object):
         self.nbytes = 0            # bytes of the buffers it owns, its alternates' included
         self.alternates = []       # frames of the same key for other IfElse branches
         self.skipped = set()       # task indices of the IfElse branches it does not take
+        self.zeros = {}            # id(root) -> _Zeros, while planning (PlanContext.zeros_written)
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
@@ -287,8 +288,81 @@ class PlanContext(object):
         """
         self.frame.checks.append(plans.Check(fn, self.task_index, read))
 
+    # -- known zeros ----------------------------------------------------------------
+    def zeros_written(self, d):
+        """The plan just recorded filled ``d`` (a fresh array) with zeros. Until another plan
+        touches its buffer, an update of a view of it that finds the view still zero may
+        write its values instead of adding them (:meth:`take_zeros`); once such writes
+        covered all of ``d``, the fill is dropped from the frame (:meth:`keep_zeros`): the
+        gradient of slices of one value, ``inc_subtensor(zeros[:, a:b], ...)`` for every
+        slice (an LSTM's gates), is written without the fill. (A written -0.0 stays -0.0,
+        where adding it to the fill's +0.0 gives +0.0.)"""
+        step = self.new_steps[-1] if self.new_steps else None
+        if 0 < d.size <= ZEROS_MAX and d.is_c_contiguous() and \
+                isinstance(step, plans.Launch) and all(w.root is d.root for w in step.writes):
+            self.frame.zeros[id(d.root)] = _Zeros(d, step)
+
+    def take_zeros(self, view):
+        """Where every element of ``view`` still holds the zero a tracked fill wrote: the
+        fill's record, those elements taken out of it (the caller writes them, then calls
+        :meth:`keep_zeros`); else None."""
+        entry = self.frame.zeros.get(id(view.root))
+        idx = None if entry is None else entry.elements(view)
+        if idx is None or not entry.mask[idx].all():
+            return None
+        del self.frame.zeros[id(view.root)]      # (the caller's launch touches the root)
+        entry.mask[idx] = False
+        return entry
+
+    def keep_zeros(self, entry):
+        """After the launch writing the elements :meth:`take_zeros` took: track the rest, or
+        drop the fill once nothing of it is left to read."""
+        if entry.mask.any():
+            self.frame.zeros[id(entry.d.root)] = entry
+            return
+        for steps in (self.frame.steps, self.new_steps):
+            for k, step in enumerate(steps):
+                if step is entry.step:
+                    del steps[k]
+                    self.frame.n_launches -= 1
+                    return
+
     def _record(self, step):
+        zeros = self.frame.zeros
+        if zeros:
+            for key, entry in list(zeros.items()):
+                if step.touches(entry.d.root):
+                    del zeros[key]            # read or written otherwise: no longer known
         self.new_steps.append(step)
+
+
+#: the largest zero fill (elements) PlanContext.zeros_written tracks
+ZEROS_MAX = 1 << 24
+
+
+class _Zeros(object):
+    """A zero fill of ``d`` recorded as ``step``; ``mask``: its elements still zero."""
+
+    def __init__(self, d, step):
+        self.d, self.step = d, step
+        self.mask = np.ones(d.size, bool)
+
+    def elements(self, v):
+        """The indices into ``d``'s elements of view ``v``'s, or None (another dtype, a
+        misaligned or out-of-range view)."""
+        d = self.d
+        off = v.offset - d.offset
+        if v.dtype != d.dtype or off % v.itemsize or any(st % v.itemsize for st in v.strides):
+            return None
+        idx = np.array(off // v.itemsize, np.int64)
+        for k, (n, st) in enumerate(zip(v.shape, v.strides)):
+            shape = [1] * v.ndim
+            shape[k] = n
+            idx = idx + (np.arange(n, dtype=np.int64) * (st // v.itemsize)).reshape(shape)
+        idx = idx.ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= d.size):
+            return None
+        return idx
 
 
 def bind_site(site, root):
