@@ -217,3 +217,24 @@ def test_a_batched_plan_pays_on_gpus_for_any_launch_it_saves():
         assert frame.batched, frame.batched
     else:
         assert frame.batched is False, frame.batched
+
+
+@CPU_GROUPS
+def test_launches_writing_disjoint_slices_of_one_array_merge(cpu_group):
+    """Updates of column slices of one matrix (a gradient of slices outside a loop) write
+    bytes of interleaved spans but no common element (``darray.disjoint``): their launches
+    of one kernel merge; slices that share columns stay in order. Against Theano C."""
+    xs = [T.fmatrix('x%d' % k) for k in range(4)]
+
+    def updates(cols):
+        z = T.zeros((xs[0].shape[0], 9), dtype='float32')
+        for x, (a, b) in zip(xs, cols):
+            z = T.inc_subtensor(z[:, a:b], T.exp(x))
+        return z
+    rng = np.random.RandomState(7)
+    vals = [rand((5, 3), 'float32', rng) for _ in xs]
+    plan = _assert_same_results(xs[:3], [updates([(0, 3), (3, 6), (6, 9)])], vals[:3])
+    assert plan.n_launches_after == 1, (plan.n_launches_before, plan.n_launches_after)
+    plan = _assert_same_results(xs, [updates([(0, 3), (2, 5), (4, 7), (5, 8)])], vals,
+                                expect_fewer=False)
+    assert plan.n_launches_after == plan.n_launches_before

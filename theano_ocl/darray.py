@@ -123,6 +123,38 @@ def span(darr):
     return lo, hi + darr.itemsize
 
 
+#: views of up to this many elements are compared element by element (element_indices)
+ELEMENTS_MAX = 1 << 18
+
+
+def element_indices(d):
+    """The positions of view ``d``'s elements in its buffer, in units of its itemsize from
+    the buffer's start (its root's origin included), flat; None where an offset or a stride
+    is not a multiple of the itemsize."""
+    size = d.itemsize
+    if d.boff % size or any(st % size for st in d.strides):
+        return None
+    idx = np.array(d.boff // size, np.int64)
+    for k, (n, st) in enumerate(zip(d.shape, d.strides)):
+        shape = [1] * d.ndim
+        shape[k] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * (st // size)).reshape(shape)
+    return idx.ravel()
+
+
+def disjoint(a, b):
+    """Whether views ``a`` and ``b`` of one buffer, whose spans overlap, provably touch no
+    common byte: elements of one size, none of them shared (column slices of one matrix,
+    the gates of an LSTM's gradient). Compared where both have at most ELEMENTS_MAX
+    elements; False where not proven."""
+    if a.itemsize != b.itemsize or a.size > ELEMENTS_MAX or b.size > ELEMENTS_MAX:
+        return False
+    ia, ib = element_indices(a), element_indices(b)
+    if ia is None or ib is None:
+        return False
+    return not np.intersect1d(ia, ib).size
+
+
 def overlaps(a, b):
     if a.root is not b.root or a.size == 0 or b.size == 0:
         return False

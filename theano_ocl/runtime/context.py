@@ -14,7 +14,7 @@ import collections
 
 import numpy as np
 
-from ..darray import DArray, Root
+from ..darray import DArray, Root, element_indices
 from . import native, plans, settings
 from .invokers import set_long
 from .memory import buffer_copier, upload
@@ -351,15 +351,10 @@ class _Zeros(object):
         """The indices into ``d``'s elements of view ``v``'s, or None (another dtype, a
         misaligned or out-of-range view)."""
         d = self.d
-        off = v.offset - d.offset
-        if v.dtype != d.dtype or off % v.itemsize or any(st % v.itemsize for st in v.strides):
+        idx = element_indices(v) if v.dtype == d.dtype and not d.boff % d.itemsize else None
+        if idx is None:
             return None
-        idx = np.array(off // v.itemsize, np.int64)
-        for k, (n, st) in enumerate(zip(v.shape, v.strides)):
-            shape = [1] * v.ndim
-            shape[k] = n
-            idx = idx + (np.arange(n, dtype=np.int64) * (st // v.itemsize)).reshape(shape)
-        idx = idx.ravel()
+        idx -= d.boff // d.itemsize
         if idx.size and (idx.min() < 0 or idx.max() >= d.size):
             return None
         return idx

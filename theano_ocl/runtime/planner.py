@@ -26,8 +26,10 @@ What merges is declared, not guessed: an op family records a launch with a
 :class:`~theano_ocl.runtime.plans.Batch` (family, key, the launch's table row and
 operands), and registers how its launches batch (:func:`register_family`: the batched
 kernel, the largest batch, per-launch scalars). Dependencies are read off what each plan
-says it reads and writes (buffer, byte span): a plan that reads or writes bytes an earlier
-one wrote, or writes bytes an earlier one read, runs after it and is never merged with it.
+says it reads and writes (buffer, byte span; where spans overlap, the elements: column
+slices of one matrix do not conflict, ``darray.disjoint``): a plan that reads or writes
+bytes an earlier one wrote, or writes bytes an earlier one read, runs after it and is never
+merged with it.
 Plans that do not say (host work, uploads, guards, library calls) are barriers: nothing
 moves across them.
 
@@ -77,7 +79,7 @@ class Op(object):
 def _span(d):
     lo, hi = da.span(d)
     origin = d.root.origin
-    return (_buf_id(d.root), origin + lo, origin + hi)
+    return (_buf_id(d.root), origin + lo, origin + hi, d)
 
 
 def _buf_id(root):
@@ -131,13 +133,14 @@ def _dependencies(ops):
         if last_barrier is not None:
             b.deps.add(last_barrier)
         for accesses, is_write in ((b.reads, False), (b.writes, True)):
-            for buf, lo, hi in accesses:
-                for i, lo_a, hi_a, w in touched.get(buf, ()):
-                    if (w or is_write) and lo_a < hi and lo < hi_a and i != b.index:
+            for buf, lo, hi, d in accesses:
+                for i, lo_a, hi_a, w, d_a in touched.get(buf, ()):
+                    if (w or is_write) and lo_a < hi and lo < hi_a and i != b.index and \
+                            i not in b.deps and not da.disjoint(d_a, d):
                         b.deps.add(i)
         for accesses, is_write in ((b.reads, False), (b.writes, True)):
-            for buf, lo, hi in accesses:
-                touched.setdefault(buf, []).append((b.index, lo, hi, is_write))
+            for buf, lo, hi, d in accesses:
+                touched.setdefault(buf, []).append((b.index, lo, hi, is_write, d))
         since_barrier.append(b.index)
 
 
