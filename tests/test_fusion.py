@@ -451,7 +451,7 @@ def test_gradient_of_slices_folds_every_producer(nested, monkeypatch):
     recomputed gates are composed into their readers' kernels on GPUs ('forced': on CPU
     devices too), else launched or stored by their first reader. Losses equal Theano C's."""
     if nested == 'forced':
-        monkeypatch.setattr(fusion, 'NESTED_ON_CPU', True)
+        monkeypatch.setattr(fusion, 'NESTED', True)
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), 'bench'))
     try:
         from lstm import build_lstm, make_data
@@ -684,7 +684,7 @@ def test_shared_producer_folds_into_a_folded_consumer(dtype, monkeypatch):
     ``s`` is computed in both kernels (composed into the folded one): no launch of its own,
     results equal Theano C's and the unfused function's, over strided input rows. (GPUs
     only by default: forced here on CPU devices too.)"""
-    monkeypatch.setattr(fusion, 'NESTED_ON_CPU', True)
+    monkeypatch.setattr(fusion, 'NESTED', True)
     g, d, e = [T.TensorType(dtype, (False, False))(n) for n in ('g', 'd', 'e')]
     s = T.nnet.sigmoid(g[:, 2:5])
     t = T.tanh(g[:, 5:])

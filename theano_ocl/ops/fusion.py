@@ -295,10 +295,11 @@ def fuse_producers(prog, tasks, need_host, update_sources):
             _reads_move(prog, pos, e.node.inputs, task)
 
 
-#: whether a shared producer folds into clients that are folded themselves on CPU devices
-#: too (tests): on PoCL computing the LSTM gradient's gates twice cost more than the two
-#: launches a step it saved (CPU LSTM step 150-169 ms against 124-127 without, 2 rounds)
-NESTED_ON_CPU = False
+#: whether a shared producer folds into clients that are folded themselves: None on GPUs
+#: only, else always (True) or never (False; tests). On PoCL computing the LSTM gradient's
+#: gates twice cost more than the two launches a step it saved (CPU LSTM step 150-169 ms
+#: against 124-127 without, 2 rounds)
+NESTED = None
 
 
 def fuse_shared_producers(prog, tasks, need_host, update_sources, dev):
@@ -325,7 +326,7 @@ def fuse_shared_producers(prog, tasks, need_host, update_sources, dev):
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = destroyed_roots(tasks)
-    nested = dev.is_gpu or NESTED_ON_CPU
+    nested = dev.is_gpu if NESTED is None else NESTED
     for p, e in enumerate(tasks):
         takers = _shared_takers(prog, tasks, pos, e, need_host, update_sources, nested)
         if not takers:
