@@ -353,7 +353,7 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     fuse_producers(prog, tasks, need_host, update_sources)
     fuse_shared_producers(prog, tasks, need_host, update_sources, dev)
     fuse_epilogues(prog, tasks, need_host, update_sources, dev)
-    fuse_kept_producers(prog, tasks, need_host, update_sources)
+    fuse_kept_producers(prog, tasks, need_host)
     _mark_replay(prog, tasks, need_dev, key_inputs, update_sources)
     # constants consumed on the device are uploaded once per program
     prog.consts = sorted({v for v in need_dev if isinstance(v, Constant)}, key=id)

@@ -29,10 +29,13 @@ def placements(f):
                 else:
                     takers = [t.node.op for t in prog.tasks
                               if any(e is task for e in t.fused.values())]
-                    desc = ('computed and stored by the kernel of %s' % takers[0]
-                            if task.stored else 'fused into %s: computed in its kernel' % takers[0] if len(takers) < 2
-                            else 'fused into %s: computed in each of their kernels'
-                            % ', '.join(map(str, takers)))
+                    if task.stored:
+                        desc = 'computed and stored by the kernel of %s' % takers[0]
+                    elif len(takers) < 2:
+                        desc = 'fused into %s: computed in its kernel' % takers[0]
+                    else:
+                        desc = ('fused into %s: computed in each of their kernels'
+                                % ', '.join(map(str, takers)))
             elif task.fused:
                 desc += ' (with %s fused)' % ', '.join(str(e.node.op) for e in task.fused.values())
             rows.append((task.node, 'device', desc))

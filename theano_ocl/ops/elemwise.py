@@ -374,7 +374,8 @@ class ElemwiseImpl(DeviceImpl):
         self.bcast = [i.type.broadcastable for i in node.inputs]
         self.in_dtypes = [i.type.dtype for i in node.inputs]
         self.out_dtypes = [o.type.dtype for o in node.outputs]
-        self._folded = {}
+        self._folded = {}       # stored inputs -> this node's kernels with folded producers
+        self._composed = {}     # this node folded, its own folded producers composed in
 
     def describe(self):
         return 'Elemwise kernel (%s)' % self.node.op.scalar_op
@@ -458,7 +459,7 @@ class ElemwiseImpl(DeviceImpl):
                 extra.append(ins[j].out)
 
             def scalar_fn(*a):
-                return list(self.node.op.scalar_op.make_node(*a).outputs) + \
+                return list(self.scalar_op.make_node(*a).outputs) + \
                     [a[j] for j in stored]
             support, body, ins = folded_code(
                 self._folded.setdefault(stored, {}), scalar_fn, ins, self.in_dtypes,

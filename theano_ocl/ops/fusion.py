@@ -61,7 +61,7 @@ class Fused(Shaped):
         if not any(isinstance(x, Fused) for x in ins):
             return cls(impl, ins)
         composite, support, body, arrays = compose(
-            impl._folded.setdefault('fused', {}),
+            impl._composed,
             lambda *a: impl.scalar_op.make_node(*a).outputs, ins, impl.in_dtypes,
             impl.out_dtypes)
         return cls(Composed(composite, support, body, impl.out_dtypes), arrays)
@@ -390,7 +390,7 @@ def _folded_once(task):
     return True
 
 
-def fuse_kept_producers(prog, tasks, need_host, update_sources):
+def fuse_kept_producers(prog, tasks, need_host):
     """Compute an elementwise producer whose value is kept in its elementwise consumer's
     kernel, which stores it as an output more (after the other passes).
 

@@ -273,8 +273,9 @@ class IncSubtensorImpl(DeviceImpl):
             set_ = True
             if self._set_code is None:
                 self._set_code = _update_code(True, view.dtype.name, y.dtype.name)
-        support, body = self._set_code if set_ and not self.node.op.set_instead_of_inc \
-            else (self.support, self.body)
+            support, body = self._set_code
+        else:
+            support, body = self.support, self.body
         ins = [view, y]
         if isinstance(y, Fused):
             # (a Fused y only here: fusable_inputs is empty where an index is dynamic): its
