@@ -13,6 +13,7 @@ import theano.tensor as T
 
 import theano_ocl
 from helpers import assert_close, assert_matches_c, compile_both, rand
+from theano_ocl.report import placements
 
 DTYPES = ('bool', 'int8', 'int32', 'int64', 'uint8', 'float16', 'float32', 'float64')
 
@@ -213,3 +214,33 @@ def test_shape_values_on_the_device_are_constants_of_their_frame():
     kinds = [s.kind for s in f_o.fn.last_frame.steps]
     assert kinds.count('upload') == 1 and 'host' not in kinds, kinds     # x's upload only
     assert len(f_o.fn.frames) == 2
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8'])
+def test_float_arithmetic_on_shapes_is_a_constant_of_its_frame(dtype):
+    """``T.mean``'s ``1 / cast(n)`` and other one-element float arithmetic on shapes runs on
+    the host with the shapes, once per frame, and is a constant of that frame: no launch
+    of its own, no host step on replay. Each input shape, the empty one included (a mean
+    of nothing is nan, as in Theano C), gets its own value."""
+    x = T.matrix('x', dtype=dtype)
+    n = x.shape[0]
+    outs = [x.mean(), x.mean(axis=0), x.sum(axis=1) / T.cast(x.shape[1], 'float32'),
+            T.cast(x, 'float32') * (T.constant(2, dtype='float32') / T.cast(n, 'float32') + 1)]
+    f_c, f_o = compile_both([x], outs)
+    for rows in (3, 5, 0, 3, 5):
+        xv = rand((rows, 4), dtype)
+        with np.errstate(divide='ignore', invalid='ignore'):
+            want = f_c(xv)
+        got = f_o(xv)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert_close(a, b, what='output %d, %d rows' % (k, rows))
+    # every node but the sums and what reads x runs on the host, with the shapes
+    on_device = [str(node) for node, place, _ in placements(f_o) if place == 'device']
+    assert all('x' in str(node.inputs) or 'Sum' in str(node.op) or 'Sum' in str(node.inputs)
+               for node, place, _ in placements(f_o) if place == 'device'), on_device
+    casts = [place for node, place, _ in placements(f_o)
+             if 'Cast' in str(node.op) and all(v.name != 'x' for v in node.inputs)]
+    assert casts and set(casts) == {'host-shape'}, casts
+    kinds = [s.kind for s in f_o.fn.last_frame.steps]
+    assert kinds.count('upload') == 1 and 'host' not in kinds, kinds     # x's upload only
+    assert len(f_o.fn.frames) == 3

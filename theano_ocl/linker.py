@@ -23,7 +23,7 @@ from theano.gof import cc as gof_cc, link as gof_link, vm as gof_vm
 from theano.gof.graph import Constant
 from theano.compile.sharedvalue import SharedVariable
 from theano.tensor.type import TensorType
-from theano.tensor import basic as tbasic
+from theano.tensor import basic as tbasic, subtensor as tsubtensor
 from theano.compile import ops as compile_ops
 from theano import scalar as ts
 from theano.tensor.type_other import SliceType, NoneTypeT
@@ -180,13 +180,33 @@ def _is_small_int(var):
     return False
 
 
+#: constants up to this many elements may enter host shape arithmetic (_shape_arithmetic)
+SHAPE_CONSTANT_MAX = 64
+
+
+def _shape_arithmetic(node, placement):
+    """Whether ``node`` is elementwise arithmetic, a broadcast or an indexing of values
+    computed on the host from shapes (and small constants), whatever their dtype:
+    ``T.mean``'s ``1 / cast(n)``, a vector of shapes cast to float and indexed. It runs
+    on the host as shape arithmetic does, once per frame where the key decides its inputs,
+    and its value is a constant of the frame, not a launch per call."""
+    if not isinstance(node.op, (tbasic.Elemwise, tbasic.DimShuffle, tsubtensor.Subtensor)):
+        return False
+    if not all(isinstance(o.type, TensorType) and (o.type.ndim <= 1 or all(o.type.broadcastable))
+               for o in node.outputs):
+        return False
+    return all(placement.get(v) == 'meta' or
+               (isinstance(v, Constant) and np.size(v.data) <= SHAPE_CONSTANT_MAX)
+               for v in node.inputs)
+
+
 def _host_available(var, placement):
     if isinstance(var, Constant):
         return True
     if var.owner is None:
         t = var.type
         return isinstance(t, ts.Scalar) or (isinstance(t, TensorType) and t.ndim == 0 and _is_small_int(var))
-    return placement.get(var) == 'host'
+    return placement.get(var) in ('host', 'meta')
 
 
 def _dtype_reason(dtype, impl, dev):
@@ -228,6 +248,8 @@ def select(node, dev, placement):
     if all(_is_small_int(o) for o in node.outputs) and \
             all(_host_available(v, placement) for v in node.inputs):
         return Task(node, 'host', meta=True)
+    if _shape_arithmetic(node, placement):
+        return Task(node, 'host', meta=True)
     try:
         impl = ocl_impl(op, node, dev)
     except NoDeviceImplementation as e:
@@ -252,8 +274,8 @@ def build_program(fgraph, order, storage_map, compute_map, input_storage, output
     for node in order:
         task = select(node, dev, placement)
         where = 'dev' if task.kind == 'dev' else 'host'
-        if task.kind == 'shape':
-            where = 'host'
+        if task.kind == 'shape' or task.meta:
+            where = 'meta'          # host values computed from shapes
         for o in node.outputs:
             placement[o] = where
         tasks.append(task)

@@ -5,12 +5,16 @@
 ## Two shapes of the same kernel:
 ## - ts (rb None): work-group (TS, TS), one element of C per work-item, a TS x TS block of C;
 ## - rb = (TX, TY, RM, RN, BK, a_kfast, b_nfast), register-blocked: work-group (TX, TY), each
-##   work-item RM x RN elements of C (rows ly + TY*i, columns lx + TX*j: a warp's stores are
-##   consecutive), a (TY*RM) x (TX*RN) block; BK-deep tiles of A and B go through local
-##   memory, loaded by all work-items with the operand's shorter stride fastest
-##   (a_kfast: A's k; b_nfast: B's n) so that the loads coalesce. The tile's corners in A
-##   and B are computed once per work-group (64-bit); offsets within a tile in `it` (int
-##   where the planner found they fit: NVIDIA's 64-bit multiplies are several instructions).
+##   work-item RM x RN elements of C (rows ly*RM + i, columns lx*RN + j), a (TY*RM) x
+##   (TX*RN) block; BK-deep tiles of A and B go through local memory, loaded by all
+##   work-items with the operand's shorter stride fastest (a_kfast: A's k; b_nfast: B's n)
+##   so that the loads coalesce. A work-item's RM rows of the A tile (RN columns of the B
+##   tile) are consecutive in local memory and read as one vector per k (float4: one
+##   local load for four products' operands, where reading them one by one made the loop
+##   bound by local loads); the next tile is loaded into registers (pa, pb) while this one
+##   is computed. The tile's corners in A and B are computed once per work-group (64-bit);
+##   offsets within a tile in `it` (int where the planner found they fit: NVIDIA's 64-bit
+##   multiplies are several instructions).
 ## Either way A and B go through local-memory tiles.
 ## split (either shape): the sum over k cut into S chunks of KC, the third grid dimension
 ## (batch, chunk); each work-group writes its partial product into P (S x M x N per batch,
@@ -40,7 +44,10 @@ ${th_epi(cs, epi_cts, epi_body)}
 % endif
 
 % if rb:
-<% tx, ty, rm, rn, bk, a_kfast, b_nfast = rb %>\
+<%
+tx, ty, rm, rn, bk, a_kfast, b_nfast = rb
+na, nb_ = ty * rm * bk // (tx * ty), bk * tx * rn // (tx * ty)
+%>\
 #define TX ${tx}
 #define TY ${ty}
 #define RM ${rm}
@@ -58,8 +65,12 @@ __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 void ${name}(${params()})
 {
 % if rb:
-    __local ${acc_t} As[BK][BM + 1];
-    __local ${acc_t} Bs[BK][BN + 1];
+    /* a work-item's RM (RN) consecutive rows (columns) of a tile are read as one vector;
+       one vector of padding per row of the tile */
+    __local ${acc_t}${rm} As[BK * (BM / RM + 1)];
+    __local ${acc_t}${rn} Bs[BK * (BN / RN + 1)];
+    __local ${acc_t} *Asf = (__local ${acc_t} *)As;
+    __local ${acc_t} *Bsf = (__local ${acc_t} *)Bs;
     const int lx = get_local_id(0);      /* along N */
     const int ly = get_local_id(1);      /* along M */
     const int tid = ly * TX + lx;
@@ -86,52 +97,48 @@ void ${name}(${params()})
         for (int j = 0; j < RN; ++j)
             acc[i][j] = 0;
     }
+    /* the next tile's elements are loaded into registers while this one is computed */
+    ${acc_t} pa[${na}], pb[${nb_}];
+${prefetch('kbeg', na, nb_, a_kfast, b_nfast)}\
     for (${it} k0 = kbeg; k0 < kend; k0 += BK) {
         #pragma unroll
-        for (int e = tid; e < BM * BK; e += TX * TY) {
+        for (int q = 0; q < ${na}; ++q) {
+            const int e = tid + q * TX * TY;
 % if a_kfast:
-            const int kk = e % BK, mm = e / BK;
+            Asf[(e % BK) * (BM + RM) + e / BK] = pa[q];
 % else:
-            const int mm = e % BM, kk = e / BM;
+            Asf[(e / BM) * (BM + RM) + e % BM] = pa[q];
 % endif
-            const ${it} k = k0 + kk;
-            As[kk][mm] = (mm < Mr && k < kend) ? ${load(a, 'At', 'mm * sm + k * sk')} : (${acc_t})0;
         }
         #pragma unroll
-        for (int e = tid; e < BK * BN; e += TX * TY) {
+        for (int q = 0; q < ${nb_}; ++q) {
+            const int e = tid + q * TX * TY;
 % if b_nfast:
-            const int nn = e % BN, kk = e / BN;
+            Bsf[(e / BN) * (BN + RN) + e % BN] = pb[q];
 % else:
-            const int kk = e % BK, nn = e / BK;
+            Bsf[(e % BK) * (BN + RN) + e / BK] = pb[q];
 % endif
-            const ${it} k = k0 + kk;
-            Bs[kk][nn] = (k < kend && nn < Nr) ? ${load(b, 'Bt', 'k * tk + nn * tn')} : (${acc_t})0;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+${prefetch('k0 + BK', na, nb_, a_kfast, b_nfast)}\
         #pragma unroll
         for (int kk = 0; kk < BK; ++kk) {
-            ${acc_t} av[RM], bv[RN];
-            #pragma unroll
-            for (int i = 0; i < RM; ++i)
-                av[i] = As[kk][ly + TY * i];
-            #pragma unroll
-            for (int j = 0; j < RN; ++j)
-                bv[j] = Bs[kk][lx + TX * j];
-            #pragma unroll
-            for (int i = 0; i < RM; ++i) {
-                #pragma unroll
-                for (int j = 0; j < RN; ++j)
-                    acc[i][j] += CMUL(av[i], bv[j]);
-            }
+            const ${acc_t}${rm} a4 = As[kk * (BM / RM + 1) + ly];
+            const ${acc_t}${rn} b4 = Bs[kk * (BN / RN + 1) + lx];
+% for i in range(rm):
+% for j in range(rn):
+            acc[${i}][${j}] += a4.s${i} * b4.s${j};
+% endfor
+% endfor
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
     #pragma unroll
     for (int i = 0; i < RM; ++i) {
-        const long m = m0 + ly + TY * i;
+        const long m = m0 + ly * RM + i;
         #pragma unroll
         for (int j = 0; j < RN; ++j) {
-            const long n = n0 + lx + TX * j;
+            const long n = n0 + lx * RN + j;
             if (m < M && n < N) {
 % if split:
                 P[p_off + ((bi * S + si) * M + m) * N + n] = acc[i][j];
@@ -196,6 +203,30 @@ __kernel void ${name}_sum(${params()})
 ${store_c('acc')}\
 }
 % endif
+<%def name="prefetch(kstart, na, nb_, a_kfast, b_nfast)">\
+        #pragma unroll
+        for (int q = 0; q < ${na}; ++q) {
+            const int e = tid + q * TX * TY;
+% if a_kfast:
+            const int kk = e % BK, mm = e / BK;
+% else:
+            const int mm = e % BM, kk = e / BM;
+% endif
+            const ${it} k = ${kstart} + kk;
+            pa[q] = (mm < Mr && k < kend) ? ${load(a, 'At', 'mm * sm + k * sk')} : (${acc_t})0;
+        }
+        #pragma unroll
+        for (int q = 0; q < ${nb_}; ++q) {
+            const int e = tid + q * TX * TY;
+% if b_nfast:
+            const int nn = e % BN, kk = e / BN;
+% else:
+            const int kk = e % BK, nn = e / BK;
+% endif
+            const ${it} k = ${kstart} + kk;
+            pb[q] = (k < kend && nn < Nr) ? ${load(b, 'Bt', 'k * tk + nn * tn')} : (${acc_t})0;
+        }
+</%def>
 <%def name="params()">
     const long M, const long N, const long K,
     __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,

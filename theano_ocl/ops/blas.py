@@ -35,7 +35,12 @@ The kernel has two shapes (``kernels/gemm.cl.mako``): one element of C per work-
 on GPUs, register-blocked (``register_blocking``): 4x4 elements per work-item in a 64x64
 tile (2x4 or 2x2 where the sum is too short to split and 64x64 tiles leave compute units
 idle), offsets within a tile in 32-bit integers where they fit (1024^3: 140 us against 159
-in 64-bit). It takes that shape where A is transposed (the one-per-item kernel's loads of A
+in 64-bit). Its work-items read their rows of the local tiles as vectors and load the
+next tile into registers while computing one: on the H100 (2026-11-27, device time from
+profiling events, as ``bench/gemm_shapes.py`` takes it) the MLP's products took 30-38 us
+against 43-45 before, 1024^3 94 us against 131-140, the LSTM's X @ W (3200x1024x256) 83 us
+against 108; cuBLAS (torch, TF32 off, CUDA events) took 38-48 us for the MLP's products
+and 78 us for 1024^3. It takes that shape where A is transposed (the one-per-item kernel's loads of A
 do not coalesce) or the product has more than ``RB_MIN_MACS`` multiply-adds, and C has no
 side under ``RB_MIN_SIDE`` (a tile would mostly compute padding: h.T @ d of 1000x256x10
 24.3 us against 10.8). Where C has fewer work-groups than the device has compute units
@@ -255,10 +260,13 @@ GPU_SHAPES_ON_CPU = False
 SPLIT_MIN_K = 512
 SPLIT_MIN_CHUNK = 128
 #: the register-blocked kernel splits a sum of at least 2 * RB_SPLIT_CHUNK into chunks of at
-#: least RB_SPLIT_CHUNK, aiming at RB_SPLIT_GROUPS work-groups per compute unit: on the H100
-#: (2026-11-26) 256x1024x3200 took 103 us in 8 chunks, 142 in 4, 478 whole; 128x500x800
-#: 22 us in 8 chunks, 32 in 4
-RB_SPLIT_CHUNK = 96
+#: least RB_SPLIT_CHUNK, aiming at RB_SPLIT_GROUPS work-groups per compute unit. On the H100
+#: (2026-11-27, the kernel with register prefetch) 256x1000x784 took 33.6 us in 4 chunks
+#: and 38-42 in 7-8, 256x1000x1000 37.6 in 4 and 41.7 in 8, 256x1024x3200 74 in 8 and 82
+#: in 4; the MLP step (three alternating processes) 0.63-0.70 ms with chunks of at least
+#: 192 against 0.64-0.68 with 96 (whose 7-9 chunks the earlier kernel needed: 103 us in 8
+#: chunks, 142 in 4 for 256x1024x3200, 2026-11-26)
+RB_SPLIT_CHUNK = 192
 RB_SPLIT_GROUPS = 4
 
 
