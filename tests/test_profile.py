@@ -128,15 +128,16 @@ def test_profile_types_transfers_and_builds(fresh_builds):
     assert 'Nodes: %d on the device (type D)' % n_dev in text
 
     # every call uploads x and HostCopy's output, and downloads tanh(x W) for HostCopy and
-    # the cost; the first call also places W and V on the device, and the shape vector
-    # mean() divides by (a MakeVector of two int64 computed on the host, which the frame's
-    # key decides: a constant of the frame)
-    f4, i8 = 4, 8
+    # the cost; the first call also places W and V on the device, and the values mean()
+    # and its gradient divide by (the two sizes cast to float32 and their product,
+    # computed on the host from the shapes, which the frame's key decides: constants of
+    # the frame)
+    f4 = 4
     n_up, up_bytes, up_s = _transfers(text, 'upload')
     n_down, down_bytes, down_s = _transfers(text, 'download')
-    assert up_bytes == CALLS * (N * D_IN + N * D_HID) * f4 + 2 * i8 \
+    assert up_bytes == CALLS * (N * D_IN + N * D_HID) * f4 + 3 * f4 \
         + (D_IN * D_HID + D_HID * D_OUT) * f4
-    assert n_up == 2 * CALLS + 3
+    assert n_up == 2 * CALLS + 2 + 3
     assert down_bytes == CALLS * (N * D_HID + 1) * f4
     assert n_down == 2 * CALLS
     assert 0 < up_s < 1 and 0 < down_s < 1

@@ -36,8 +36,12 @@ has one, else `perform`), with the transfers that takes. `theano_ocl.report(f)` 
 choice and the reason per node of a compiled function. Whatever the op, a node stays on
 the host when:
 
-- it computes small integers from values already on the host (shape arithmetic): Theano's
-  thunk runs on the host by design; `Shape` and `Shape_i` are read off the array shapes;
+- it computes small integers from values already on the host (shape arithmetic), or is
+  elementwise arithmetic, a broadcast or an indexing of such values and constants of at
+  most 64 elements with a vector or one-element result of any dtype (`T.mean`'s
+  `1 / cast(n)`): Theano's thunk runs on the host by design, once per frame where the
+  shapes decide it, and its value is a constant of the frame; `Shape` and `Shape_i` are
+  read off the array shapes;
 - an input or output is not a tensor (a Scalar, a typed list, a slice), except inputs the
   implementation takes as host values (sizes, axes, indices);
 - a tensor has a dtype the implementation does not take (the dtypes column), a complex
