@@ -230,3 +230,33 @@ def test_progress_bar_on_a_terminal(monkeypatch, tmp_path):
                  '--set', 'overhead.calls=100']) == 0
     bar = term.getvalue().replace('\r', '\n')
     assert 'overhead: x*2+1 + shared update' in bar and '6/6' in bar, bar[-500:]
+
+
+def test_settle_calls_run_untimed_before_each_sample(monkeypatch):
+    """A case's ``settle`` calls run right before each of its samples, after the pause and
+    outside the timed span: every sample times exactly ``calls`` calls, and the record
+    says how many settled it."""
+    from theano_ocl.benchmarks import runner
+    log = []
+    clock = [0.0]
+
+    import types
+    monkeypatch.setattr(runner, 'time', types.SimpleNamespace(perf_counter=lambda: clock[0],
+                                                              sleep=lambda s: None))
+
+    def make(label, cost):
+        def fn():
+            log.append(label)
+            clock[0] += cost          # each call costs `cost` seconds of the fake clock
+        return benchmarks.Variant(label, fn)
+
+    case = benchmarks.Case('c', lambda: ([make('a', 1.0), make('b', 3.0)], {}), calls=4,
+                           settle=2)
+    res = runner.run_case(case, repeat=3)
+    # one warm-up call each, then per round and variant 2 settle + 4 timed calls
+    assert log == ['a', 'b'] + (['a'] * 6 + ['b'] * 6) * 3, log
+    assert res['settle'] == 2
+    assert res['variants']['a']['samples'] == [1.0] * 3
+    assert res['variants']['b']['samples'] == [3.0] * 3
+    plain = runner.run_case(benchmarks.Case('c', case.setup, calls=4), repeat=1)
+    assert 'settle' not in plain

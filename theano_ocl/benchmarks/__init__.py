@@ -40,10 +40,15 @@ class Case(object):
     dict of facts worth recording (launches per call, host fallbacks, bytes moved...).
     ``calls``: calls per timed sample; ``unit``: what one time is per ('call', 'step');
     ``pause``: idle seconds before each sample (lets BLAS threads of the other variant
-    stop spinning)."""
+    stop spinning); ``settle``: untimed calls of the variant right before each sample,
+    after the pause, so that a sample times the variant at work rather than waking up. On
+    the H100 (2026-11-27, medians over 8 pauses) the MLP step's first call after an idle
+    half second took 1.27 ms and the second 0.83, against 0.67-0.73 ms for the 18 after
+    them: a cost a training loop pays once, not every twentieth step."""
 
-    def __init__(self, name, setup, calls=1, unit='call', pause=0.0):
-        self.name, self.setup, self.calls, self.unit, self.pause = name, setup, calls, unit, pause
+    def __init__(self, name, setup, calls=1, unit='call', pause=0.0, settle=0):
+        self.name, self.setup, self.calls, self.unit = name, setup, calls, unit
+        self.pause, self.settle = pause, settle
 
 
 class Context(object):

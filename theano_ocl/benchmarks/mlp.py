@@ -74,4 +74,4 @@ def mlp(ctx, hidden, batch, calls, check):
         return variants, dict(launches=launches(train), fallbacks=fallbacks(train),
                               loss_rel_diff=rel)
     return [Case('MLP %s, batch %d' % ('-'.join(map(str, sizes)), batch), setup, calls=calls,
-                 unit='step', pause=0.5)]
+                 unit='step', pause=0.5, settle=max(1, calls // 4))]

@@ -3,7 +3,8 @@
 Per case: ``setup`` (compile, check against Theano C: theano_ocl builds its kernels in
 that first call; the whole is recorded as ``setup_s``), one warm-up call of every variant
 (``warmup_s``), then ``repeat`` rounds in which the variants take turns, each timing
-``calls`` calls and one device sync. Taking turns spreads clock ramps and other processes' load
+``calls`` calls and one device sync (after ``pause`` idle seconds and ``settle`` untimed
+calls where the case asks for them). Taking turns spreads clock ramps and other processes' load
 over all variants alike; the share of the CPUs that other processes used is recorded
 per sample (``others_cpu``), since on a small shared machine it decides what a sample
 is worth.
@@ -36,6 +37,8 @@ def run_case(case, repeat, tick=lambda: None):
     variants, info = case.setup()
     out = dict(name=case.name, unit=case.unit, calls=case.calls, info=info,
                setup_s=time.perf_counter() - t0, variants={})
+    if case.settle:
+        out['settle'] = case.settle
     load = OtherLoad()
     warmup = {v.label: _timed(v, 1) * v.per for v in variants}
     samples = {v.label: [] for v in variants}
@@ -44,6 +47,8 @@ def run_case(case, repeat, tick=lambda: None):
         for v in variants:
             if case.pause:
                 time.sleep(case.pause)
+            if case.settle:
+                _timed(v, case.settle)
             load.start()
             samples[v.label].append(_timed(v, case.calls))
             others[v.label].append(load.stop())
