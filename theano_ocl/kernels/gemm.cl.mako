@@ -103,21 +103,13 @@ ${prefetch('kbeg', na, nb_, a_kfast, b_nfast)}\
     for (${it} k0 = kbeg; k0 < kend; k0 += BK) {
         #pragma unroll
         for (int q = 0; q < ${na}; ++q) {
-            const int e = tid + q * TX * TY;
-% if a_kfast:
-            Asf[(e % BK) * (BM + RM) + e / BK] = pa[q];
-% else:
-            Asf[(e / BM) * (BM + RM) + e % BM] = pa[q];
-% endif
+${a_at(a_kfast)}\
+            Asf[kk * (BM + RM) + mm] = pa[q];
         }
         #pragma unroll
         for (int q = 0; q < ${nb_}; ++q) {
-            const int e = tid + q * TX * TY;
-% if b_nfast:
-            Bsf[(e / BN) * (BN + RN) + e % BN] = pb[q];
-% else:
-            Bsf[(e % BK) * (BN + RN) + e / BK] = pb[q];
-% endif
+${b_at(b_nfast)}\
+            Bsf[kk * (BN + RN) + nn] = pb[q];
         }
         barrier(CLK_LOCAL_MEM_FENCE);
 ${prefetch('k0 + BK', na, nb_, a_kfast, b_nfast)}\
@@ -203,26 +195,34 @@ __kernel void ${name}_sum(${params()})
 ${store_c('acc')}\
 }
 % endif
-<%def name="prefetch(kstart, na, nb_, a_kfast, b_nfast)">\
-        #pragma unroll
-        for (int q = 0; q < ${na}; ++q) {
+<%def name="a_at(a_kfast)">\
+## the element (kk, mm) of the A tile that work-item tid's q-th load takes: loads and local
+## stores share it
             const int e = tid + q * TX * TY;
 % if a_kfast:
             const int kk = e % BK, mm = e / BK;
 % else:
             const int mm = e % BM, kk = e / BM;
 % endif
-            const ${it} k = ${kstart} + kk;
-            pa[q] = (mm < Mr && k < kend) ? ${load(a, 'At', 'mm * sm + k * sk')} : (${acc_t})0;
-        }
-        #pragma unroll
-        for (int q = 0; q < ${nb_}; ++q) {
+</%def>
+<%def name="b_at(b_nfast)">\
             const int e = tid + q * TX * TY;
 % if b_nfast:
             const int nn = e % BN, kk = e / BN;
 % else:
             const int kk = e % BK, nn = e / BK;
 % endif
+</%def>
+<%def name="prefetch(kstart, na, nb_, a_kfast, b_nfast)">\
+        #pragma unroll
+        for (int q = 0; q < ${na}; ++q) {
+${a_at(a_kfast)}\
+            const ${it} k = ${kstart} + kk;
+            pa[q] = (mm < Mr && k < kend) ? ${load(a, 'At', 'mm * sm + k * sk')} : (${acc_t})0;
+        }
+        #pragma unroll
+        for (int q = 0; q < ${nb_}; ++q) {
+${b_at(b_nfast)}\
             const ${it} k = ${kstart} + kk;
             pb[q] = (k < kend && nn < Nr) ? ${load(b, 'Bt', 'k * tk + nn * tn')} : (${acc_t})0;
         }
