@@ -260,3 +260,29 @@ def test_settle_calls_run_untimed_before_each_sample(monkeypatch):
     assert res['variants']['b']['samples'] == [3.0] * 3
     plain = runner.run_case(benchmarks.Case('c', case.setup, calls=4), repeat=1)
     assert 'settle' not in plain
+
+
+def test_script_records_of_every_script_are_listed(tmp_path):
+    """The scripts' ``--json`` records (bench/common.write_record's layout) are rendered in
+    index.md's table, the Nengo-like network's among the training scripts', newest first,
+    with each run's median step, its rounds' range and the ratio."""
+    def rec(bench, c_ms, ocl_rounds_ms):
+        med = float(np.median(ocl_rounds_ms))
+        return dict(bench=bench, date='2026-11-27', commit=dict(commit='abcdef0123', dirty=False),
+                    device='Some GPU', platform='P',
+                    rounds={'Theano C': [(c_ms / 1e3,)],
+                            'theano_ocl': [(t / 1e3,) for t in ocl_rounds_ms]},
+                    ms_per_step={'Theano C': c_ms, 'theano_ocl': med}, ratio=c_ms / med,
+                    loss_rel_diff=0.0)
+    runs = {'2026-11-27T0101_gpu_lenet_b128': rec('lenet', 141.0, [1.8, 1.9, 1.8]),
+            '2026-11-27T0202_gpu_nengo_e500': rec('nengo', 59.5, [0.27, 0.28, 0.272]),
+            '2026-11-27T0303_gpu_other': rec('other', 1.0, [1.0])}
+    for name, r in runs.items():
+        with open(str(tmp_path / (name + '.json')), 'w') as fh:
+            json.dump(r, fh)
+    lines = record._script_runs(str(tmp_path))
+    rows = [l for l in lines if l.startswith('| 2026')]
+    assert [r.split(' | ')[0] for r in rows] == ['| 2026-11-27T0202_gpu_nengo_e500',
+                                                 '| 2026-11-27T0101_gpu_lenet_b128']
+    assert '| 59.5 ms | 0.272 ms (0.27..0.28) | 218.7x |' in rows[0]   # the rounds' median
+    assert '| 141.0 ms | 1.8 ms (1.8..1.9) | 78.3x |' in rows[1]

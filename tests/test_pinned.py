@@ -28,7 +28,8 @@ def _leased(a):
 
 def _fns(inputs, outputs):
     return [theano.function(inputs, outputs, mode=m) for m in
-            ('FAST_RUN', theano_ocl.OCLMode(pinned='always'), theano_ocl.OCLMode(pinned='off'))]
+            ('FAST_RUN', theano_ocl.OCLMode(pinned='always', stage_inputs='always'),
+             theano_ocl.OCLMode(pinned='off', stage_inputs='off'))]
 
 
 @pytest.mark.parametrize('dtype', device_dtypes())
@@ -81,7 +82,8 @@ def test_held_outputs_are_never_written_over_and_blocks_come_back():
 def test_a_full_pool_hands_out_plain_arrays(monkeypatch):
     # outputs are plain arrays; big inputs go from the caller's array, as without blocks
     x = T.fvector('x')
-    f = theano.function([x], x * 3, mode=theano_ocl.OCLMode(pinned='always'))
+    f = theano.function([x], x * 3, mode=theano_ocl.OCLMode(pinned='always',
+                                                            stage_inputs='always'))
     pool = f.fn.dev.pinned
     monkeypatch.setattr(pool, 'cap', pool.held)      # no room for another block
     pool.release()
@@ -108,6 +110,9 @@ def test_the_setting():
     with pytest.raises(ValueError) as e:
         theano_ocl.OCLMode(pinned='sometimes')
     assert 'pinned' in str(e.value) and "'gpu'" in str(e.value)
+    with pytest.raises(ValueError) as e:
+        theano_ocl.OCLMode(stage_inputs='yes')
+    assert 'stage_inputs' in str(e.value) and "'off'" in str(e.value)
     x = T.fvector('x')
     f = theano.function([x], x + 1, mode=theano_ocl.OCLMode())
     out = f(np.zeros(40000, 'float32'))
@@ -127,8 +132,9 @@ def test_inputs_staged_through_page_locked_blocks(dtype):
     red = out.any() if flag else out.sum(dtype='float64' if dtype == 'float16' else None)
     outs = [out[:2], red]        # small outputs: the pool's blocks count staged inputs only
     f_c = theano.function([x, y], outs, mode='FAST_RUN')
-    f_p = theano.function([x, y], outs, mode=theano_ocl.OCLMode(pinned='always'))
-    f_d = theano.function([x, y], out, mode=theano_ocl.OCLMode(pinned='always', outputs='device'))
+    f_p = theano.function([x, y], outs, mode=theano_ocl.OCLMode(stage_inputs='always'))
+    f_d = theano.function([x, y], out, mode=theano_ocl.OCLMode(stage_inputs='always',
+                                                               outputs='device'))
     pool = f_p.fn.dev.pinned
     rng = np.random.RandomState(3)
     big = rand((300, 200), dtype, rng)

@@ -168,6 +168,7 @@ class OCLFunction(object):
         frame = guard() if guard is not None else None
         reads = None        # the host outputs' downloads, waited for once with the checks'
         probe = None        # what Theano's VM gave for this call (_tier_probe), if it ran
+        self.executor.armed = hand_over
         try:
             if frame is not None:
                 # steady state: the last call's frame, whose key, input buffers and place in
@@ -208,7 +209,16 @@ class OCLFunction(object):
             if hand_over:
                 outputs = []
                 reads = []
-                for fetch in frame.outputs:     # (a loop: cheaper than a comprehension)
+                early = frame.early_reads
+                queued = early.outputs if early is not None and early.frame is frame \
+                    else None
+                for j, fetch in enumerate(frame.outputs):
+                    got = queued.pop(j, None) if queued else None
+                    if got is not None:       # read as soon as it was final (runtime/early.py)
+                        if got[1] is not None:
+                            reads.append(got[1])
+                        outputs.append(got[0])
+                        continue
                     later = getattr(fetch, 'later', None)
                     outputs.append(fetch() if later is None else later(reads))
             else:
@@ -237,6 +247,9 @@ class OCLFunction(object):
                 self._drop(frame.key)
             raise
         finally:
+            self.executor.armed = False
+            if frame is not None and frame.early_reads is not None:
+                frame.early_reads.frame = None     # (what it queued is taken, or dropped)
             if reads:       # (an error on the way: the host arrays must outlive the copies)
                 self.dev.cl.wait_for_events(reads)
         dev = self.dev

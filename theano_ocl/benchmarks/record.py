@@ -209,26 +209,29 @@ def render(data_dir=DATA_DIR, out_dir=OUT_DIR):
 
 
 def _script_runs(scripts_dir):
-    """A table of the training scripts' recorded runs (``bench/lenet.py``, ``bench/lstm.py``
-    ``--json``, kept in ``scripts_dir`` under names that start with their date and say
-    their device and variant), newest first: the lines of index.md's last part."""
+    """A table of the scripts' recorded runs (``bench/lenet.py``, ``bench/lstm.py``,
+    ``bench/nengo_like.py`` ``--json``, kept in ``scripts_dir`` under names that start with
+    their date and say their device and variant), newest first: the lines of index.md's
+    last part."""
     rows = []
-    for name, rec in _scripts(scripts_dir, ('lenet', 'lstm')):
+    for name, rec in _scripts(scripts_dir, ('lenet', 'lstm', 'nengo')):
         times = rec.get('ms_per_step')
         if not times:
             continue
         commit = rec.get('commit')
         commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
         ocl = [r[0] * 1e3 for r in rec.get('rounds', {}).get('theano_ocl', [])]
-        rows.append('| %s | %s | %s | %.1f ms | %.1f ms (%s) | %.1fx |' % (
+        rows.append('| %s | %s | %s | %s ms | %s ms (%s) | %.1fx |' % (
             name, rec['device'], commit[:7],
-            times['Theano C'], times['theano_ocl'],
-            '%.1f..%.1f' % (min(ocl), max(ocl)) if ocl else '-', rec['ratio']))
+            _ms(times['Theano C']), _ms(times['theano_ocl']),
+            '%s..%s' % (_ms(min(ocl)), _ms(max(ocl))) if ocl else '-', rec['ratio']))
     if not rows:
         return []
-    return ['## Training scripts', '',
-            'The `--json` records of `bench/lenet.py` (batch 128) and `bench/lstm.py` (batch '
-            '64, 256 hidden, 50 steps unless the name says otherwise) kept in '
+    return ['## Training scripts and the Nengo-like network', '',
+            'The `--json` records of `bench/lenet.py` (batch 128), `bench/lstm.py` (batch '
+            '64, 256 hidden, 50 steps unless the name says otherwise) and '
+            '`bench/nengo_like.py` (a step of `run_steps`, batched, from the state the run '
+            'before left; the name says the network) kept in '
             '`docs/_data/scripts/`: median step time over rounds, and the range of the rounds\' '
             'medians.', '',
             '| run | device | commit | Theano C | theano_ocl | C / OCL |',
@@ -263,6 +266,11 @@ def _scripts(scripts_dir, benches):
         rec = load(p)
         if rec.get('bench') in benches:
             yield os.path.splitext(os.path.basename(p))[0], rec
+
+
+def _ms(ms):
+    """Milliseconds to one decimal, or three significant digits below 1 ms."""
+    return '%.1f' % ms if ms >= 1 else '%.3g' % ms
 
 
 def _us(seconds):

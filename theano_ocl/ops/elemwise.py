@@ -180,7 +180,7 @@ def check_flags(ctx, err, make_error):
         if flag[0]:
             upload(dev, queue, err, zero, blocking=True)
             raise make_error(flag)
-    ctx.deferred_check(run, read)
+    ctx.deferred_check(run, read, err)
 
 
 def _zero_division(code):

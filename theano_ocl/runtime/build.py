@@ -178,7 +178,7 @@ class FrameBuilder(object):
                     d = ctx.alloc(np.shape(v), var.type.dtype)
                     frame.input_roots[i] = d.root
                     ctx.host_step(steps.upload_input_step(
-                        vm.dev, vm.queue, d, cell, pinned.wanted(vm.settings.pinned, vm.dev)),
+                        vm.dev, vm.queue, d, cell, pinned.wanted(vm.settings.stage_inputs, vm.dev)),
                         'upload', reads=(), writes=(d,))
                 self._set(var, d)
 

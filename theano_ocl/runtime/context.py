@@ -91,6 +91,7 @@ class Frame(object):
         self.alternates = []       # frames of the same key for other IfElse branches
         self.skipped = set()       # task indices of the IfElse branches it does not take
         self.zeros = {}            # id(root) -> _Zeros, while planning (PlanContext.zeros_written)
+        self.early_reads = None    # runtime.early.Reads, once a call ran it
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
@@ -277,7 +278,7 @@ class PlanContext(object):
             return None
         return steps[-1]
 
-    def deferred_check(self, fn, read):
+    def deferred_check(self, fn, read, flag=None):
         """Record ``fn()``, which examines a device error flag (and raises if a kernel set it),
         to run once the call's outputs are fetched and before its updates are committed
         -- not as a host step: the steps of a call (or of ``run_steps``) never wait for it.
@@ -285,8 +286,10 @@ class PlanContext(object):
         the erring kernel left (kernels that flag errors never access memory out of range).
         ``read()``: enqueues the flag's download without waiting and returns its event;
         ``fn`` then examines the host copy (the flags of a call come back with one wait).
+        ``flag``: the DArray ``read`` copies, where it says (a call then reads it as soon as
+        the kernels setting it were queued: ``runtime/early.py``).
         """
-        self.frame.checks.append(plans.Check(fn, self.task_index, read))
+        self.frame.checks.append(plans.Check(fn, self.task_index, read, flag))
 
     # -- known zeros ----------------------------------------------------------------
     def zeros_written(self, d):

@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from . import commit, faults, uploads
+from . import commit, early, faults, uploads
 from .context import Replan, bind_site, family
 from .frames import frame_key
 from .invokers import set_long
@@ -47,6 +47,9 @@ class Executor(object):
         self.vm = vm
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
         self.loop_plans = {}       # id(frame) -> (frame, batched steps, batched commits)
+        # a call's pass (OCLFunction._pass sets it): its host outputs and flags are read as
+        # soon as they are final (runtime/early.py); the passes of run(n) read none
+        self.armed = False
 
     # ------------------------------------------------------------------ one pass
     def replay(self, frame):
@@ -90,27 +93,23 @@ class Executor(object):
                 plan = frame.batched = vm.batched_plan(frame)
             if plan:
                 if plan.valid():
-                    hooked = faults.hook is not None
-                    try:
-                        for k, fn in enumerate(plan.fns):
-                            if hooked:
-                                faults.at('batched step %d' % k)
-                            fn()
-                    except Replan:
-                        raise
-                    except BaseException:
-                        vm.position_of_error = -1
-                        raise
-                    return
+                    fns = plan.fns
+                    if self.armed:
+                        fns = self._early(frame, plan.plans, fns) or fns
+                    return self._call_all(fns, 'batched step %d')
                 # a buffer the plan bound changed (a donated output, another input
                 # buffer): plans would go stale every call, so this frame stays unbatched
                 frame.batched = False
         if vm.profiler is not None:              # profile hook (profiling.py)
             return vm.profiler.run_steps(frame)
+        steps = frame.steps
+        fns = self._early(frame, steps, None) if self.armed else None
+        if fns is not None:
+            return self._call_all(fns, 'step %d', steps)
         hooked = faults.hook is not None
         step = None
         try:
-            for k, step in enumerate(frame.steps):
+            for k, step in enumerate(steps):
                 if hooked:
                     faults.at('step %d' % k)
                 step.fn()
@@ -121,14 +120,45 @@ class Executor(object):
                 vm.position_of_error = step.task
             raise
 
+    def _call_all(self, fns, label, plans_=None):
+        """Call ``fns`` in order (the fault hook at each: ``label % k``); on an error the
+        function's position is the failing plan's task (``plans_[k]``; else unknown)."""
+        hooked = faults.hook is not None
+        k = -1
+        try:
+            for k, fn in enumerate(fns):
+                if hooked:
+                    faults.at(label % k)
+                fn()
+        except Replan:
+            raise
+        except BaseException:
+            self.vm.position_of_error = plans_[k].task if plans_ is not None and k >= 0 else -1
+            raise
+
+    def _early(self, frame, plans_, fns):
+        """The callables of ``plans_`` (``fns``, or the plans' own) with the call's host
+        outputs and flags read as soon as their values are final (``runtime/early.py``),
+        or None where none would be; the frame's reads start a new pass."""
+        reads = frame.early_reads
+        if reads is None:
+            reads = frame.early_reads = early.Reads(frame)
+        reads.start(frame)
+        return reads.fns(plans_, fns if fns is not None else [p.fn for p in plans_])
+
     def run_checks(self, frame, events=None):
         """Read the frame's device error flags (see PlanContext.deferred_check), the reads
         of those that declare one enqueued together and waited for once with ``events``
         (the call's output downloads, already enqueued)."""
         vm = self.vm
         events = [] if events is None else events
+        reads = frame.early_reads
+        queued = reads.checks if reads is not None and reads.frame is frame else None
         for check in frame.checks:
-            ev = check.read()
+            # (read already where the flag was final: runtime/early.py)
+            ev = queued.pop(check, None) if queued else None
+            if ev is None:
+                ev = check.read()
             if ev is not None:
                 events.append(ev)
         if events:

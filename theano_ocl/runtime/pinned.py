@@ -16,8 +16,12 @@ back to its device's pool when the last array viewing it is gone (its ``base`` i
 takes it again: an array the caller keeps is never written over. A pool holds at most
 :data:`CAP_BYTES` of blocks, in and out of use; past that, outputs are plain arrays.
 
-Which devices: the ``pinned`` setting (``runtime.settings``): 'gpu' (the default: where the
-device memory is across a bus), 'always' (CPU devices too, where it only costs), 'off'.
+Which devices: the ``pinned`` setting (``runtime.settings``) for outputs, ``stage_inputs``
+for inputs: 'gpu' (the default: where the device memory is across a bus), 'always' (CPU
+devices too, where it only costs), 'off'. With a call's reads queued early
+(``runtime/early.py``) the staging still pays on the H100 where inputs are big: the LSTM
+step's 6.7-9.3 ms rounds against 10.1-11.3 ms with ``stage_inputs='off'`` (one process each,
+2026-11-27); the MLP's and LeNet's steps were within their spread either way.
 """
 import threading
 

@@ -362,7 +362,10 @@ def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
 
     def run():
         return enqueue(queue, kernel, gsize, lsize)
-    return plans.Launch(run, -1, kernel, name, gsize, lsize, args)
+    # what the merged launches read and write (its arguments are tables and raw buffers)
+    reads = [d for o in group for d in o.step.reads]
+    writes = [d for o in group for d in o.step.writes]
+    return plans.Launch(run, -1, kernel, name, gsize, lsize, args, reads=reads, writes=writes)
 
 
 def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset()):

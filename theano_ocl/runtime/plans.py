@@ -182,12 +182,13 @@ class Guard(HostStep):
 
 class Check(Plan):
     """``read()`` enqueues the download of the flag ``fn`` examines and returns its event
-    (the executor reads every flag of a call, and its outputs, with one wait)."""
+    (the executor reads every flag of a call, and its outputs, with one wait); ``reads``:
+    that flag's DArray, where the check says (else empty)."""
     __slots__ = ('read',)
     kind = 'check'
 
-    def __init__(self, fn, task, read):
-        Plan.__init__(self, fn, task)
+    def __init__(self, fn, task, read, flag=None):
+        Plan.__init__(self, fn, task, () if flag is None else (flag,), ())
         self.read = read
 
 

@@ -1,41 +1,44 @@
 """The settings of a linked function: arguments of ``OCLMode``/``OCLLinker``.
 
-=============  ======================  ===============================================
-argument       default (environment)   meaning
-=============  ======================  ===============================================
-``fuse``       THEANO_OCL_FUSE=1       fold elementwise producers into their one
-                                       consumer (reductions, products, elementwise)
-``epilogues``  THEANO_OCL_EPILOGUE=1   fold small products into their elementwise
-                                       consumer: '1' on GPUs, 'always' on every
-                                       device, '0' never
-``blas``       THEANO_OCL_BLAS         force a BLAS path: 'clblast', 'host', 'kernel',
-                                       'small' (default: chosen per device)
-``conv``       THEANO_OCL_CONV         force a convolution algorithm: 'gemm',
-                                       'direct' (default: chosen per device)
-``cpu_group``  THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
-                                       devices (0: chunks of elements)
-``stats``      THEANO_OCL_STATS        a file each link appends its counts to (JSON)
-``launch``     THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
-                                       (default) or 'native' (ctypes, no event:
-                                       ``runtime.native``)
-``scan_rows``  THEANO_OCL_SCAN_ROWS=0  a device Scan copies a step's rows in one
-                                       launch each way (``ops/scan_rows.py``)
-                                       instead of one copy per row
-``scan_bind``  THEANO_OCL_SCAN_BIND=1  a device Scan's inner frame reads its rows and
-                                       writes its slots in the outer buffers, its
-                                       kernels re-pointed each step, in place of
-                                       copies (``ops/scan_bind.py``)
-``host_tier``  THEANO_OCL_HOST_TIER    which tiny hot functions Theano's own VM may
-               =exact                  run in this thread (``runtime/host_tier.py``):
-                                       'exact' those whose results cannot depend on
-                                       where they run (no float arithmetic), 'any'
-                                       every one (faster; float results may then
-                                       differ in the last bits from the first
-                                       calls'), 'off' none
-``pinned``     THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
-                                       into page-locked memory (``runtime/pinned.py``):
-                                       'gpu' on GPUs, 'always', 'off'
-=============  ======================  ===============================================
+=================  ======================  ===============================================
+argument           default (environment)   meaning
+=================  ======================  ===============================================
+``fuse``           THEANO_OCL_FUSE=1       fold elementwise producers into their one
+                                           consumer (reductions, products, elementwise)
+``epilogues``      THEANO_OCL_EPILOGUE=1   fold small products into their elementwise
+                                           consumer: '1' on GPUs, 'always' on every
+                                           device, '0' never
+``blas``           THEANO_OCL_BLAS         force a BLAS path: 'clblast', 'host', 'kernel',
+                                           'small' (default: chosen per device)
+``conv``           THEANO_OCL_CONV         force a convolution algorithm: 'gemm',
+                                           'direct' (default: chosen per device)
+``cpu_group``      THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
+                                           devices (0: chunks of elements)
+``stats``          THEANO_OCL_STATS        a file each link appends its counts to (JSON)
+``launch``         THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
+                                           (default) or 'native' (ctypes, no event:
+                                           ``runtime.native``)
+``scan_rows``      THEANO_OCL_SCAN_ROWS=0  a device Scan copies a step's rows in one
+                                           launch each way (``ops/scan_rows.py``)
+                                           instead of one copy per row
+``scan_bind``      THEANO_OCL_SCAN_BIND=1  a device Scan's inner frame reads its rows and
+                                           writes its slots in the outer buffers, its
+                                           kernels re-pointed each step, in place of
+                                           copies (``ops/scan_bind.py``)
+``host_tier``      THEANO_OCL_HOST_TIER    which tiny hot functions Theano's own VM may
+                   =exact                  run in this thread (``runtime/host_tier.py``):
+                                           'exact' those whose results cannot depend on
+                                           where they run (no float arithmetic), 'any'
+                                           every one (faster; float results may then
+                                           differ in the last bits from the first
+                                           calls'), 'off' none
+``pinned``         THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
+                                           into page-locked memory (``runtime/pinned.py``):
+                                           'gpu' on GPUs, 'always', 'off'
+``stage_inputs``   THEANO_OCL_STAGE_INPUTS host inputs of 64 KiB or more are copied into
+                   =gpu                    page-locked memory first, and uploaded from there
+                                           (``runtime/steps.py``): 'gpu', 'always', 'off'
+=================  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
 when a function is linked (never at import), else the default. While the linker links and
@@ -58,6 +61,7 @@ _ENV = {
     'scan_bind': ('THEANO_OCL_SCAN_BIND', '1'),
     'host_tier': ('THEANO_OCL_HOST_TIER', 'exact'),
     'pinned': ('THEANO_OCL_PINNED', 'gpu'),
+    'stage_inputs': ('THEANO_OCL_STAGE_INPUTS', 'gpu'),
 }
 _CHOICES = {
     'epilogues': ('0', '1', 'always'),
@@ -66,6 +70,7 @@ _CHOICES = {
     'launch': ('pyopencl', 'native'),
     'host_tier': ('exact', 'any', 'off'),
     'pinned': ('gpu', 'always', 'off'),
+    'stage_inputs': ('gpu', 'always', 'off'),
 }
 NAMES = tuple(_ENV)
 
@@ -75,7 +80,7 @@ class Settings(object):
 
     def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
                  stats=None, launch='pyopencl', scan_rows=False, scan_bind=True,
-                 host_tier='exact', pinned='gpu'):
+                 host_tier='exact', pinned='gpu', stage_inputs='gpu'):
         self.fuse = _flag(fuse)
         self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
             '1' if epilogues else '0')
@@ -88,6 +93,7 @@ class Settings(object):
         self.scan_bind = _flag(scan_bind)
         self.host_tier = host_tier
         self.pinned = pinned
+        self.stage_inputs = stage_inputs
         for name, allowed in _CHOICES.items():
             if getattr(self, name) not in allowed:
                 raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (

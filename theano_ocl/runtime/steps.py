@@ -171,13 +171,17 @@ def host_output(dev, queue, d, pinned=False):
     def run():
         return download(dev, queue, d, empty(shape, dtype))
 
-    def later(events):
+    def early():
         host = empty(shape, dtype)
-        ev = download_later(dev, queue, d, host)
+        return host, download_later(dev, queue, d, host)
+
+    def later(events):
+        host, ev = early()
         if ev is not None:
             events.append(ev)
         return host
     run.later = later
+    run.early = early           # (queued as soon as d is final: runtime/early.py)
     return reading(run, d)
 
 
