@@ -7,9 +7,9 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.runtime import faults
+from theano_ocl.runtime import faults, planner
 
-from helpers import assert_close, compile_both
+from helpers import assert_close
 
 
 class _Reads(object):
@@ -39,15 +39,20 @@ class _Reads(object):
         return sum(1 for e in self.log if isinstance(e, tuple))
 
 
+def _is_step(e):
+    """A step boundary of a pass: 'step k', or 'batched step k' in a batched plan."""
+    return isinstance(e, str) and (e.startswith('step ') or e.startswith('batched step '))
+
+
 def _steps(log):
-    return [int(e.split()[-1]) for e in log if isinstance(e, str) and e.startswith('step ')]
+    return [int(e.split()[-1]) for e in log if _is_step(e)]
 
 
 def _step_before(log, nbytes):
     """The step boundary last seen before the first read of ``nbytes`` bytes."""
     last = None
     for e in log:
-        if isinstance(e, str) and e.startswith('step '):
+        if _is_step(e):
             last = int(e.split()[-1])
         elif e == ('read', nbytes):
             return last
@@ -61,21 +66,34 @@ def _training_like(dtype):
     x = T.matrix('x', dtype=dtype)
     W = theano.shared(rng.randn(6, 5).astype(dtype), 'W')
     V = theano.shared(rng.randn(5, 4).astype(dtype), 'V')
-    h = T.tanh(T.dot(x, W))
-    out = T.dot(h, V)
+    b = theano.shared(rng.randn(5).astype(dtype), 'b')
+    c = theano.shared(rng.randn(4).astype(dtype), 'c')
+    h = T.tanh(T.dot(x, W) + b)
+    out = T.dot(h, V) + c
     loss = T.mean(out ** 2)
-    gW, gV = T.grad(loss, [W, V])
-    updates = [(W, W - np.asarray(0.1, dtype) * gW), (V, V - np.asarray(0.1, dtype) * gV)]
-    return x, [loss, out], updates, [W, V], rng
+    params = [W, V, b, c]
+    lr = np.asarray(0.1, dtype)
+    updates = [(p, p - lr * g) for p, g in zip(params, T.grad(loss, params))]
+    return x, [loss, out], updates, params, rng
 
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64'])
-def test_outputs_are_read_where_they_are_final_and_match_theano_c(monkeypatch, dtype):
+@pytest.mark.parametrize('dtype,settings', [('float32', {}), ('float64', {}),
+                                            ('float32', dict(blas='kernel')),
+                                            ('float32', dict(blas='small', epilogues='always'))])
+def test_outputs_are_read_where_they_are_final_and_match_theano_c(monkeypatch, dtype, settings):
     """The loss and the forward output are read before the pass's last steps (the backward
     products, the updates); every call returns what Theano C returns, the parameters move
-    as under Theano C, through the steps and the batched plan of later calls."""
+    as under Theano C, through the steps and the batched plan of later calls (``settings``:
+    the products as kernels with their epilogues, as on GPUs, where the batched plan would
+    otherwise put the loss's last launch behind every product)."""
+    # the batched plan as on GPUs: any launch it saves pays (on PoCL a quarter must go)
+    monkeypatch.setattr(planner.BatchedPlan, 'pays',
+                        lambda self, looped=False, gpu=False:
+                        self.n_launches_after < self.n_launches_before)
     x, outs, updates, params, rng = _training_like(dtype)
-    f_c, f_o = compile_both([x], outs, updates=updates)
+    f_c = theano.function([x], outs, updates=updates, mode='FAST_RUN')
+    f_o = theano.function([x], outs, updates=updates, mode=theano_ocl.OCLMode(**settings))
+    f_o.fn.batch_min_launches = 2          # (a small function: batched all the same)
     init = [p.get_value() for p in params]
     reads = _Reads(monkeypatch)
     xs = [rng.randn(7, 6).astype(dtype) for _ in range(6)]
@@ -91,6 +109,8 @@ def test_outputs_are_read_where_they_are_final_and_match_theano_c(monkeypatch, d
             out_at = _step_before(log, 7 * 4 * np.dtype(dtype).itemsize)
             assert loss_at is not None and loss_at < last, (k, log)
             assert out_at is not None and out_at < last, (k, log)
+    plan = f_o.fn.last_frame.batched
+    assert plan and plan.n_launches_after < plan.n_launches_before      # the batched path ran
     ocl_state = [p.get_value() for p in params]
     for p, v in zip(params, init):
         p.set_value(v)
@@ -126,7 +146,7 @@ def test_an_index_flag_is_read_where_it_is_set_and_a_bad_call_commits_nothing(mo
     # (its size is the kernel's business) right after the gather, before the product
     steps = _steps(log)
     early = [e for k, e in enumerate(log) if isinstance(e, tuple) and
-             any(isinstance(b, str) and b.startswith('step ') for b in log[k + 1:])]
+             any(_is_step(b) for b in log[k + 1:])]
     assert len(early) == 1 and steps, log
     s_ocl = S.get_value()
     S.set_value(s0)

@@ -238,3 +238,32 @@ def test_launches_writing_disjoint_slices_of_one_array_merge(cpu_group):
     plan = _assert_same_results(xs, [updates([(0, 3), (2, 5), (4, 7), (5, 8)])], vals,
                                 expect_fewer=False)
     assert plan.n_launches_after == plan.n_launches_before
+
+
+def test_urgent_steps_and_what_they_need_are_scheduled_as_soon_as_ready():
+    """``schedule(ops, urgent)``: a batchable launch whose value a call reads early (and the
+    launches it depends on) is emitted once ready, with the ready launches of its kernel,
+    not held back behind non-batchable steps; without ``urgent`` it waits."""
+    from theano_ocl.darray import DArray, Root
+    arrays = {}
+
+    def ops_of(specs):
+        ops = []
+        for i, (reads, writes, key) in enumerate(specs):
+            o = planner.Op(i, None)
+            for names, into in ((reads, o.reads), (writes, o.writes)):
+                for n in names:
+                    d = arrays.setdefault(n, DArray(Root(None, 32), (8,), 'float32'))
+                    into.append(planner._span(d))
+            o.key = key
+            ops.append(o)
+        return ops
+    # 0: a -> b (elementwise E), 1: b -> loss (elementwise F), then two products (no key)
+    # on a, and 4: c -> d (elementwise E): E's two launches merge if 0 waits for 4
+    specs = [(['a'], ['b'], 'E'), (['b'], ['loss'], 'F'), (['a'], ['p'], None),
+             (['p'], ['q'], None), (['c'], ['d'], 'E')]
+    order = [[o.index for o in g] for g in planner.schedule(ops_of(specs))]
+    assert order.index([1]) > order.index([3])          # the loss waited behind the products
+    order = [[o.index for o in g] for g in planner.schedule(ops_of(specs), urgent={1})]
+    assert order[:2] == [[0, 4], [1]]      # the loss's chain first, 0 still merged with 4
+    assert sorted(i for g in order for i in g) == list(range(5))

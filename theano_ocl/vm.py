@@ -29,7 +29,7 @@ from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults, host_tier, planner, steps
+from .runtime import commit, early, faults, host_tier, planner, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -376,7 +376,8 @@ class OCLFunction(object):
         if before < (2 if self.loop_step else self.batch_min_launches):
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,
-                                  cpu_group=self.settings.cpu_group, pinned=frame.pinned)
+                                  cpu_group=self.settings.cpu_group, pinned=frame.pinned,
+                                  urgent=early.producers(frame))
         return plan if plan.pays(looped=self.loop_step, gpu=self.dev.is_gpu) else False
 
     @_planning

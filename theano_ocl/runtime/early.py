@@ -60,6 +60,24 @@ class Reads(object):
         return got[2]
 
 
+def producers(frame):
+    """Indices in ``frame.steps`` of the last plans writing what a call reads early: the
+    batched plan emits them as soon as they can run (``planner.schedule``'s ``urgent``)."""
+    steps = frame.steps
+    out = set()
+    for root in _read_roots(frame):
+        i = _last_writer(steps, root)
+        if i >= 0:
+            out.add(i)
+    return out
+
+
+def _read_roots(frame):
+    """The roots of the frame's host outputs and error flags that a call can read early."""
+    roots = [fetch.reads[0] for fetch in frame.outputs or () if getattr(fetch, 'early', None)]
+    return roots + [check.reads[0].root for check in frame.checks if check.reads]
+
+
 def _readers(frame, sink):
     """[(root, read)]: the frame's host outputs and flags that can be read early, ``read()``
     queueing the copy and leaving ``(host array, event)`` / the flag's event in ``sink``

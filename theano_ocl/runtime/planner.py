@@ -144,11 +144,22 @@ def _dependencies(ops):
         since_barrier.append(b.index)
 
 
-def schedule(ops):
+def schedule(ops, urgent=()):
     """Greedy list schedule: emit ready non-batchable steps first, then the largest ready
     same-kernel set whose kernel has no launch left waiting, else the largest ready set.
-    Returns a list of groups (lists of ops)."""
+    ``urgent``: indices of steps whose values the call reads back as soon as they are
+    final (``runtime/early.py``): once one of them, or a batchable step it depends on, is
+    ready, its kernel's ready launches go first, before the non-batchable steps, rather
+    than wait to grow a batch (a loss's last launch would otherwise wait behind the
+    backward pass's products). Returns a list of groups (lists of ops)."""
     _dependencies(ops)
+    soon = set()
+    stack = [i for i in urgent if 0 <= i < len(ops)]
+    while stack:
+        i = stack.pop()
+        if i not in soon:
+            soon.add(i)
+            stack.extend(ops[i].deps)
     waiting = [len(o.deps) for o in ops]
     succ = [[] for _ in ops]
     for o in ops:
@@ -161,8 +172,14 @@ def schedule(ops):
             remaining[o.key] = remaining.get(o.key, 0) + 1
     groups = []
     while ready:
+        hurry = [o for o in ready if o.key is not None and o.index in soon] if soon else ()
         singles = [o for o in ready if o.key is None]
-        if singles:
+        if hurry:
+            # a launch a call reads early: with every ready launch of its kernel
+            key = min(hurry, key=lambda o: o.index).key
+            chosen = [o for o in ready if o.key == key]
+            remaining[key] -= len(chosen)
+        elif singles:
             first = min(singles, key=lambda o: o.index)
             chosen = [first]
         else:
@@ -368,15 +385,16 @@ def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
     return plans.Launch(run, -1, kernel, name, gsize, lsize, args, reads=reads, writes=writes)
 
 
-def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset()):
+def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset(),
+               urgent=()):
     """Regroup ``steps`` (a frame's, or any list of ``runtime.plans``) into a
     :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`; ``pinned``: see
-    :func:`analyse`)."""
+    :func:`analyse`; ``urgent``: see :func:`schedule`)."""
     ops = [analyse(i, s, pinned) for i, s in enumerate(steps)]
     before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
     out, holds, bound = [], [], []
     after = 0
-    for group in schedule(ops):
+    for group in schedule(ops, urgent):
         if len(group) < min_group:
             for o in group:
                 out.append(o.step)
