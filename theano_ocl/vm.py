@@ -209,8 +209,8 @@ class OCLFunction(object):
             if hand_over:
                 outputs = []
                 reads = []
-                early = frame.early_reads
-                queued = early.outputs if early is not None and early.frame is frame \
+                ahead = frame.early_reads
+                queued = ahead.outputs if ahead is not None and ahead.frame is frame \
                     else None
                 for j, fetch in enumerate(frame.outputs):
                     got = queued.pop(j, None) if queued else None
