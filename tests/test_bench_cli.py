@@ -266,15 +266,15 @@ def test_script_records_of_every_script_are_listed(tmp_path):
     """The scripts' ``--json`` records (bench/common.write_record's layout) are rendered in
     index.md's table, the Nengo-like network's among the training scripts', newest first,
     with each run's median step, its rounds' range and the ratio."""
-    def rec(bench, c_ms, ocl_rounds_ms):
+    def rec(bench, c_ms, ocl_rounds_ms, dirty=False):
         med = float(np.median(ocl_rounds_ms))
-        return dict(bench=bench, date='2026-11-27', commit=dict(commit='abcdef0123', dirty=False),
+        return dict(bench=bench, date='2026-11-27', commit=dict(commit='abcdef0123', dirty=dirty),
                     device='Some GPU', platform='P',
                     rounds={'Theano C': [(c_ms / 1e3,)],
                             'theano_ocl': [(t / 1e3,) for t in ocl_rounds_ms]},
                     ms_per_step={'Theano C': c_ms, 'theano_ocl': med}, ratio=c_ms / med,
                     loss_rel_diff=0.0)
-    runs = {'2026-11-27T0101_gpu_lenet_b128': rec('lenet', 141.0, [1.8, 1.9, 1.8]),
+    runs = {'2026-11-27T0101_gpu_lenet_b128': rec('lenet', 141.0, [1.8, 1.9, 1.8], dirty=True),
             '2026-11-27T0202_gpu_nengo_e500': rec('nengo', 59.5, [0.27, 0.28, 0.272]),
             '2026-11-27T0303_gpu_other': rec('other', 1.0, [1.0])}
     for name, r in runs.items():
@@ -285,4 +285,5 @@ def test_script_records_of_every_script_are_listed(tmp_path):
     assert [r.split(' | ')[0] for r in rows] == ['| 2026-11-27T0202_gpu_nengo_e500',
                                                  '| 2026-11-27T0101_gpu_lenet_b128']
     assert '| 59.5 ms | 0.272 ms (0.27..0.28) | 218.7x |' in rows[0]   # the rounds' median
-    assert '| 141.0 ms | 1.8 ms (1.8..1.9) | 78.3x |' in rows[1]
+    assert '| abcdef0 with changes | 141.0 ms | 1.8 ms (1.8..1.9) | 78.3x |' in rows[1]
+    assert '| abcdef0 | 59.5 ms |' in rows[0]          # (a clean checkout's commit)

@@ -219,10 +219,12 @@ def _script_runs(scripts_dir):
         if not times:
             continue
         commit = rec.get('commit')
+        dirty = isinstance(commit, dict) and commit.get('dirty')
         commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
+        commit = commit[:7] + (' with changes' if dirty else '')
         ocl = [r[0] * 1e3 for r in rec.get('rounds', {}).get('theano_ocl', [])]
         rows.append('| %s | %s | %s | %s ms | %s ms (%s) | %.1fx |' % (
-            name, rec['device'], commit[:7],
+            name, rec['device'], commit,
             _ms(times['Theano C']), _ms(times['theano_ocl']),
             '%s..%s' % (_ms(min(ocl)), _ms(max(ocl))) if ocl else '-', rec['ratio']))
     if not rows:
