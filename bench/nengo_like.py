@@ -16,6 +16,7 @@ import sys
 import time
 
 import numpy as np
+import common  # bench/common.py: the script's own folder is on sys.path
 import theano_ocl  # first: makes Theano importable on numpy >= 1.22 without the .pth
 from theano_ocl.benchmarks.nengo import build  # noqa: F401  (also bench/cmdbuf.py's)
 
@@ -136,8 +137,6 @@ def main(argv=None):
 def _record(a, sim, t_c, rows, fb):
     """The batched run_steps from the state kept, as ``bench/common.write_record`` keeps the
     training scripts' runs: rounds in seconds per step, ms per step, the ratio."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import common
     _, t_reset, st, err = [r for r in rows if r[0]][0]
     kept = st['kept'][2]
     rounds = {'Theano C': [(t_c / a.steps,)],

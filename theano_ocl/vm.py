@@ -210,8 +210,7 @@ class OCLFunction(object):
                 outputs = []
                 reads = []
                 ahead = frame.early_reads
-                queued = ahead.outputs if ahead is not None and ahead.frame is frame \
-                    else None
+                queued = ahead.outputs if ahead is not None and ahead.live else None
                 for j, fetch in enumerate(frame.outputs):
                     got = queued.pop(j, None) if queued else None
                     if got is not None:       # read as soon as it was final (runtime/early.py)
@@ -249,7 +248,7 @@ class OCLFunction(object):
         finally:
             self.executor.armed = False
             if frame is not None and frame.early_reads is not None:
-                frame.early_reads.frame = None     # (what it queued is taken, or dropped)
+                frame.early_reads.live = False     # (what it queued is taken, or dropped)
             if reads:       # (an error on the way: the host arrays must outlive the copies)
                 self.dev.cl.wait_for_events(reads)
         dev = self.dev

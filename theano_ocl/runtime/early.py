@@ -33,29 +33,33 @@ class Reads(object):
     """A frame's early reads: the callables that queue them, the step lists with them
     interleaved (per list of plans: the frame's steps, its batched plan's), and what the
     current pass queued: ``outputs`` {output index: (host array, event)}, ``checks``
-    {Check: event}, for ``frame`` (None: nothing queued since the last :meth:`start`)."""
+    {Check: event}, valid while ``live`` (from :meth:`start` to the end of the call)."""
 
     def __init__(self, frame):
         self.outputs = {}
         self.checks = {}
-        self.frame = None
+        self.live = False
         self._reads = _readers(frame, self)
         self._fns = {}          # id(plans) -> (plans, len(plans), fns or None)
 
-    def start(self, frame):
-        """A pass of ``frame`` begins: forget what an earlier one queued."""
+    def start(self):
+        """A pass begins: forget what an earlier one queued."""
         if self.outputs:
             self.outputs = {}
         if self.checks:
             self.checks = {}
-        self.frame = frame
+        self.live = True
 
-    def fns(self, plans_, fns):
-        """``fns`` with the reads interleaved (None: read at the end as before)."""
+    def fns(self, plans_, fns=None):
+        """The callables of ``plans_`` (``fns``, else the plans' own) with the reads
+        interleaved; None: read at the end as before. Built once per list of plans."""
         got = self._fns.get(id(plans_))
         if got is None or got[0] is not plans_ or got[1] != len(plans_):
-            got = (plans_, len(plans_), interleave(plans_, fns, self._reads)
-                   if self._reads else None)
+            interleaved = None
+            if self._reads:
+                interleaved = interleave(plans_, fns if fns is not None else
+                                         [p.fn for p in plans_], self._reads)
+            got = (plans_, len(plans_), interleaved)
             self._fns[id(plans_)] = got
         return got[2]
 
@@ -63,19 +67,8 @@ class Reads(object):
 def producers(frame):
     """Indices in ``frame.steps`` of the last plans writing what a call reads early: the
     batched plan emits them as soon as they can run (``planner.schedule``'s ``urgent``)."""
-    steps = frame.steps
-    out = set()
-    for root in _read_roots(frame):
-        i = _last_writer(steps, root)
-        if i >= 0:
-            out.add(i)
-    return out
-
-
-def _read_roots(frame):
-    """The roots of the frame's host outputs and error flags that a call can read early."""
-    roots = [fetch.reads[0] for fetch in frame.outputs or () if getattr(fetch, 'early', None)]
-    return roots + [check.reads[0].root for check in frame.checks if check.reads]
+    found = (_last_writer(frame.steps, root) for root, _ in _readers(frame, None))
+    return {i for i in found if i >= 0}
 
 
 def _readers(frame, sink):
@@ -125,16 +118,8 @@ def interleave(plans_, fns, reads):
 
 def _then(fn, extra):
     """``fn`` and then the reads (one callable: the pass's step indices stay the same)."""
-    if len(extra) == 1:
-        read = extra[0]
-
-        def run():
-            fn()
-            read()
-        return run
-
-    def run_all():
+    def run():
         fn()
         for read in extra:
             read()
-    return run_all
+    return run

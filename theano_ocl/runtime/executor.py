@@ -103,7 +103,7 @@ class Executor(object):
         if vm.profiler is not None:              # profile hook (profiling.py)
             return vm.profiler.run_steps(frame)
         steps = frame.steps
-        fns = self._early(frame, steps, None) if self.armed else None
+        fns = self._early(frame, steps) if self.armed else None
         if fns is not None:
             return self._call_all(fns, 'step %d', steps)
         hooked = faults.hook is not None
@@ -136,15 +136,15 @@ class Executor(object):
             self.vm.position_of_error = plans_[k].task if plans_ is not None and k >= 0 else -1
             raise
 
-    def _early(self, frame, plans_, fns):
+    def _early(self, frame, plans_, fns=None):
         """The callables of ``plans_`` (``fns``, or the plans' own) with the call's host
         outputs and flags read as soon as their values are final (``runtime/early.py``),
         or None where none would be; the frame's reads start a new pass."""
         reads = frame.early_reads
         if reads is None:
             reads = frame.early_reads = early.Reads(frame)
-        reads.start(frame)
-        return reads.fns(plans_, fns if fns is not None else [p.fn for p in plans_])
+        reads.start()
+        return reads.fns(plans_, fns)
 
     def run_checks(self, frame, events=None):
         """Read the frame's device error flags (see PlanContext.deferred_check), the reads
@@ -153,7 +153,7 @@ class Executor(object):
         vm = self.vm
         events = [] if events is None else events
         reads = frame.early_reads
-        queued = reads.checks if reads is not None and reads.frame is frame else None
+        queued = reads.checks if reads is not None and reads.live else None
         for check in frame.checks:
             # (read already where the flag was final: runtime/early.py)
             ev = queued.pop(check, None) if queued else None
