@@ -55,34 +55,53 @@ class Executor(object):
     def replay(self, frame):
         """One pass of ``frame`` with its input buffers re-bound to this call's."""
         vm = self.vm
-        bufs = frame.input_bufs
         inputs = vm._inputs
         dev, queue = vm.dev, vm.queue
         roots = frame.input_roots
         # (many shared variables set on the host: their uploads as one, runtime/uploads.py)
         batch = uploads.UploadBatch(dev, queue) if len(roots) >= uploads.GROUP_MIN else None
         for i, root in roots.items():
-            cell, res = inputs[i]
-            # the buffer this input is in now (a device array's: rebound to, no copy)
-            if res is not None:
-                cur = res.ensure_device(dev, queue, batch).root.buf
-            else:
-                v = cell[0]
-                cur = v.base_data if hasattr(v, 'base_data') else None
-            if cur is not None and cur is not bufs[i]:
-                # same shapes, another buffer (a new device array, a re-placed shared
-                # variable): point the bound kernels at it instead of re-planning
-                bufs[i] = cur
-                if res is None:
-                    root.move(cur)          # origin 0, as planned: only buffers change
-                    for site in frame.rebind_sites.get(i, ()):
-                        site[0].set_arg(site[1], cur)
-                else:
-                    for site in frame.rebind_sites.get(i, ()):
-                        bind_site(site, root)
+            self.bind_input(frame, i, root, inputs[i], batch)
         if batch is not None:
             batch.flush()
         self.run_steps(frame)
+
+    def bind_input(self, frame, i, root, cell_res, batch=None):
+        """Bring input ``i`` of ``frame`` to the device as a pass reads it: a shared
+        variable's host value when it is newer (an upload), a device array where it is
+        (no copy); kernels bound to another buffer are re-pointed at it."""
+        cell, res = cell_res
+        bufs = frame.input_bufs
+        # the buffer this input is in now (a device array's: rebound to, no copy)
+        if res is not None:
+            cur = res.ensure_device(self.vm.dev, self.vm.queue, batch).root.buf
+        else:
+            v = cell[0]
+            cur = v.base_data if hasattr(v, 'base_data') else None
+        if cur is not None and cur is not bufs[i]:
+            # same shapes, another buffer (a new device array, a re-placed shared
+            # variable): point the bound kernels at it instead of re-planning
+            bufs[i] = cur
+            if res is None:
+                root.move(cur)          # origin 0, as planned: only buffers change
+                for site in frame.rebind_sites.get(i, ()):
+                    site[0].set_arg(site[1], cur)
+            else:
+                for site in frame.rebind_sites.get(i, ()):
+                    bind_site(site, root)
+
+    def host_committed(self, frame):
+        """The device inputs of ``frame`` that are shared variables whose update the frame
+        computes on the host ((index, root) pairs): their device copy is stale after each
+        commit, so every pass of a loop brings them to the device, as a call does."""
+        prog = self.vm.program
+        out = []
+        for i, j in prog.updates:
+            root = frame.input_roots.get(i)
+            if root is not None and prog.input_kinds[i] == 'resident' \
+                    and frame.dvals.get(prog.fgraph.outputs[j]) is None:
+                out.append((i, root))
+        return out
 
     def run_steps(self, frame):
         """One pass of the frame's recorded plans (or its batched plan) as they are bound."""
@@ -343,6 +362,12 @@ class Executor(object):
             # separate calls would: at the failing pass, with the passes before it committed
             snapshot = self.snapshot() if frame.checks else None
 
+            # updates computed on the host (integer counters: host shape arithmetic) leave
+            # the variable's device copy stale; a pass reading it there uploads it first
+            restage = self.host_committed(frame)
+            inputs = vm._inputs
+            host_outs = prog.host_output_cells
+
             def loop(first, check_each):
                 copy = buffer_copier(cl)
                 slot = first if k == 1 else first // k
@@ -357,8 +382,14 @@ class Executor(object):
                                  src0 + step * nbytes, stage.offset)
                         for kernel, argi, off, itemsize, nbytes, _, _ in rebinds:
                             set_long(kernel, argi + 1, (step * nbytes + off) // itemsize)
+                        # as a call does: a host thunk must not write into an array an
+                        # earlier pass handed on (a probe, a committed host update)
+                        for cell in host_outs:
+                            cell[0] = None
                         for cell, arr in host_feeds:
                             cell[0] = arr[step]
+                        for i, root in restage:
+                            self.bind_input(frame, i, root, inputs[i])
                         for fn in step_fns:
                             fn()
                         for dst, d, nbytes in carries:

