@@ -12,6 +12,7 @@ error flag raised on a chosen step.
 import warnings
 
 import numpy as np
+import pytest
 import theano
 import theano.tensor as T
 
@@ -93,3 +94,34 @@ def test_keras_style_adam_counter():
         upd = [(it, it + 1), (m, m1), (v, v1), (W, W - lr * m1 / (T.sqrt(v1) + np.float32(1e-7)))]
         return [x, y], [loss], upd, [W, it, m, v]
     _three_ways(build, [(X, Y)] * 20)
+
+
+@pytest.mark.parametrize('dt', INTS + FLOATS + ['bool'])
+def test_per_step_scalar_and_vector_inputs(dt):
+    rng = np.random.RandomState(1)
+    n = 4
+
+    def build():
+        s = T.scalar('s', dtype=dt)
+        x = T.vector('x', dtype=dt)
+        acc = theano.shared(np.zeros(3, 'float64'), name='acc')
+        total = theano.shared(np.float64(0), name='total')
+        outs = [s, x, T.cast(x, 'float64') * T.cast(s, 'float64') + 1]
+        upd = [(acc, acc + T.cast(x, 'float64')), (total, total + T.cast(s, 'float64'))]
+        return [s, x], outs, upd, [acc, total]
+    if dt == 'bool':
+        vals = rng.rand(n, 4) > 0.5
+    elif dt.startswith('float'):
+        vals = rng.uniform(-3, 3, (n, 4)).astype(dt)
+    else:
+        vals = rng.randint(0, 100, (n, 4)).astype(dt)
+    _three_ways(build, [(vals[t, 0], vals[t, 1:]) for t in range(n)])
+
+
+def test_per_step_integer_index_input():
+    # run_steps fed a numpy scalar to Theano's C code for a host-read index
+    def build():
+        v = theano.shared(np.zeros(4, 'float32'), name='v')
+        idx = T.lscalar('idx')
+        return [idx], [v.sum(), v[idx]], [(v, T.inc_subtensor(v[idx], 1))], [v]
+    _three_ways(build, [(np.int64(i),) for i in (0, 3, 1, 3, 2)])

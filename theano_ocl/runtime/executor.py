@@ -264,7 +264,8 @@ class Executor(object):
                     copies.append((i, stage, big, nbytes, src0))
                 else:
                     host_feeds.append((cell, arr))
-                    cell[0] = arr[0]
+                    # a 0-d array, never a numpy scalar: Theano's C code takes ndarrays
+                    cell[0] = arr[0, ...]
             carried = []
             for i, (j, init) in carry.items():
                 if prog.input_kinds[i] != 'dev' or i in feeds:
@@ -286,6 +287,12 @@ class Executor(object):
             outs0 = vm()
             t_first = time.perf_counter()
             frame = vm.last_frame
+            # a host step may have replaced a fed device input's cell with its host copy
+            # (an input read on the host too): every pass starts from the staged input
+            staged = [(cells[i], stage) for i, stage, _, _, _ in copies] + \
+                [(cells[i], stage) for i, _, stage in carried]
+            for cell, stage in staged:
+                cell[0] = stage
             key1 = frame_key(vm)
             if key1 != frame.key:
                 raise error(self.shape_change(frame.key, key1, what))
@@ -386,8 +393,10 @@ class Executor(object):
                         # earlier pass handed on (a probe, a committed host update)
                         for cell in host_outs:
                             cell[0] = None
+                        for cell, stage in staged:
+                            cell[0] = stage
                         for cell, arr in host_feeds:
-                            cell[0] = arr[step]
+                            cell[0] = arr[step, ...]
                         for i, root in restage:
                             self.bind_input(frame, i, root, inputs[i])
                         for fn in step_fns:
