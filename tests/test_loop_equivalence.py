@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import theano
 import theano.tensor as T
+from theano.ifelse import ifelse
 
 import theano_ocl
 from helpers import assert_close
@@ -125,3 +126,48 @@ def test_per_step_integer_index_input():
         idx = T.lscalar('idx')
         return [idx], [v.sum(), v[idx]], [(v, T.inc_subtensor(v[idx], 1))], [v]
     _three_ways(build, [(np.int64(i),) for i in (0, 3, 1, 3, 2)])
+
+
+def test_updates_read_other_updates_variables_ifelse_and_scan():
+    rng = np.random.RandomState(2)
+    xs = rng.uniform(-1, 1, (5, 3)).astype('float64')
+
+    def build():
+        a = theano.shared(np.arange(3, dtype='float64'), name='a')
+        b = theano.shared(np.ones(3, 'float64'), name='b')
+        k = theano.shared(np.int32(0), name='k')
+        x = T.vector('x', dtype='float64')
+        # a scan inside: a running sum of x scaled by b's current value
+        run, _ = theano.scan(lambda xi, acc, bi: acc + xi * bi, sequences=[x, b],
+                             outputs_info=[T.zeros((), 'float64')])
+        branch = ifelse(T.eq(k % 2, 0), a * 2, b - a)
+        outs = [run, branch, a + b]
+        # every update reads variables that other updates write (the old values)
+        upd = [(a, b + x), (b, a * 0.5 + run[-1]), (k, k + 1)]
+        return [x], outs, upd, [a, b, k]
+    _three_ways(build, [(x,) for x in xs])
+
+
+def test_error_flag_on_a_chosen_step():
+    # step 3 indexes out of range: every way raises IndexError there with steps 0..2
+    # committed and nothing of step 3
+    rng = np.random.RandomState(3)
+    table0 = rng.uniform(-1, 1, (5, 2)).astype('float32')
+    idx = np.array([[0, 1], [4, 2], [3, 3], [1, 5], [2, 0]], 'int32')
+    finals = {}
+    for way in ('c', 'ocl', 'sim'):
+        table = theano.shared(table0.copy(), name='table')
+        acc = theano.shared(np.zeros(2, 'float32'), name='acc')
+        i = T.ivector('i')
+        f = theano.function([i], table[i].sum(), updates=[(acc, acc + table[i].sum(0))],
+                            mode='OCL' if way == 'ocl' else 'FAST_RUN')
+        with pytest.raises(IndexError):
+            if way == 'sim':
+                theano_ocl.SimulatorOCL(f).run_steps(len(idx), inputs={'i': idx})
+            else:
+                for t in range(len(idx)):
+                    f(idx[t])
+        finals[way] = acc.get_value()
+    want = table0[idx[:3]].sum(axis=(0, 1))
+    for way, got in finals.items():
+        assert_close(got, want, what='%s: acc after the failing step' % way, rtol=1e-6)

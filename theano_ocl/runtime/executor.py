@@ -344,6 +344,8 @@ class Executor(object):
                 for j in host_probes:
                     host_probes[j].append(np.array(outs0[j], copy=True))
             # ---------------------------------------------------- feeding, plans
+            fed = list(copies)
+            hooked = faults.hook is not None
             feed_mode = self.feed_mode(feed, frame, copies, what, error)
             if feed_mode == 'rebind':
                 for i, stage, big, nbytes, src0 in copies:
@@ -415,13 +417,25 @@ class Executor(object):
                         commit.apply(commit_actions() if step == first else kept_actions())
                         stats['steps_done'] = step + 1
                 except Replan as e:
-                    raise error(
-                        '%s: step %d: a host value or shape the device plan relied on changed '
-                        '(%s); the state holds the result of %d steps' % (
-                            what, step, e, step)) from None
+                    # another frame from this step on (an IfElse's other branch, a host
+                    # value the plan relied on): nothing of this step was committed, and
+                    # the steps left run as calls, which choose their frame
+                    warnings.warn(
+                        '%s: step %d needs another device plan than step 0 (%s); steps '
+                        '%d..%d run as calls' % (what, step, e, step, n - 1),
+                        stacklevel=stacklevel + 3)
+                    return step
+                return n
+
+            def unbind():
+                # the frame's kernels point at the input buffer again for later calls
+                for kernel, argi, _, itemsize, _, stage_buf, off in rebinds:
+                    kernel.set_arg(argi, stage_buf)
+                    set_long(kernel, argi + 1, off // itemsize)
+                del rebinds[:]
 
             try:
-                loop(1, False)
+                stop = loop(1, False)
                 queue.finish()
                 stats['loop_s'] = time.perf_counter() - t_loop
                 if frame.checks:
@@ -433,21 +447,63 @@ class Executor(object):
                         loop(1, True)
                         raise AssertionError('run_steps: a device check failed once and not '
                                              'when the steps ran again')  # pragma: no cover
+                stats['call_steps'] = n - stop
+                if stop < n:
+                    unbind()
+                    slot = stop if k == 1 else stop // k
+                    for step in range(stop, n):
+                        if hooked:
+                            faults.at('run_steps call %d' % step)
+                        for i, stage, big, nbytes, src0 in fed:
+                            cl.enqueue_copy(queue, stage.base_data, big.base_data,
+                                            byte_count=nbytes, src_offset=src0 + step * nbytes,
+                                            dst_offset=stage.offset)
+                        for cell, arr in host_feeds:
+                            cell[0] = arr[step, ...]
+                        for cell, stage in staged:
+                            cell[0] = stage
+                        outs = vm()
+                        for i, j, stage in carried:
+                            if stage.nbytes:
+                                self._write(stage.base_data, stage.offset, outs[j], stage)
+                        if (step + 1) % k == 0:
+                            for j, pb in zip(probe_idx, probe_bufs):
+                                if pb is None:
+                                    host_probes[j].append(np.array(outs[j], copy=True))
+                                elif pb[1].nbytes:
+                                    self._write(pb[0], slot * pb[1].nbytes, outs[j], pb[1],
+                                                what, error, j)
+                            slot += 1
+                        stats['steps_done'] = step + 1
             except BaseException as e:
                 if not isinstance(e, Exception):
                     vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
                 raise
             finally:
-                # the frame's kernels point at the input buffer again for later calls
-                for kernel, argi, _, itemsize, _, stage_buf, off in rebinds:
-                    kernel.set_arg(argi, stage_buf)
-                    set_long(kernel, argi + 1, off // itemsize)
+                unbind()
             return self._results(probe_idx, probe_bufs, host_probes, n_slots, probes_on)
         finally:
             for c, v in saved:
                 c[0] = v
 
     # ------------------------------------------------------------------ parts of run
+    def _write(self, buf, offset, value, like, what='run', error=RunStepsError, j=None):
+        """Copy a call's output ``value`` (host or device array) into ``buf`` at byte
+        ``offset``, where the loop keeps values shaped as ``like``."""
+        cl, queue = self.vm.dev.cl, self.vm.queue
+        if hasattr(value, 'base_data'):
+            if value.shape == like.shape and value.flags.c_contiguous:
+                cl.enqueue_copy(queue, buf, value.base_data, byte_count=like.nbytes,
+                                src_offset=value.offset, dst_offset=offset)
+                return
+            value = value.get(queue=queue)
+        value = np.ascontiguousarray(value, dtype=like.dtype)
+        if value.shape != tuple(like.shape):
+            raise error('%s: output %s has shape %s in this step and %s in step 0; probes '
+                        'and carries need the same shape every step' % (
+                            what, j, value.shape, like.shape))
+        cl.enqueue_copy(queue, buf, value, dst_offset=offset, is_blocking=True)
+
     def _results(self, probe_idx, probe_bufs, host_probes, n_slots, probes_on):
         import pyopencl.array as cla
         dev, queue = self.vm.dev, self.vm.queue
