@@ -10,6 +10,7 @@ import theano.tensor as T
 from theano.tensor import nnet
 
 from helpers import assert_close, assert_matches_c, compile_both, rand
+import theano_ocl
 from theano_ocl import fallback_nodes
 
 FLOATS = ['float16', 'float32', 'float64']
@@ -241,10 +242,14 @@ def test_int_division_by_zero_fused_and_constant_divisors():
         _assert_same_outcome(f_c, f_o, [xv, yv])
         kind, message = _assert_same_outcome(f_c, f_o, [xv, zero])
         assert kind is ZeroDivisionError
-    # nonzero constant divisors need no check: no host step in the frame
+    # nonzero constant divisors need no check: no error flag read after the call, while a
+    # variable divisor has one
     f_c, f_o = compile_both([x], [x // 3 + x % -2, x // np.int32(7)])
     _assert_same_outcome(f_c, f_o, [xv])
-    assert [s.kind for s in f_o.fn.last_frame.steps if s.kind == 'guard'] == []
+    assert theano_ocl.stats(f_o)['checks'] == 0, theano_ocl.stats(f_o)
+    f_c, f_o = compile_both([x, y], x // y)
+    _assert_same_outcome(f_c, f_o, [xv, yv])
+    assert theano_ocl.stats(f_o)['checks'] == 1, theano_ocl.stats(f_o)
     # a zero constant divisor raises
     f_c, f_o = compile_both([x], x % np.int32(0))
     assert _assert_same_outcome(f_c, f_o, [xv]) == (ZeroDivisionError, 'integer modulo by zero')

@@ -25,6 +25,7 @@ _LAZY = {
     'SimulatorOCL': 'simulator', 'optimize': 'simulator',
     'memory_info': 'runtime.memory',
     'kernel_cache_info': 'runtime.kernel_cache',
+    'stats': 'counts',
 }
 
 __all__ = sorted(_LAZY)

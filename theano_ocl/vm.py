@@ -29,7 +29,7 @@ from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, early, faults, host_tier, planner, steps
+from .runtime import commit, early, faults, host_tier, planner, plans, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -371,7 +371,7 @@ class OCLFunction(object):
         """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
         or False when that does not remove at least a quarter of the launches (on GPUs and
         for a loop's step, ``loop_step``: any; ``BatchedPlan.pays``)."""
-        before = sum(1 for st in frame.steps if st.kind in ('launch', 'copy'))
+        before = plans.launches(frame.steps)
         if before < (2 if self.loop_step else self.batch_min_launches):
             return False
         plan = planner.plan_steps(frame.steps, self.dev, self.queue,

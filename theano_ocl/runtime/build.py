@@ -104,7 +104,6 @@ class FrameBuilder(object):
     def _finish(self):
         vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
         frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
-        frame.has_host_steps = any(st.kind in ('host', 'download', 'guard') for st in frame.steps)
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []
         frame.zeros = {}

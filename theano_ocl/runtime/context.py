@@ -73,7 +73,6 @@ class Frame(object):
         # copied), else None (OCLFunction.pass_values reads these in place)
         self.kept_outputs = None
         self.commits = []          # steps applying the updates
-        self.has_host_steps = False
         self.n_launches = 0
         self.tiny = False          # every value is small: hot calls may run in-thread
         self.tier_probes = 0       # calls run both ways that must agree first (host_tier.py)

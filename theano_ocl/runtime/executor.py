@@ -23,7 +23,7 @@ import warnings
 
 import numpy as np
 
-from . import commit, early, faults, uploads
+from . import commit, early, faults, plans, uploads
 from .context import Replan, bind_site, family
 from .frames import frame_key
 from .invokers import set_long
@@ -525,7 +525,7 @@ class Executor(object):
 
     def _warn_host_steps(self, frame, what, stacklevel):
         from ..report import fallback_nodes          # (report imports theano)
-        hsteps = [s for s in frame.steps if s.kind in ('host', 'upload', 'download', 'guard')]
+        hsteps = [s for s in frame.steps if s.kind in plans.HOST_KINDS]
         if hsteps:
             tasks = self.vm.program.tasks
             ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
@@ -637,7 +637,7 @@ class Executor(object):
         prepares one pass's commit (runtime/commit.py)."""
         vm = self.vm
         commits = frame.commits
-        unbatched = sum(1 for s in frame.steps if s.kind in ('launch', 'copy')) + \
+        unbatched = plans.launches(frame.steps) + \
             sum(1 for c in commits if getattr(c, 'resident', None) is not None)
 
         def plain_commit():

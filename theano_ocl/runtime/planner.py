@@ -391,14 +391,14 @@ def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset(
     :class:`BatchedPlan` (``cpu_group``: see :func:`group_for`; ``pinned``: see
     :func:`analyse`; ``urgent``: see :func:`schedule`)."""
     ops = [analyse(i, s, pinned) for i, s in enumerate(steps)]
-    before = sum(1 for s in steps if s.kind in ('launch', 'copy'))
+    before = plans.launches(steps)
     out, holds, bound = [], [], []
     after = 0
     for group in schedule(ops, urgent):
         if len(group) < min_group:
             for o in group:
                 out.append(o.step)
-                after += o.step.kind in ('launch', 'copy')
+                after += o.step.kind in plans.LAUNCH_KINDS
             continue
         slab = slab_of(group)
         if slab is not None and len(group) <= SLAB_MAX_BATCH:

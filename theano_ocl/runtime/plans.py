@@ -22,6 +22,22 @@ apply them, all or nothing, once every step and check succeeded.
 """
 from ..darray import DArray
 
+#: the kinds of plan that make a pass return to the host ("host steps": host work, and
+#: the uploads and downloads around it, and guards reading host values)
+HOST_KINDS = frozenset(('host', 'upload', 'download', 'guard'))
+#: the kinds of plan that are device launches (kernels and device copies)
+LAUNCH_KINDS = frozenset(('launch', 'copy'))
+
+
+def host_steps(plans):
+    """How many of ``plans`` are host steps (:data:`HOST_KINDS`)."""
+    return sum(1 for p in plans if p.kind in HOST_KINDS)
+
+
+def launches(plans):
+    """How many of ``plans`` are device launches (:data:`LAUNCH_KINDS`)."""
+    return sum(1 for p in plans if p.kind in LAUNCH_KINDS)
+
 
 class Plan(object):
     """One recorded action: ``fn()`` runs it; ``task`` is the index of the owning task."""
