@@ -2,18 +2,16 @@
 
 Everything here reads only the records, so the tables and plots in the docs are rendered
 from the stored runs (``python -m theano_ocl render``), never typed by hand; matplotlib
-(Agg, no display) is imported only to plot.
+(Agg, no display) is imported only to plot. Records of every schema render: the spread
+of a variant is computed from its raw samples, which all of them keep.
 """
 import glob
 import json
 import os
 
-from . import BASELINE, OCL
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-DOCS = os.path.join(os.path.dirname(os.path.dirname(HERE)), 'docs')
-DATA_DIR = os.path.join(DOCS, '_data', 'benchmarks')
-OUT_DIR = os.path.join(DOCS, '_generated', 'benchmarks')
+from . import BASELINE, OCL, paths
+from .stats import (cases, fmt_time, others_cpu, ratio_range, spread, unreliable,
+                    variant_spread)
 
 
 def save(record, path):
@@ -29,6 +27,21 @@ def load(path):
         return json.load(f)
 
 
+def load_runs(data_dir):
+    """(file stem, record) of the suite's records in ``data_dir``, newest first; other JSON
+    files there (a directory the user chose may hold some) are left alone."""
+    runs = []
+    for p in glob.glob(os.path.join(data_dir, '*.json')):
+        try:
+            rec = load(p)
+        except ValueError:
+            continue
+        if isinstance(rec, dict) and {'benchmarks', 'device', 'date'} <= set(rec):
+            runs.append((os.path.splitext(os.path.basename(p))[0], rec))
+    runs.sort(key=lambda sr: sr[1]['date'], reverse=True)
+    return runs
+
+
 def run_name(record):
     """A file stem for a record: date and time, device, size
     (``2026-11-25T1303_nvidia-h100-80gb-hbm3_full``)."""
@@ -38,43 +51,41 @@ def run_name(record):
     return '%s_%s_%s' % (date, slug, 'quick' if record['quick'] else 'full')
 
 
-def others_cpu(record):
-    """The median and the largest share of the CPUs that other processes used while
-    samples were taken (None off Linux)."""
-    shares = [x for b in record['benchmarks'] for c in b['cases']
-              for v in c.get('variants', {}).values() for x in v.get('others_cpu') or ()
-              if x is not None]
-    return (float(sorted(shares)[len(shares) // 2]), max(shares)) if shares else None
-
-
-def fmt_time(s):
-    if s is None:
-        return ''
-    for unit, scale in (('s', 1.0), ('ms', 1e-3), ('us', 1e-6)):
-        if s >= scale:
-            break
-    v = s / scale
-    return ('%.0f %s' if v >= 100 else '%.3g %s') % (v, unit)
-
-
 def device_label(record):
     dev = record['device']
     return '%s (%s), %s' % (dev['name'][:40], dev['platform'], record['date'][:10])
 
 
 def header(record):
-    """The lines that say what a run measured on: device, driver, date, commit, software."""
+    """The lines that say what a run measured on: device, driver, date, commit, software,
+    and why its times are unreliable when they are."""
     dev, host, ver = record['device'], record['host'], record['versions']
-    git = record.get('git') or {}
-    commit = (git.get('commit') or 'unknown')[:10] + (' (with local changes)' if git.get('dirty') else '')
     return ('Device **%s** (%s, %s, driver %s, %d compute units); %s UTC; %s sizes, '
-            'median of %d samples; commit %s; host %s (%s CPUs); Python %s, Theano %s, '
-            'numpy %s, pyopencl %s.' % (
+            'median and interquartile range of %s samples per variant; %s; host %s (%s CPUs); '
+            'Python %s, Theano %s, numpy %s, pyopencl %s.' % (
                 dev['name'], dev['platform'], dev['type'], dev['driver_version'],
                 dev['compute_units'], record['date'].replace('T', ' ').rstrip('Z'),
-                _sizes(record), record['repeat'], commit,
-                host['cpu'], host['cpus'], host['python'], ver.get('theano'), ver.get('numpy'),
-                ver.get('pyopencl')) + _load_note(record))
+                _sizes(record), _counts(record), source(record), host['cpu'], host['cpus'],
+                host['python'], ver.get('theano'), ver.get('numpy'),
+                ver.get('pyopencl')) + _load_note(record) + _unreliable_note(record))
+
+
+def source(record):
+    """The commit a run ran from, or the installed version when it ran from no checkout."""
+    git = record.get('git') or {}
+    if git.get('commit'):
+        return 'commit %s%s' % (git['commit'][:10], ' (with local changes)' if git.get('dirty')
+                                else '')
+    version = (record.get('versions') or {}).get('theano_ocl')
+    return 'installed theano_ocl %s (no checkout)' % version if version else 'commit unknown'
+
+
+def _counts(record):
+    ns = [len(v['samples']) for _, c in cases(record)
+          for v in c.get('variants', {}).values() if v.get('samples')]
+    if not ns:
+        return 'no'
+    return '%d' % ns[0] if min(ns) == max(ns) else '%d-%d' % (min(ns), max(ns))
 
 
 def _sizes(record):
@@ -89,119 +100,194 @@ def _load_note(record):
     if load is None:
         return ''
     return (' Other processes used %.0f%% of the CPUs while samples were taken (median; '
-            'at most %.0f%%)%s.' % (100 * load[0], 100 * load[1],
-                                    ': the times are unreliable' if load[0] > 0.05 else ''))
+            'at most %.0f%%).' % (100 * load[0], 100 * load[1]))
+
+
+def _unreliable_note(record):
+    """The reasons stored with the run (``bench --record --force``), else those its own
+    samples give (records older than the check)."""
+    reasons = record['unreliable'] if 'unreliable' in record else unreliable(record)
+    if not reasons:
+        return ''
+    more = ' (and %d more)' % (len(reasons) - 3) if len(reasons) > 3 else ''
+    return ' **Unreliable**: %s%s.' % ('; '.join(reasons[:3]), more)
+
+
+def cell(s):
+    """A variant's median and interquartile range, ``1.5 ms (1.4..1.6)``."""
+    if s is None:
+        return ''
+    return '%s (%s..%s)' % (fmt_time(s.median), fmt_time(s.q1), fmt_time(s.q3))
 
 
 def markdown(record):
     """One run as Markdown: its header line and one table row per case."""
     lines = [header(record), '',
-             '| benchmark | case | per | Theano C | theano_ocl | C / OCL | theano_ocl min..max '
-             '| launches | also |',
-             '|---|---|---|---:|---:|---:|---|---:|---|']
-    for b in record['benchmarks']:
-        for c in b['cases']:
-            if 'error' in c:
-                lines.append('| %s | %s | | | | failed | | | %s |' % (
-                    b['name'], c['name'], c['error'].replace('|', '/').split('\n')[0][:120]))
-                continue
-            vs = c['variants']
-            cv, ov = vs.get(BASELINE, {}), vs.get(OCL, {})
-            also = ['%s %s' % (k, fmt_time(v['median'])) for k, v in vs.items()
-                    if k not in (BASELINE, OCL)]
-            info = c.get('info') or {}
-            if info.get('fallbacks'):
-                also.append('host fallbacks: %s' % ', '.join(info['fallbacks']))
-            ratio = c.get('ratio')
-            launches = info.get('launches')
-            lines.append('| %s | %s | %s | %s | %s | %s | %s | %s | %s |' % (
-                b['name'], c['name'], c['unit'], fmt_time(cv.get('median')),
-                fmt_time(ov.get('median')), '%.2fx' % ratio if ratio else '',
-                '%s..%s' % (fmt_time(ov['min']), fmt_time(ov['max'])) if ov else '',
-                '' if launches is None else launches, '; '.join(also)))
-    lines += ['', 'C / OCL: Theano C\'s median time over theano_ocl\'s (above 1: theano_ocl is '
-              'faster), both measured in the same process.', '']
+             '| benchmark | case | per | Theano C | theano_ocl | C / OCL | launches | also |',
+             '|---|---|---|---:|---:|---:|---:|---|']
+    for bench, c in cases(record):
+        if 'error' in c:
+            lines.append('| %s | %s | | | | failed | | %s |' % (
+                bench, c['name'], c['error'].replace('|', '/').split('\n')[0][:120]))
+            continue
+        also = ['%s %s' % (k, cell(spread(v['samples']))) for k, v in c['variants'].items()
+                if k not in (BASELINE, OCL)]
+        info = c.get('info') or {}
+        if info.get('fallbacks'):
+            also.append('host fallbacks: %s' % ', '.join(info['fallbacks']))
+        ratio, span = c.get('ratio'), ratio_range(c)
+        launches = info.get('launches')
+        lines.append('| %s | %s | %s | %s | %s | %s | %s | %s |' % (
+            bench, c['name'], c['unit'], cell(variant_spread(c, BASELINE)),
+            cell(variant_spread(c, OCL)),
+            '%.2fx (%.2f..%.2f)' % ((ratio,) + span) if ratio and span else '',
+            '' if launches is None else launches, '; '.join(also)))
+    lines += ['', 'Times: median (first..third quartile) of the samples. C / OCL: Theano C\'s '
+              'median time over theano_ocl\'s (above 1: theano_ocl is faster), both measured in '
+              'the same process; in brackets the lowest and highest ratio of the two '
+              'interquartile ranges.', '']
     return '\n'.join(lines)
 
 
 def ratios(record):
-    """(benchmark: case) -> C / OCL, in suite order, for the cases that have one."""
-    return [('%s: %s' % (b['name'], c['name']), c['ratio'])
-            for b in record['benchmarks'] for c in b['cases'] if c.get('ratio')]
+    """(benchmark: case, C / OCL, (low, high)) in suite order, for the cases that have one."""
+    return [('%s: %s' % (bench, c['name']), c['ratio'], ratio_range(c))
+            for bench, c in cases(record) if c.get('ratio') and ratio_range(c)]
 
 
-def plot(records, path, title='Speed against Theano C, same process'):
-    """Horizontal bars of C / OCL per case, one colour per recorded run (device)."""
+def latest_per_device(records):
+    """The newest record of each device, in the order of the devices' names."""
+    newest = {}
+    for r in records:
+        name = r['device']['name']
+        if name not in newest or r['date'] > newest[name]['date']:
+            newest[name] = r
+    return [newest[k] for k in sorted(newest)]
+
+
+def _pyplot():
     import matplotlib
     matplotlib.use('Agg')
     import matplotlib.pyplot as plt
+    return plt
+
+
+def _log_ratio_axis(axis):
     import matplotlib.ticker
-    import matplotlib.transforms
-    labels = []
-    for r in records:
-        for label, _ in ratios(r):
-            if label not in labels:
-                labels.append(label)
-    n = max(len(records), 1)
-    height = 0.8 / n
-    fig, ax = plt.subplots(figsize=(9, 1.2 + 0.32 * len(labels) * max(1, n * 0.7)))
-    lo, hi = 1.0, 1.0
-    for k, r in enumerate(records):
-        got = dict(ratios(r))
-        ys = [i + (k - (n - 1) / 2.0) * height for i, lab in enumerate(labels) if lab in got]
-        xs = [got[lab] for lab in labels if lab in got]
-        # bars grow from 1 (as fast as Theano C) to the ratio, left when slower
-        ax.barh(ys, [x - 1.0 for x in xs], left=1.0, height=height, label=device_label(r))
-        for y, x in zip(ys, xs):
-            ax.annotate('%.2fx' % x, (x, y), xytext=(3 if x >= 1 else -3, 0),
-                        textcoords='offset points', va='center', fontsize=7,
-                        ha='left' if x >= 1 else 'right')
-        lo, hi = min([lo] + xs), max([hi] + xs)
-    ax.axvline(1.0, color='k', lw=0.8)
-    ax.set_xscale('log')
-    ax.set_xlim(lo / 1.6, hi * 1.6)
-    ax.xaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: '%gx' % v))
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_yticks(range(len(labels)))
-    ax.set_yticklabels(labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xlabel('Theano C time / theano_ocl time (log scale; right of 1: theano_ocl faster)')
-    ax.set_title(title, fontsize=10)
-    # under the x label, whatever the figure's height
-    below = matplotlib.transforms.offset_copy(ax.transAxes, fig=fig, y=-0.5, units='inches')
-    ax.legend(fontsize=7, loc='upper center', bbox_to_anchor=(0.5, 0), bbox_transform=below)
+    axis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1, 2, 5)))
+    axis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: '%gx' % v))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
+def _save(fig, path):
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=100, bbox_inches='tight', metadata={'Software': None})
-    plt.close(fig)
+    _pyplot().close(fig)
     return path
 
 
-def render(data_dir=DATA_DIR, out_dir=OUT_DIR):
-    """Per recorded run ``<run>.md`` and ``<run>.png``; over all runs ``ratios.png`` and
-    ``index.md`` (newest first). Returns the paths written."""
-    paths = sorted(glob.glob(os.path.join(data_dir, '*.json')))
-    if not paths:
+def plot(records, path, title='Speed against Theano C, same process'):
+    """C / OCL per case, one panel per record (titled with its device and date): bars
+    from 1 to the ratio of the medians, error bars over the interquartile ranges."""
+    plt = _pyplot()
+    rows = [ratios(r) for r in records]
+    every = [x for rs in rows for _, m, span in rs for x in (m,) + span] or [1.0]
+    lo, hi = min(every + [1.0]), max(every + [1.0])
+    fig, axes = plt.subplots(
+        len(records), 1, sharex=True, squeeze=False,
+        figsize=(10, 0.9 + 0.24 * sum(max(len(rs), 1) for rs in rows) + 0.45 * len(records)),
+        gridspec_kw=dict(height_ratios=[max(len(rs), 1) for rs in rows]))
+    for ax, r, rs in zip(axes[:, 0], records, rows):
+        ys = range(len(rs))
+        xs = [m for _, m, _ in rs]
+        err = [[m - span[0] for _, m, span in rs], [span[1] - m for _, m, span in rs]]
+        colours = ['tab:green' if x >= 1 else 'tab:red' for x in xs]
+        # bars grow from 1 (as fast as Theano C) to the ratio, left when slower
+        ax.barh(ys, [x - 1.0 for x in xs], left=1.0, height=0.7, color=colours, xerr=err,
+                error_kw=dict(ecolor='0.25', lw=0.8, capsize=2))
+        for y, (_, m, span) in zip(ys, rs):
+            ax.annotate('%.2fx' % m, (span[1] if m >= 1 else span[0], y),
+                        xytext=(4 if m >= 1 else -4, 0), textcoords='offset points',
+                        va='center', fontsize=7, ha='left' if m >= 1 else 'right')
+        ax.axvline(1.0, color='k', lw=0.8)
+        ax.set_yticks(list(ys))
+        ax.set_yticklabels([label for label, _, _ in rs], fontsize=8)
+        ax.set_ylim(len(rs) - 0.5, -0.5)
+        ax.set_title(device_label(r) + ('' if len(records) == 1 else ' (latest run)'),
+                     fontsize=9, loc='left')
+    ax = axes[-1, 0]
+    ax.set_xscale('log')
+    ax.set_xlim(lo / 1.8, hi * 1.8)
+    _log_ratio_axis(ax.xaxis)
+    ax.set_xlabel('Theano C time / theano_ocl time (log scale; right of 1: theano_ocl faster; '
+                  'error bars: interquartile ranges)', fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    return _save(fig, path)
+
+
+def plot_history(records, path):
+    """C / OCL of every recorded run over time, one panel per device, one line per case
+    (colours and markers both vary, so that no two cases look alike)."""
+    import matplotlib.dates
+    plt = _pyplot()
+    devices = sorted({r['device']['name'] for r in records})
+    fig, axes = plt.subplots(len(devices), 1, squeeze=False, figsize=(12, 3.6 * len(devices)))
+    colours = plt.get_cmap('tab20').colors
+    markers = 'osD^vP*Xh<>'
+    for ax, dev in zip(axes[:, 0], devices):
+        runs = sorted((r for r in records if r['device']['name'] == dev), key=lambda r: r['date'])
+        series = {}
+        for r in runs:
+            when = matplotlib.dates.datestr2num(r['date'].rstrip('Z'))
+            for label, m, span in ratios(r):
+                series.setdefault(label, []).append((when, m, span))
+        for k, (label, pts) in enumerate(series.items()):
+            ax.errorbar([p[0] for p in pts], [p[1] for p in pts],
+                        yerr=[[p[1] - p[2][0] for p in pts], [p[2][1] - p[1] for p in pts]],
+                        color=colours[k % len(colours)], marker=markers[k % len(markers)],
+                        ms=4, lw=1, capsize=2, label=label)
+        ax.axhline(1.0, color='k', lw=0.8)
+        ax.set_yscale('log')
+        _log_ratio_axis(ax.yaxis)
+        ax.xaxis.set_major_formatter(matplotlib.dates.DateFormatter('%m-%d %H:%M'))
+        ax.set_ylabel('C / OCL', fontsize=8)
+        ax.set_title('%s: %d recorded runs' % (dev, len(runs)), fontsize=9, loc='left')
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=7, loc='upper left', bbox_to_anchor=(1.01, 1.0))
+    return _save(fig, path)
+
+
+def render(data_dir=None, out_dir=None, plots=True):
+    """Per recorded run ``<run>.md`` and ``<run>.png``; over all runs ``ratios.png`` (the
+    latest run of each device), ``history.png`` and ``index.md`` (newest first). Returns
+    the paths written. ``plots=False`` (no matplotlib) writes the Markdown alone."""
+    data_dir, out_dir = data_dir or paths.data_dir(), out_dir or paths.out_dir()
+    runs = load_runs(data_dir)
+    if not runs:
         raise FileNotFoundError('no recorded runs (*.json) in %s' % data_dir)
-    runs = [(os.path.splitext(os.path.basename(p))[0], load(p)) for p in paths]
-    runs.sort(key=lambda sr: sr[1]['date'], reverse=True)
     os.makedirs(out_dir, exist_ok=True)
     written = []
     index = ['# Recorded benchmark runs', '',
-             'Rendered by `python -m theano_ocl render` from the files in '
-             '`docs/_data/benchmarks/`; do not edit.', '',
-             '![C / OCL per benchmark and device](ratios.png)', '']
+             'Rendered by `python -m theano_ocl render` from the recorded runs (one JSON file '
+             'each); do not edit.', '',
+             '![C / OCL per benchmark, the latest run of each device](ratios.png)', '',
+             '## History', '',
+             '![C / OCL of every recorded run, per device](history.png)', '']
     for stem, rec in runs:
         md = markdown(rec)
-        for ext, write in (('.md', lambda p: _write(p, md)),
-                           ('.png', lambda p: plot([rec], p, title=device_label(rec)))):
-            path = os.path.join(out_dir, stem + ext)
-            write(path)
-            written.append(path)
+        path = os.path.join(out_dir, stem + '.md')
+        _write(path, md)
+        written.append(path)
+        if plots:
+            written.append(plot([rec], os.path.join(out_dir, stem + '.png'),
+                                title=device_label(rec)))
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
     index += _script_runs(scripts) + _torch_runs(scripts)
-    written.append(plot([r for _, r in runs], os.path.join(out_dir, 'ratios.png')))
+    records = [r for _, r in runs]
+    if plots:
+        written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
+        written.append(plot_history(records, os.path.join(out_dir, 'history.png')))
     path = os.path.join(out_dir, 'index.md')
     _write(path, '\n'.join(index))
     written.append(path)

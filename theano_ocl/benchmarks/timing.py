@@ -9,6 +9,8 @@ import time
 
 import numpy as np
 
+from .paths import checkout_root
+
 
 def host(value):
     """A host numpy array of a function's result (device arrays are downloaded)."""
@@ -88,7 +90,8 @@ def _cpu_name():
 
 
 def _git():
-    """{commit, dirty} of the checkout. ``THEANO_OCL_BENCH_COMMIT`` (a commit, ``+dirty``
+    """{commit, dirty} of the checkout theano_ocl runs from (None for an installed copy:
+    the environment may sit inside another repository). ``THEANO_OCL_BENCH_COMMIT`` (a commit, ``+dirty``
     appended when the tree had changes) overrides what git says: a copy of the working
     tree on another machine may carry a stale ``.git`` (the GPU machine's copies read an
     older HEAD, with local changes, than the tree they held)."""
@@ -96,7 +99,9 @@ def _git():
     if given:
         commit, _, flag = given.partition('+')
         return dict(commit=commit, dirty=flag == 'dirty', given=True)
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    root = checkout_root()
+    if root is None:
+        return None
     try:
         commit = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True,
                                 text=True, timeout=10).stdout.strip()
