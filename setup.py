@@ -68,7 +68,8 @@ setup(
     extras_require={
         'test': ['pytest', 'pynose', 'parameterized', 'scipy'],
         'clblast': ['pyclblast'],
-        # python -m theano_ocl bench (progress bar) and --plot / render (the plots)
+        # python -m theano_ocl bench's progress bar and the plots of --plot / render (bench
+        # itself runs without them: plain progress lines, tables only)
         'bench': ['tqdm', 'matplotlib'],
         # make docs / tests/test_docs.py (Sphinx 9 needs Python >= 3.11)
         'docs': ['sphinx>=9,<10', 'myst-parser>=5,<6'],
