@@ -143,7 +143,8 @@ def test_render_from_stored_runs(tmp_path, capsys):
                                    ('b', 'Dev B', 4.0, '2026-03-04T00:00:00Z'),
                                    ('c', 'Dev A', 2.0, '2026-01-01T00:00:00Z')):
         record.save(_sample(dev, scale, date), str(data / (name + '.json')))
-    (data / 'notes.json').write_text('{"something": "else"}')      # not a run: left alone
+    (data / 'notes.json').write_text('{"something": "else"}')      # not runs: left alone
+    (data / 'broken.json').write_text('[1, 2')
     assert main(['render', '--data', str(data), '--out', str(out)]) == 0
     assert sorted(os.listdir(out)) == ['a.md', 'a.png', 'b.md', 'b.png', 'c.md', 'c.png',
                                        'history.png', 'index.md', 'ratios.png']

@@ -8,10 +8,10 @@
     python -m theano_ocl bench --compare A.json B.json [--threshold 0.05] [--fail-on-regression]
     python -m theano_ocl render [--data DIR] [--out DIR]      (same as bench --render)
 
-``--record`` stores the run and renders the tables and plots from every stored run: in a
-checkout, docs/_data/benchmarks/<date>_<device>_<quick|full>.json and
-docs/_generated/benchmarks/; from an installed copy, DIR (default: the current
-directory). A run whose times are unreliable (other processes busy, samples scattered,
+``--record`` stores the run and renders the tables and plots from every stored run: into
+DIR when given; else, in a checkout, as docs/_data/benchmarks/<date>_<device>_<quick|full>.json
+rendered into docs/_generated/benchmarks/, and from an installed copy into the current
+directory. A run whose times are unreliable (other processes busy, samples scattered,
 Theano C off its recorded range) is recorded only with ``--force``.
 
 Exit status: 1 when a case failed (its check against Theano C, or an error; the others
@@ -47,8 +47,8 @@ def add_parsers(sub):
     p.add_argument('--plot', metavar='FILE.png',
                    help='draw C / OCL per benchmark here (needs matplotlib)')
     p.add_argument('--record', nargs='?', const='', default=None, metavar='DIR',
-                   help='store the run and render the tables and plots: in a checkout under '
-                        'docs/, else in DIR (default: the current directory)')
+                   help='store the run in DIR and render every run stored there; without '
+                        'DIR: under docs/ in a checkout, else in the current directory')
     p.add_argument('--force', action='store_true', help='record a run even when it is unreliable')
     p.add_argument('--compare', nargs=2, metavar=('A.json', 'B.json'),
                    help="compare run B's theano_ocl times with run A's (no benchmark runs)")

@@ -27,17 +27,22 @@ def load(path):
         return json.load(f)
 
 
-def load_runs(data_dir):
-    """(file stem, record) of the suite's records in ``data_dir``, newest first; other JSON
-    files there (a directory the user chose may hold some) are left alone."""
-    runs = []
-    for p in glob.glob(os.path.join(data_dir, '*.json')):
+def _json_objects(directory):
+    """(file stem, dict) of the JSON files in ``directory`` that hold an object, by name;
+    other files there (a directory the user chose may hold any) are left alone."""
+    for p in sorted(glob.glob(os.path.join(directory, '*.json'))):
         try:
-            rec = load(p)
-        except ValueError:
+            obj = load(p)
+        except (OSError, ValueError):
             continue
-        if isinstance(rec, dict) and {'benchmarks', 'device', 'date'} <= set(rec):
-            runs.append((os.path.splitext(os.path.basename(p))[0], rec))
+        if isinstance(obj, dict):
+            yield os.path.splitext(os.path.basename(p))[0], obj
+
+
+def load_runs(data_dir):
+    """(file stem, record) of the suite's records in ``data_dir``, newest first."""
+    runs = [(stem, rec) for stem, rec in _json_objects(data_dir)
+            if {'benchmarks', 'device', 'date'} <= set(rec)]
     runs.sort(key=lambda sr: sr[1]['date'], reverse=True)
     return runs
 
@@ -350,10 +355,9 @@ def _torch_runs(scripts_dir):
 def _scripts(scripts_dir, benches):
     """(name, record) of the ``--json`` records in ``scripts_dir`` of the scripts ``benches``
     (their ``bench`` key), newest first (names start with their date)."""
-    for p in sorted(glob.glob(os.path.join(scripts_dir, '*.json')), reverse=True):
-        rec = load(p)
+    for stem, rec in reversed(list(_json_objects(scripts_dir))):
         if rec.get('bench') in benches:
-            yield os.path.splitext(os.path.basename(p))[0], rec
+            yield stem, rec
 
 
 def _ms(ms):
