@@ -202,7 +202,7 @@ def cmd_bench(args):
     status = 0
     if args.record is not None and rec['unreliable'] and not args.force:
         print('not recorded: the times are unreliable (%s); --force records them anyway'
-              % '; '.join(rec['unreliable']), file=sys.stderr)
+              % stats.brief(rec['unreliable']), file=sys.stderr)
         status = 3
     elif args.record is not None:
         path = os.path.join(data, record.run_name(rec) + '.json')

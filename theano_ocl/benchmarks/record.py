@@ -10,7 +10,7 @@ import json
 import os
 
 from . import BASELINE, OCL, paths
-from .stats import (cases, fmt_time, others_cpu, ratio_range, spread, unreliable,
+from .stats import (brief, cases, fmt_time, others_cpu, ratio_range, spread, unreliable,
                     variant_spread)
 
 
@@ -114,8 +114,7 @@ def _unreliable_note(record):
     reasons = record['unreliable'] if 'unreliable' in record else unreliable(record)
     if not reasons:
         return ''
-    more = ' (and %d more)' % (len(reasons) - 3) if len(reasons) > 3 else ''
-    return ' **Unreliable**: %s%s.' % ('; '.join(reasons[:3]), more)
+    return ' **Unreliable**: %s.' % brief(reasons)
 
 
 def cell(s):

@@ -97,6 +97,12 @@ def unreliable(record, earlier=()):
     return reasons
 
 
+def brief(reasons, shown=3):
+    """The first ``shown`` reasons joined, and how many more there are."""
+    more = ' (and %d more)' % (len(reasons) - shown) if len(reasons) > shown else ''
+    return '; '.join(reasons[:shown]) + more
+
+
 def _reference_off(record, bench, case, earlier):
     s = variant_spread(case, BASELINE)
     if s is None:
