@@ -108,7 +108,10 @@ def test_usage_errors_exit_2(capsys):
     assert main(['bench', '--only', 'overhead', '--set', 'overhead.no_such_param=1']) == 2
     assert main(['bench', '--only', 'overhead', '--set', 'overhead.calls=x y']) == 2
     assert main(['bench', '--only', 'overhead', '--device', 'no-such-device-name']) == 2
+    assert main(['bench', '--only', 'overhead', '--repeat', '0']) == 2
+    assert main(['bench', '--only', 'overhead', '--min-time', '-1']) == 2
     err = capsys.readouterr().err
+    assert '(got 0, 1)' in err and '(got 5, -1)' in err
     assert 'unknown benchmark no-such-benchmark' in err and 'no_such_param' in err
     assert 'is not a Python literal' in err and "no OpenCL device matches 'no-such-device-name'" in err
 

@@ -176,8 +176,12 @@ def cmd_bench(args):
     except ValueError as e:
         print(str(e), file=sys.stderr)
         return 2
-    repeat = args.repeat or (3 if args.quick else 5)
+    repeat = args.repeat if args.repeat is not None else (3 if args.quick else 5)
     min_time = args.min_time if args.min_time is not None else (0.2 if args.quick else 1.0)
+    if repeat < 1 or min_time < 0:
+        print('--repeat takes at least 1 sample and --min-time no negative time (got %d, %g)'
+              % (repeat, min_time), file=sys.stderr)
+        return 2
     from theano_ocl.device import NoOpenCLPlatform
     try:
         rec = runner.run(args.only, device=args.device, quick=args.quick, repeat=repeat,
