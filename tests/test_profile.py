@@ -1,9 +1,12 @@
 """``profile=True`` under mode='OCL' (theano_ocl/profiling.py): Theano's summary with device
 nodes typed ``D``, host nodes ``C``/``Py`` as ``theano_ocl.report`` places them, transfers
-with their bytes, kernel builds counted as compile time."""
+with their bytes, kernel builds counted as compile time (only), device events exported as a
+Chrome trace."""
 import copy
 import io
+import json
 import re
+import time
 
 import numpy as np
 import pytest
@@ -12,6 +15,7 @@ import theano.tensor as T
 from theano import gof
 
 import theano_ocl
+from theano_ocl import profiling
 from theano_ocl.runtime import kernel_cache as kc
 
 from helpers import assert_close
@@ -224,3 +228,102 @@ def test_unprofiled_function_has_no_profiler():
     f = theano.function([x], T.exp(x), mode='OCL')
     assert f.fn.profiler is None and f.profile is None
     assert_close(f(np.ones(3, 'f4')), np.exp(np.ones(3, 'f4')))
+
+
+def test_kernel_builds_count_as_compile_time_only(fresh_builds):
+    """The first call builds the kernels: Theano timed it, builds included, but they are
+    compile time (as the C linker's compilation), so they leave the call times."""
+    f, _ = _mlp('OCL')
+    xv = np.ones((N, D_IN), 'f4')
+    t0 = time.perf_counter()
+    f(xv)
+    wall = time.perf_counter() - t0
+    prof = f.profile
+    b = _builds(_summary(f))
+    assert b['source'] > 0 and b['seconds'] > 0
+    assert prof.compile_time >= prof.linker_time >= b['seconds']
+    assert 0 < prof.vm_call_time <= prof.fct_call_time
+    assert prof.fct_call_time + b['seconds'] <= wall
+    first = prof.fct_call_time
+    f(xv)                                          # builds nothing: all of it is call time
+    assert _builds(_summary(f)) == b
+    assert prof.fct_call_time > first
+
+
+def _trace(f, tmp_path, name='trace.json'):
+    path = tmp_path / name
+    n = profiling.export_chrome_trace(f, str(path))
+    with open(str(path)) as fh:
+        events = json.load(fh)['traceEvents']
+    timed = [e for e in events if e['ph'] == 'X']
+    assert n == len(timed)
+    return events, timed
+
+
+def test_chrome_trace_has_the_profiled_device_events(tmp_path):
+    f, _ = _mlp('OCL')
+    rng = np.random.RandomState(1)
+    for _ in range(CALLS):
+        f(rng.randn(N, D_IN).astype('f4'))
+    events, timed = _trace(f, tmp_path)
+    assert {(e['name'], e['ph']) for e in events if e['ph'] == 'M'} == \
+        {('process_name', 'M'), ('thread_name', 'M')}
+    assert sorted({e['args']['call'] for e in timed}) == list(range(1, CALLS + 1))
+
+    # one queue, in order: each command starts once the one before it ended
+    assert all(e['dur'] >= 0 for e in timed)
+    for a, b in zip(timed, timed[1:]):
+        assert b['ts'] >= a['ts'] + a['dur'] - 1e-3, (a, b)
+
+    # every kernel and device copy of a node is there: their durations add up to the
+    # node's time in the profile, and they are named by the node
+    prof = f.profile
+    rows = theano_ocl.placements(f)
+    device = {node for node, where, _ in rows if where == 'device'}
+    per_node = {}
+    for e in timed:
+        if e['cat'] in ('kernel', 'copy'):
+            node = rows[e['args']['node']][0]
+            assert node in device and e['name'] == str(node.op)
+            assert e['args']['apply'] == str(node)
+            per_node[node] = per_node.get(node, 0.0) + e['dur']
+    launched = [n for n in device if prof.apply_time[n] > 0]
+    assert launched and set(per_node) == set(launched)
+    for node in launched:
+        assert per_node[node] == pytest.approx(prof.apply_time[node] * 1e6, rel=1e-6)
+
+    # transfers: as many and as large as the summary counts them, the input's named
+    text = _summary(f)
+    for kind in ('upload', 'download'):
+        count, nbytes, _ = _transfers(text, kind)
+        mine = [e for e in timed if e['cat'] == kind]
+        assert len(mine) == count and sum(e['args']['bytes'] for e in mine) == nbytes
+    assert sum(1 for e in timed if e['name'] == 'input x') == CALLS
+
+
+def test_chrome_trace_of_a_shared_profile_and_its_limit(tmp_path, monkeypatch):
+    """A profile shared by two functions exports both, one process each; a function keeps
+    the events of its last TRACE_EVENTS commands."""
+    monkeypatch.setattr(profiling, 'TRACE_EVENTS', 5)
+    shared = theano.compile.profiling.ProfileStats(message='two functions')
+    x = T.fvector('x')
+    fs = [theano.function([x], T.exp(x) * k, mode='OCL', profile=shared) for k in (2, 3)]
+    for _ in range(3):
+        for f in fs:
+            f(np.ones(7, 'f4'))
+    events, timed = _trace(shared, tmp_path)
+    names = {e['pid']: e['args']['name'] for e in events if e['name'] == 'process_name'}
+    assert sorted(names) == [1, 2] and all('two functions' in v for v in names.values())
+    for pid in (1, 2):
+        mine = [e for e in timed if e['pid'] == pid]
+        assert len(mine) == 5 and mine[-1]['args']['call'] == 3
+    one = _trace(fs[1], tmp_path, 'one.json')[1]
+    assert [(e['name'], e['dur']) for e in one] == \
+        [(e['name'], e['dur']) for e in timed if e['pid'] == 2]
+
+
+def test_chrome_trace_needs_a_profiled_function(tmp_path):
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x), mode='OCL')
+    with pytest.raises(TypeError, match='profile=True'):
+        profiling.export_chrome_trace(f, str(tmp_path / 't.json'))
