@@ -1,5 +1,12 @@
-"""Where each node of a compiled function runs: ``report(f)`` and ``fallback_nodes(f)``."""
+"""Where each node of a compiled function runs: ``report(f)``, ``placements(f)`` and
+``fallback_nodes(f)``."""
 import sys
+
+#: the default width of ``report(f)``'s lines (longer ones end in ``...``; ``width=None``
+#: prints them whole, and ``placements(f)`` keeps every detail whole)
+WIDTH = 160
+#: where a "device" node's work runs on the host, in its device's mapped buffers
+HOST_BLAS = 'host BLAS on the mapped buffers'
 
 
 def _program(f):
@@ -16,12 +23,25 @@ def placements(f):
 
     ``where`` is 'device', 'host-shape' (shape arithmetic on host values, by design)
     or 'host-fallback' (no device implementation: Theano's own code runs with transfers).
+    A device node whose products run as host BLAS in the device's mapped buffers (a BLAS
+    op or a convolution's products on a CPU device, or on a GPU sharing host memory) says
+    so first in its implementation: ``HOST_BLAS``, where its planned frames do (small
+    products run a kernel instead), or, before the function has run, where a BLAS op's
+    backend is the host's.
     """
     prog, fn = _program(f)
+    mapped = _mapped_host_tasks(fn)
     rows = []
-    for task in prog.tasks:
+    for k, task in enumerate(prog.tasks):
         if task.kind == 'dev':
             desc = task.impl.describe()
+            host_backend = getattr(task.impl, 'backend', None) == 'host'   # (BLAS ops)
+            if mapped is not None and k in mapped:      # (a convolution's products too)
+                desc = '%s: %s' % (HOST_BLAS, desc)
+            elif host_backend and task.fused_into is None:
+                desc = ('%s where a product is not small: %s' % (HOST_BLAS, desc)
+                        if mapped is None else
+                        'a kernel, not host BLAS: %s' % desc)  # (gemm_small's)
             if task.fused_into is not None:
                 if task.impl.takes_epilogue:
                     desc = ('%s, planned at %s, whose output its kernel computes (epilogue; '
@@ -49,6 +69,16 @@ def placements(f):
     return rows
 
 
+def _mapped_host_tasks(fn):
+    """Indices of the tasks whose planned frames run host steps in mapped device buffers
+    (``HostStep.follows``: host BLAS), or None where no frame is planned yet."""
+    frames = [g for frame in fn.frames.values() for g in [frame] + list(frame.alternates)]
+    if not frames:
+        return None
+    return {step.task for frame in frames for step in frame.steps
+            if step.kind == 'host' and step.follows}
+
+
 def fallback_nodes(f):
     """The Apply nodes that run on the host for want of a device implementation."""
     return [node for node, where, _ in placements(f) if where == 'host-fallback']
@@ -62,31 +92,44 @@ def inner_functions(f):
             for inner in task.impl.inner_functions]
 
 
-def report(f, file=None):
+def report(f, file=None, width=WIDTH):
     """Print, per node, where it runs and with which implementation; under a node that
-    runs an inner function (a device Scan), that function's placements, indented."""
+    runs an inner function (a device Scan), that function's placements, indented.
+
+    A node's line longer than ``width`` characters is cut, ending in ``...`` (a fused
+    kernel's detail can list dozens of producers); ``width=None`` prints every line
+    whole, as ``placements(f)`` gives every detail."""
     file = file or sys.stdout
     prog, fn = _program(f)
     rows = placements(f)
     print('theano_ocl: %s  |  %s' % (fn.dev, _counts(prog, rows)), file=file)
-    _print_rows(f, rows, file, '')
+    _print_rows(f, rows, file, width, '')
+
+
+def _print(file, width, line):
+    if width is not None and len(line) > width:
+        line = line[:max(width - 3, 0)] + '...'
+    print(line, file=file)
 
 
 def _counts(prog, rows):
     c = prog.counts()
-    return '%d nodes: %d device, %d host shape arithmetic, %d host fallback' % (
-        len(rows), c['device'], c['meta'], c['fallback'])
+    blas = sum(1 for _, where, impl in rows
+               if where == 'device' and impl.startswith(HOST_BLAS + ':'))
+    return '%d nodes: %d device%s, %d host shape arithmetic, %d host fallback' % (
+        len(rows), c['device'], ' (%d of them host BLAS)' % blas if blas else '', c['meta'],
+        c['fallback'])
 
 
-def _print_rows(f, rows, file, indent):
+def _print_rows(f, rows, file, width, indent):
     inner = {}
     for node, g in inner_functions(f):
         inner.setdefault(node, []).append(g)
     for k, (node, where, impl) in enumerate(rows):
-        print('%s%4d  %-13s  %-40s  %s' % (indent, k, where, str(node.op)[:40], impl),
-              file=file)
+        _print(file, width, '%s%4d  %-13s  %-40s  %s' % (indent, k, where, str(node.op)[:40],
+                                                         impl))
         for g in inner.get(node, ()):
             sub = placements(g)
-            print('%s      inner of %s: %s' % (indent, str(node.op)[:40],
-                                               _counts(_program(g)[0], sub)), file=file)
-            _print_rows(g, sub, file, indent + '      ')
+            _print(file, width, '%s      inner of %s: %s' % (
+                indent, str(node.op)[:40], _counts(_program(g)[0], sub)))
+            _print_rows(g, sub, file, width, indent + '      ')

@@ -1,0 +1,76 @@
+"""``theano_ocl.report(f)`` and ``placements(f)`` (theano_ocl/report.py): long details cut
+to the line width with the whole text still available, and the "device" nodes whose
+products run as host BLAS in the device's mapped buffers named as such."""
+import io
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.report import HOST_BLAS, WIDTH
+
+from helpers import assert_close
+
+
+def _lines(f, **kw):
+    out = io.StringIO()
+    theano_ocl.report(f, file=out, **kw)
+    header, *rows = out.getvalue().splitlines()
+    return header, rows
+
+
+def test_long_details_are_cut_and_kept_whole():
+    x = T.fmatrix('x')
+    # Theano fuses the terms into one Composite, which the sum's kernel computes: its
+    # detail names that whole expression
+    f = theano.function([x], sum(T.tanh(x * np.float32(k)) for k in range(1, 25)).sum(),
+                        mode='OCL')
+    details = [d for _, where, d in theano_ocl.placements(f) if where == 'device']
+    longest = max(details, key=len)
+    assert len(longest) > 2 * WIDTH
+
+    _, rows = _lines(f)
+    assert all(len(r) <= WIDTH for r in rows)
+    cut = [r for r in rows if r.endswith('...')]
+    assert len(cut) == 1 and longest.startswith(cut[0][:-3].split('  ')[-1])
+
+    _, rows = _lines(f, width=60)
+    assert all(len(r) <= 60 for r in rows) and len(rows) == len(details)
+
+    _, rows = _lines(f, width=None)
+    assert any(r.endswith(longest) for r in rows)
+    assert not any(r.endswith('...') for r in rows)
+
+
+def test_host_blas_nodes_say_so():
+    """On a CPU device a product too large for the small-product kernel runs as host BLAS
+    on the mapped buffers: "device" in placement, the host's CPU in fact."""
+    if not theano_ocl.get_device().is_cpu:
+        pytest.skip('host BLAS runs the products of CPU devices')
+    rng = np.random.RandomState(0)
+    x, s = T.fmatrix('x'), T.fmatrix('s')
+    W = theano.shared(rng.randn(100, 64).astype('f4'), 'W')     # 409600 multiply-adds
+    V = theano.shared(rng.randn(4, 4).astype('f4'), 'V')         # 64: the small kernel
+    outs = [T.dot(x, W), T.dot(s, V)]
+    f = theano.function([x, s], outs, mode='OCL')
+
+    def dots():
+        return {str(node.inputs[1]): d for node, where, d in theano_ocl.placements(f)
+                if where == 'device' and 'Dot' in str(node.op)}
+
+    before = dots()
+    assert all(d.startswith(HOST_BLAS + ' where a product is not small: ')
+               for d in before.values()), before
+    xv, sv = rng.randn(64, 100).astype('f4'), rng.randn(4, 4).astype('f4')
+    got = f(xv, sv)
+    assert_close(got[0], xv.dot(W.get_value()), rtol=1e-4, atol=1e-4)
+    assert_close(got[1], sv.dot(V.get_value()))
+
+    after = dots()
+    assert after['W'].startswith(HOST_BLAS + ': ')
+    assert after['V'].startswith('a kernel, not host BLAS: ')
+    header, rows = _lines(f)
+    assert '(1 of them host BLAS)' in header
+    assert sum(HOST_BLAS + ': ' in r for r in rows) == 1
