@@ -327,3 +327,24 @@ def test_chrome_trace_needs_a_profiled_function(tmp_path):
     f = theano.function([x], T.exp(x), mode='OCL')
     with pytest.raises(TypeError, match='profile=True'):
         profiling.export_chrome_trace(f, str(tmp_path / 't.json'))
+
+
+def test_host_blas_time_is_its_own():
+    """On a CPU device a product's host BLAS maps its buffers, which waits for the kernels
+    queued before it: their time is theirs (from their events), not the product's."""
+    if not theano_ocl.get_device().is_cpu:
+        pytest.skip('host BLAS runs the products of CPU devices')
+    rng = np.random.RandomState(0)
+    big, x = T.fmatrix('big'), T.fmatrix('x')
+    W = theano.shared(rng.randn(100, 64).astype('f4'), 'W')    # not small: host BLAS
+    heavy = T.tanh(T.exp(T.sin(big) * 2) + T.cos(big)).mean()
+    f = theano.function([big, x], T.dot(x * heavy, W), mode='OCL', profile=True)
+    args = (rng.randn(800, 800).astype('f4'), rng.randn(64, 100).astype('f4'))
+    for _ in range(3):
+        f(*args)
+    rows = theano_ocl.placements(f)
+    dot, = [n for n, where, d in rows if d.startswith('host BLAS') and 'Dot' in str(n.op)]
+    times = f.profile.apply_time
+    kernels = sum(times[n] for n, where, _ in rows if where == 'device' and n is not dot)
+    assert kernels > 0 and times[dot] > 0
+    assert times[dot] < 0.5 * kernels, (times[dot], kernels)

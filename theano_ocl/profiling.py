@@ -102,6 +102,7 @@ class Profiler(object):
         self.transfers = {'upload': [0, 0, 0.0], 'download': [0, 0, 0.0]}
         self.builds = dict.fromkeys(BUILD_KEYS, 0)
         self._builds_at = None        # this thread's build counters when planning began
+        self._tail = None             # the last kernel or copy queued since a host step waited
         self.calls = 0
         #: (call, task index or None, category, label, start ns, end ns, bytes), oldest first
         self.trace = collections.deque(maxlen=TRACE_EVENTS)
@@ -125,15 +126,17 @@ class Profiler(object):
                 return step.fn()
             finally:
                 _tls.step = None
-        if kind == 'host':
+        if kind == 'host' and self._tail is not None:
             # a host step may wait for the kernels queued before it (host BLAS maps its
             # buffers): their time is theirs, from their events, not this node's
-            self.fn.queue.finish()
+            self._tail.wait()
+            self._tail = None
         t0 = time.perf_counter()
         ev = step.fn()
         if ev is not None and (kind == 'launch' or kind == 'copy'):
             self.events.append((step.task, 'kernel' if kind == 'launch' else 'copy', ev,
                                 getattr(step, 'name', None)))
+            self._tail = ev
         else:
             self.times[step.task] += time.perf_counter() - t0
         return ev
@@ -153,6 +156,7 @@ class Profiler(object):
         """Once the call's outputs are back: device times from the events (each read once,
         here), transfers and kernel builds of this call."""
         self.fn.queue.finish()
+        self._tail = None
         self.calls += 1
         call, times, trace = self.calls, self.times, self.trace
         for t, cat, ev, label in self.events:
