@@ -269,10 +269,11 @@ def test_chrome_trace_has_the_profiled_device_events(tmp_path):
     assert {(e['name'], e['ph']) for e in events if e['ph'] == 'M'} == \
         {('process_name', 'M'), ('thread_name', 'M')}
     assert sorted({e['args']['call'] for e in timed}) == list(range(1, CALLS + 1))
+    assert all(e['dur'] >= 0 for e in timed)
 
     # one queue, in order: each command starts once the one before it ended
-    assert all(e['dur'] >= 0 for e in timed)
-    for a, b in zip(timed, timed[1:]):
+    queue = [e for e in timed if e['tid'] == 1]
+    for a, b in zip(queue, queue[1:]):
         assert b['ts'] >= a['ts'] + a['dur'] - 1e-3, (a, b)
 
     # every kernel and device copy of a node is there: their durations add up to the
@@ -299,6 +300,12 @@ def test_chrome_trace_has_the_profiled_device_events(tmp_path):
         mine = [e for e in timed if e['cat'] == kind]
         assert len(mine) == count and sum(e['args']['bytes'] for e in mine) == nbytes
     assert sum(1 for e in timed if e['name'] == 'input x') == CALLS
+
+    # the host fallback's steps, on the host's track, as long as its time in the profile
+    host = [e for e in timed if e['cat'] == 'host' and e['name'] == 'HostCopy']
+    assert len(host) == CALLS and all(e['tid'] == 2 for e in host)
+    node = rows[host[0]['args']['node']][0]
+    assert sum(e['dur'] for e in host) == pytest.approx(prof.apply_time[node] * 1e6, rel=1e-6)
 
 
 def test_chrome_trace_of_a_shared_profile_and_its_limit(tmp_path, monkeypatch):
@@ -329,7 +336,7 @@ def test_chrome_trace_needs_a_profiled_function(tmp_path):
         profiling.export_chrome_trace(f, str(tmp_path / 't.json'))
 
 
-def test_host_blas_time_is_its_own():
+def test_host_blas_time_is_its_own(tmp_path):
     """On a CPU device a product's host BLAS maps its buffers, which waits for the kernels
     queued before it: their time is theirs (from their events), not the product's."""
     if not theano_ocl.get_device().is_cpu:
@@ -348,3 +355,15 @@ def test_host_blas_time_is_its_own():
     kernels = sum(times[n] for n, where, _ in rows if where == 'device' and n is not dot)
     assert kernels > 0 and times[dot] > 0
     assert times[dot] < 0.5 * kernels, (times[dot], kernels)
+
+    # in the trace, each call's product starts once the kernels before it ended (the
+    # host's clock read against the device's: within a millisecond)
+    trace = tmp_path / 'trace.json'
+    profiling.export_chrome_trace(f, str(trace))
+    with open(str(trace)) as fh:
+        timed = [e for e in json.load(fh)['traceEvents'] if e['ph'] == 'X']
+    for call in (1, 2, 3):
+        mine = [e for e in timed if e['args']['call'] == call]
+        blas, = [e for e in mine if e['cat'] == 'host' and e['name'] == str(dot.op)]
+        before = [e for e in mine if e['cat'] == 'kernel']
+        assert before and blas['ts'] >= max(e['ts'] + e['dur'] for e in before) - 1000

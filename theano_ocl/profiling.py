@@ -45,6 +45,10 @@ BUILD_KEYS = ('source_builds', 'source_seconds', 'disk_hits', 'disk_seconds', 'm
 #: device events a profiled function keeps for :func:`export_chrome_trace` (its last ones)
 TRACE_EVENTS = 100000
 
+#: nanoseconds between two readings of the host clock against the device's (the trace
+#: places host steps on the device's timeline)
+CLOCK_EVERY = 10 ** 9
+
 _tls = threading.local()
 _START, _END = cl.profiling_info.START, cl.profiling_info.END
 
@@ -103,6 +107,8 @@ class Profiler(object):
         self.builds = dict.fromkeys(BUILD_KEYS, 0)
         self._builds_at = None        # this thread's build counters when planning began
         self._tail = None             # the last kernel or copy queued since a host step waited
+        self.host_spans = []          # this call's host steps: (task index, start, end) in ns
+        self._clock = None            # (host ns when read, host clock - device clock)
         self.calls = 0
         #: (call, task index or None, category, label, start ns, end ns, bytes), oldest first
         self.trace = collections.deque(maxlen=TRACE_EVENTS)
@@ -131,14 +137,17 @@ class Profiler(object):
             # buffers): their time is theirs, from their events, not this node's
             self._tail.wait()
             self._tail = None
-        t0 = time.perf_counter()
+        t0 = time.perf_counter_ns()
         ev = step.fn()
         if ev is not None and (kind == 'launch' or kind == 'copy'):
             self.events.append((step.task, 'kernel' if kind == 'launch' else 'copy', ev,
                                 getattr(step, 'name', None)))
             self._tail = ev
         else:
-            self.times[step.task] += time.perf_counter() - t0
+            t1 = time.perf_counter_ns()
+            self.times[step.task] += (t1 - t0) * 1e-9
+            if kind != 'guard':
+                self.host_spans.append((step.task, t0, t1))
         return ev
 
     def add_host_time(self, task, seconds):
@@ -177,11 +186,33 @@ class Profiler(object):
             row[2] += (end - start) * 1e-9
             t, label = self._transfer_source(last, step, kind)
             trace.append((call, t, kind, label, start, end, nbytes))
+        if self.host_spans:
+            offset = self._clock_offset()
+            for t, start, end in self.host_spans:
+                trace.append((call, t, 'host', None, start - offset, end - offset, 0))
+            self.host_spans = []
         if self._builds_at is not None:
             now = kernel_cache.thread_counts()
             for k in BUILD_KEYS:
                 self.builds[k] += now[k] - self._builds_at[k]
             self._builds_at = None
+
+    def _clock_offset(self):
+        """Host clock (``perf_counter_ns``) minus device clock, read again every
+        ``CLOCK_EVERY`` ns: the host's time around enqueueing a marker against the
+        device's time of its queueing (QUEUED), on the idle queue."""
+        now = time.perf_counter_ns()
+        if self._clock is None or now - self._clock[0] > CLOCK_EVERY:
+            h0 = time.perf_counter_ns()
+            ev = cl.enqueue_marker(self.fn.queue)
+            h1 = time.perf_counter_ns()
+            ev.wait()
+            try:
+                offset = (h0 + h1) // 2 - ev.get_profiling_info(cl.profiling_info.QUEUED)
+            except Exception:           # no timestamps: the host steps stay where they are
+                offset = 0
+            self._clock = (h1, offset)
+        return self._clock[1]
 
     def _transfer_source(self, frame, step, kind):
         """(task index or None, label) of a transfer made by ``step`` (None: the call's
@@ -252,8 +283,8 @@ class OCLProfileMixin(object):
         return state
 
     def export_chrome_trace(self, path):
-        """Write the device events of the functions adding to this profile as a Chrome
-        trace (see :func:`export_chrome_trace`)."""
+        """Write the device events and host steps of the functions adding to this profile
+        as a Chrome trace (see :func:`export_chrome_trace`)."""
         return export_chrome_trace(self, path)
 
     def _impl(self, node):
@@ -348,18 +379,20 @@ def adopt(profile):
 
 
 def export_chrome_trace(f, path):
-    """Write the device events of the last profiled calls of ``f`` to ``path`` as a Chrome
-    trace (JSON, the Trace Event Format that ``chrome://tracing`` and Perfetto open, as
+    """Write the device events and host steps of the last profiled calls of ``f`` to
+    ``path`` as a Chrome trace (JSON, the Trace Event Format that ``chrome://tracing`` and Perfetto open, as
     ``torch.profiler``'s ``export_chrome_trace`` writes); returns the number of events.
 
     ``f``: a function compiled with ``mode='OCL', profile=True`` (or its ``fn``), or its
     profile (then every function adding to it, one process each). One complete event
-    (``"ph": "X"``) per kernel launch, device copy, upload and download, named by its node's
-    op (a function input's upload by the input, a call's output and flag reads ``download``),
-    timed by its OpenCL event in microseconds from the first event; ``args`` say the call,
-    the node (its index and Apply), the kernel and the bytes moved. Each function keeps the
-    events of its last ``TRACE_EVENTS`` commands; host work (host nodes' thunks, host BLAS)
-    has no device event and is not in the trace.
+    (``"ph": "X"``) per kernel launch, device copy, upload and download (thread 1: the
+    device's queue), named by its node's op (a function input's upload by the input, a
+    call's output and flag reads ``download``), timed by its OpenCL event in microseconds
+    from the first event; one per host step (thread 2: host nodes' thunks, host BLAS),
+    timed by the host's clock, placed on the device's timeline by a reading of both clocks
+    (every ``CLOCK_EVERY`` ns). ``args`` say the call, the node (its index and Apply), the
+    kernel and the bytes moved. Each function keeps the events of its last
+    ``TRACE_EVENTS`` commands and host steps.
     """
     profilers = _profilers_of(f)
     spans = [r[4] for p in profilers for r in p.trace if r[5] >= r[4] > 0]
@@ -369,8 +402,9 @@ def export_chrome_trace(f, path):
         what = '%s on %s' % (p.label, p.device_name) if p.label else p.device_name
         events.append({'name': 'process_name', 'ph': 'M', 'pid': pid, 'tid': 1,
                        'args': {'name': 'theano_ocl: %s' % what}})
-        events.append({'name': 'thread_name', 'ph': 'M', 'pid': pid, 'tid': 1,
-                       'args': {'name': 'profiling queue'}})
+        for tid, name in ((1, 'device queue'), (2, 'host steps')):
+            events.append({'name': 'thread_name', 'ph': 'M', 'pid': pid, 'tid': tid,
+                           'args': {'name': name}})
         events.extend(_trace_events(p, pid, origin))
     with open(path, 'w') as out:
         json.dump({'traceEvents': events, 'displayTimeUnit': 'ms'}, out)
@@ -408,7 +442,8 @@ def _trace_events(profiler, pid, origin):
             args['kernel'] = label
         if nbytes:
             args['bytes'] = nbytes
-        out.append({'name': name, 'cat': cat, 'ph': 'X', 'pid': pid, 'tid': 1,
+        out.append({'name': name, 'cat': cat, 'ph': 'X', 'pid': pid,
+                    'tid': 2 if cat == 'host' else 1,
                     'ts': (start - origin) / 1000.0, 'dur': max(end - start, 0) / 1000.0,
                     'args': args})
     return out
