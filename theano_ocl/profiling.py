@@ -48,6 +48,7 @@ TRACE_EVENTS = 100000
 #: nanoseconds between two readings of the host clock against the device's (the trace
 #: places host steps on the device's timeline)
 CLOCK_EVERY = 10 ** 9
+CLOCK_SAMPLES = 5
 
 _tls = threading.local()
 _START, _END = cl.profiling_info.START, cl.profiling_info.END
@@ -199,14 +200,20 @@ class Profiler(object):
 
     def _clock_offset(self):
         """Host clock (``perf_counter_ns``) minus device clock, read again every
-        ``CLOCK_EVERY`` ns: the host's time around enqueueing a marker against the
-        device's time of its queueing (QUEUED), on the idle queue."""
+        ``CLOCK_EVERY`` ns: the host's time around enqueueing a marker on the idle queue
+        against the device's time of its queueing (QUEUED), from the quickest of
+        ``CLOCK_SAMPLES`` markers (an enqueue took 14 us to 0.4 ms on PoCL)."""
         now = time.perf_counter_ns()
         if self._clock is None or now - self._clock[0] > CLOCK_EVERY:
-            h0 = time.perf_counter_ns()
-            ev = cl.enqueue_marker(self.fn.queue)
-            h1 = time.perf_counter_ns()
-            ev.wait()
+            best = None
+            for _ in range(CLOCK_SAMPLES):
+                h0 = time.perf_counter_ns()
+                ev = cl.enqueue_marker(self.fn.queue)
+                h1 = time.perf_counter_ns()
+                ev.wait()
+                if best is None or h1 - h0 < best[1] - best[0]:
+                    best = (h0, h1, ev)
+            h0, h1, ev = best
             try:
                 offset = (h0 + h1) // 2 - ev.get_profiling_info(cl.profiling_info.QUEUED)
             except Exception:           # no timestamps: the host steps stay where they are
