@@ -367,3 +367,27 @@ def test_host_blas_time_is_its_own(tmp_path):
         blas, = [e for e in mine if e['cat'] == 'host' and e['name'] == str(dot.op)]
         before = [e for e in mine if e['cat'] == 'kernel']
         assert before and blas['ts'] >= max(e['ts'] + e['dur'] for e in before) - 1000
+
+
+def test_a_device_scans_kernel_builds_count_as_compile_time_only(fresh_builds):
+    """A device Scan's loop runs inside the call that plans it, its inner function's
+    kernels built there: the node's time leaves those builds out (compile time)."""
+    x = T.fmatrix('x')
+    W = theano.shared(np.eye(4, dtype='f4') * 0.5, 'W')
+    hs, _ = theano.scan(lambda xt, h: T.tanh(T.dot(h, W) + xt), sequences=x,
+                        outputs_info=T.zeros((4,), 'float32'))
+    f = theano.function([x], hs[-1], mode=theano.compile.mode.get_mode('OCL'), profile=True)
+    xv = np.random.RandomState(0).rand(5, 4).astype('f4')
+    t0 = time.perf_counter()
+    got = f(xv)
+    wall = time.perf_counter() - t0
+    h = np.zeros(4, 'f4')
+    for xt in xv:
+        h = np.tanh(h.dot(np.eye(4, dtype='f4') * 0.5) + xt)
+    assert_close(got, h, rtol=1e-5)
+    prof = f.profile
+    b = _builds(_summary(f))
+    assert b['seconds'] > 0, b
+    scan_time = sum(t for node, t in prof.apply_time.items()
+                    if type(node.op).__name__ == 'Scan')
+    assert 0 < scan_time and scan_time + b['seconds'] <= wall, (scan_time, b, wall)

@@ -26,6 +26,7 @@ _LAZY = {
     'memory_info': 'runtime.memory',
     'kernel_cache_info': 'runtime.kernel_cache',
     'stats': 'counts',
+    'export_chrome_trace': 'profiling',
 }
 
 __all__ = sorted(_LAZY)
