@@ -61,20 +61,25 @@ def cmd_info(args):
         print('  %s  %s / %s' % (r['spec'], r['platform_version'], r['version']))
     print()
 
-    env = os.environ.get(devmod.ENV_VAR)
+    source = devmod.requested_device()[0]
     default = [r for r in rows if r['default']]
     if default:
         d = default[0]
-        why = ('from %s=%r' % (devmod.ENV_VAR, env)) if env else \
-            '(a GPU if there is one, else the first device)'
-        print('* default device: %s  %s / %s  %s' % (d['spec'], d['platform'], d['device'], why))
-    elif env:
-        print('! %s=%r matches no device above; theano_ocl will refuse it.' % (devmod.ENV_VAR, env))
-    print('\nTo pick another device:\n'
+        print('* default device: %s  %s / %s  from %s' % (d['spec'], d['platform'], d['device'],
+                                                          source))
+    else:
+        try:
+            devmod.resolve_spec()
+        except ValueError as e:
+            print('! %s; theano_ocl will refuse it.' % (e,))
+    print('\nTo pick another device (the first of these that is set wins):\n'
           "  in code:   theano.function(..., mode=theano_ocl.OCLMode(device='P:D'))\n"
           "  anywhere:  export %s=P:D      (or 'gpu', 'cpu', or a fragment of the\n"
-          '             platform/device name; also applies to mode=\'OCL\' and\n'
-          '             THEANO_FLAGS=linker=ocl / mode=OCL)' % devmod.ENV_VAR)
+          '             platform/device name)\n'
+          '  Theano:    THEANO_FLAGS=device=openclP:D  (also runs functions on it)\n'
+          '  pyopencl:  export %s=P:D  (or P, or name fragments)\n'
+          "  These apply to mode='OCL' and THEANO_FLAGS=linker=ocl / mode=OCL too."
+          % (devmod.ENV_VAR, devmod.PYOPENCL_VAR))
     missing64 = [r['spec'] for r in rows if r['fp64'] is False]
     if missing64:
         print('\nNote: %s without fp64: float64 graphs run their float64 nodes on the host '

@@ -1,20 +1,26 @@
 """Choosing an OpenCL device and holding one context + in-order queue per device.
 
 Owns: the device specification syntax (``'P:D'``, a name fragment, ``'gpu'``/``'cpu'``),
-the ``THEANO_OCL_DEVICE`` environment variable, the default choice (a GPU if one
-exists, else a CPU device), the capability facts the kernel generators ask for
-(fp64, fp16, unified host memory, local memory, allocation limits), the per-device
-memory pool, and the error that says how to install PoCL when no platform exists.
+which request wins (``OCLMode(device=...)`` > ``THEANO_OCL_DEVICE`` > Theano's
+``device=openclP:D`` / ``contexts=`` flags > ``PYOPENCL_CTX`` > the default: a GPU if one
+exists, else a CPU device) and the errors that name the variable, the capability facts
+the kernel generators ask for (fp64, fp16, unified host memory, local memory, allocation
+limits), the per-device memory pool, and the error that says how to install PoCL when
+no platform exists.
 """
 import collections
 import os
+import re
 import threading
 
 import numpy as np
 
+from . import _startup
 from .runtime import invokers, kernel_cache
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
+#: pyopencl's variable (``create_some_context``), honoured after theano_ocl's and Theano's
+PYOPENCL_VAR = 'PYOPENCL_CTX'
 #: programs memoized per device (each holds the device's compiled binary; a long-running
 #: process compiling thousands of distinct functions must not keep them all)
 MAX_PROGRAMS = 512
@@ -73,17 +79,55 @@ def _is_gpu(d):
     return bool(d.type & cl.device_type.GPU)
 
 
-def resolve_spec(spec=None):
-    """Return (platform_index, device_index) for a device specification.
+class DeviceSelectionError(ValueError):
+    """A device specification that names no device; the message names where it came from
+    (``THEANO_OCL_DEVICE='3:0'``, ``PYOPENCL_CTX='1'``, ...) and what exists."""
 
-    ``spec`` may be None (use ``$THEANO_OCL_DEVICE``, else the default), ``'P:D'``,
-    ``'gpu'``, ``'cpu'``, or a case-insensitive fragment of the platform or device name.
+
+def requested_device(spec=None):
+    """Where the device choice comes from: ``(source, syntax, value)``, by precedence.
+
+    1. ``spec`` (``OCLMode(device=...)``, ``SimulatorOCL(..., device=...)``): code wins;
+    2. ``$THEANO_OCL_DEVICE``: theano_ocl's own variable, for one process or one shell;
+    3. Theano's ``device=openclP:D``, ``contexts=name->openclP:D`` or
+       ``init_gpu_device=openclP:D`` flag (``THEANO_FLAGS`` or ``.theanorc``), the
+       convention of Theano's gpuarray back-end that existing scripts carry;
+    4. ``$PYOPENCL_CTX`` (pyopencl's convention, often set machine-wide for every
+       OpenCL program), so it yields to anything that names theano_ocl or Theano;
+    5. the default: a GPU if there is one, else the first device.
+
+    ``syntax`` is ``'spec'`` (theano_ocl's: ``'P:D'``, ``'gpu'``, ``'cpu'``, a name
+    fragment), ``'theano'`` or ``'pyopencl'``; ``value`` None means the default.
     """
-    if spec is None:
-        spec = os.environ.get(ENV_VAR) or None
+    if spec is not None:
+        return 'device=%r' % (spec,), 'spec', spec
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return '%s=%r' % (ENV_VAR, env), 'spec', env
+    for name, value in _startup.theano_device_flags():
+        return 'Theano flag %s=%r' % (name, value), 'theano', (name, value)
+    ctx = os.environ.get(PYOPENCL_VAR)
+    if ctx is not None:
+        return '%s=%r' % (PYOPENCL_VAR, ctx), 'pyopencl', ctx
+    return 'default (a GPU if there is one, else the first device)', 'spec', None
+
+
+def resolve_spec(spec=None):
+    """Return (platform_index, device_index) of the device to use (see
+    :func:`requested_device` for where the choice comes from and in which order).
+    :class:`DeviceSelectionError` (a ValueError) names the variable when it names no device."""
+    source, syntax, value = requested_device(spec)
     devs = list_devices()
     if not devs:
         raise NoOpenCLPlatform(INSTALL_HINT)
+    if syntax == 'theano':
+        return _pick_theano_flag(devs, source, *value)
+    if syntax == 'pyopencl':
+        return _pick_pyopencl(devs, source, value)
+    return _pick_spec(devs, source, value)
+
+
+def _pick_spec(devs, source, spec):
     if spec is None or spec == 'default':
         gpus = [t for t in devs if _is_gpu(t[3])]
         pick = (gpus or devs)[0]
@@ -91,25 +135,115 @@ def resolve_spec(spec=None):
     spec = str(spec).strip()
     if ':' in spec and all(part.isdigit() for part in spec.split(':', 1)):
         pi, di = (int(part) for part in spec.split(':', 1))
-        for t in devs:
-            if t[:2] == (pi, di):
-                return pi, di
-        raise ValueError("OpenCL device %r does not exist; available: %s. "
-                         "See python -m theano_ocl info" % (spec, describe_choices(devs)))
+        return _by_index(devs, source, pi, di)
     low = spec.lower()
     if low in ('gpu', 'cpu'):
         want_gpu = low == 'gpu'
         for t in devs:
             if _is_gpu(t[3]) == want_gpu:
                 return t[0], t[1]
-        raise ValueError("no OpenCL %s device; available: %s" % (low.upper(), describe_choices(devs)))
-    aliases = {'pocl': 'portable computing language'}
-    low = aliases.get(low, low)
+        raise DeviceSelectionError('%s: no OpenCL %s device; devices: %s'
+                                   % (source, low.upper(), describe_choices(devs)))
+    low = SPEC_ALIASES.get(low, low)
     for t in devs:
         names = (t[2].name, t[2].vendor, t[3].name, t[3].vendor)
         if any(low in n.lower() for n in names):
             return t[0], t[1]
-    raise ValueError("no OpenCL device matches %r; available: %s" % (spec, describe_choices(devs)))
+    raise DeviceSelectionError('%s: no OpenCL device matches %r in its platform or device '
+                               'name; devices: %s' % (source, spec, describe_choices(devs)))
+
+
+SPEC_ALIASES = {'pocl': 'portable computing language'}
+
+#: a Theano device name theano_ocl takes (gpuarray's syntax, ``openclP:D``)
+_THEANO_OPENCL = re.compile(r'opencl(\d+):(\d+)$')
+
+
+def _pick_theano_flag(devs, source, name, value):
+    if name == 'contexts':
+        names = [d for d in _startup.context_devices(value) if d.startswith('opencl')]
+    else:
+        names = [value.strip()]
+    picks = []
+    for dev_name in names:
+        m = _THEANO_OPENCL.match(dev_name)
+        if m is None:
+            raise DeviceSelectionError(
+                '%s: %r is not an OpenCL device name: expected openclP:D, P the platform '
+                'and D the device index as python -m theano_ocl info lists them'
+                % (source, dev_name))
+        pick = int(m.group(1)), int(m.group(2))
+        if pick not in picks:
+            picks.append(pick)
+    if len(picks) > 1:
+        raise DeviceSelectionError(
+            '%s names %d OpenCL devices; theano_ocl runs a function on one device: '
+            'choose it with OCLMode(device=\'P:D\') or %s=P:D'
+            % (source, len(picks), ENV_VAR))
+    return _by_index(devs, source, *picks[0])
+
+
+def _pick_pyopencl(devs, source, value):
+    """pyopencl's ``create_some_context`` reading of ``PYOPENCL_CTX``: ``platform[:device]``,
+    each an index or a case-insensitive name fragment (an empty part is 0; of a device list
+    ``0,1`` theano_ocl takes the first: it runs on one device)."""
+    parts = value.split(':')
+    if len(parts) > 2:
+        raise DeviceSelectionError('%s: expected platform[:device], got %d parts'
+                                   % (source, len(parts)))
+    plat, dev = (parts + [''])[:2]
+    dev = dev.split(',')[0].strip()
+    plat = plat.strip()
+    platforms = _platforms(devs)
+    if plat.isdigit() or not plat:
+        pi = int(plat or 0)
+    else:
+        # pyopencl keeps the last platform whose name matches
+        matches = [i for i, (pname, _) in platforms.items() if plat.lower() in pname.lower()]
+        if not matches:
+            raise DeviceSelectionError('%s: no OpenCL platform name contains %r; platforms: %s'
+                                       % (source, plat, _describe_platforms(platforms)))
+        pi = matches[-1]
+    if dev.isdigit() or not dev:
+        return _by_index(devs, source, pi, int(dev or 0))
+    _check_platform(source, pi, platforms)
+    for t in devs:
+        if t[0] == pi and dev.lower() in t[3].name.lower():
+            return t[0], t[1]
+    raise DeviceSelectionError('%s: no device name of platform %d contains %r; its devices: %s'
+                               % (source, pi, dev, _describe_devices(devs, pi)))
+
+
+def _platforms(devs):
+    """platform index -> (name, number of devices), for the platforms with devices."""
+    out = collections.OrderedDict()
+    for pi, _, p, _ in devs:
+        name, n = out.get(pi, (p.name.strip(), 0))
+        out[pi] = (name, n + 1)
+    return out
+
+
+def _describe_platforms(platforms):
+    return ', '.join('%d %s (%d device%s)' % (pi, name, n, '' if n == 1 else 's')
+                     for pi, (name, n) in platforms.items())
+
+
+def _describe_devices(devs, pi):
+    return ', '.join('%d %s' % (di, d.name.strip()) for p_i, di, _, d in devs if p_i == pi)
+
+
+def _check_platform(source, pi, platforms):
+    if pi not in platforms:
+        raise DeviceSelectionError('%s: platform %d does not exist; platforms: %s'
+                                   % (source, pi, _describe_platforms(platforms)))
+
+
+def _by_index(devs, source, pi, di):
+    _check_platform(source, pi, _platforms(devs))
+    if not any(t[:2] == (pi, di) for t in devs):
+        raise DeviceSelectionError('%s: platform %d has no device %d; its devices: %s'
+                                   % (source, pi, di, _describe_devices(devs, pi)))
+    return pi, di
 
 
 def describe_choices(devs=None):
