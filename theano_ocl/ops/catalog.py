@@ -48,7 +48,7 @@ the host when:
   dtype where the implementation has no complex code, or float64 on a device without
   `cl_khr_fp64`;
 - its op type is not in this table (`no device implementation for <Op>`), such as
-  `Scan`, `Unique` or the RandomStreams ops of `theano.tensor.shared_randomstreams`.
+  `Unique` or the RandomStreams ops of `theano.tensor.shared_randomstreams`.
 """
 
 
