@@ -10,6 +10,10 @@ installation record (so ``pip uninstall`` removes it).
 
 An editable install (``pip install -e .``) does not get the .pth this way;
 ``scripts/bootstrap.sh`` copies it into the virtual environment itself.
+
+``install_requires`` and the extras say what works; ``constraints.txt`` pins the tested
+versions of all of them and of what they pull in: ``pip install -c constraints.txt .``
+(the bootstrap installs with it; ``tests/test_constraints.py`` keeps the two in step).
 """
 import os
 

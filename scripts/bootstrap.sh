@@ -3,7 +3,8 @@
 # is already done.
 #
 #   1. find Python 3.11 ($PYTHON, python3.11 on PATH, or pyenv) and create .venv with it;
-#   2. pip-install the pinned stack (skipped when the stamp file matches the requirements);
+#   2. pip-install the stack pinned by constraints.txt (skipped when the stamp file matches
+#      the requirements, constraints.txt, setup.py and the Python version);
 #   3. install this checkout into .venv (editable: the checkout's code is what runs) and
 #      copy theano_ocl_startup.pth into .venv's site-packages (an editable install does not
 #      carry it), so THEANO_FLAGS=linker=ocl / mode=OCL work on unchanged scripts;
@@ -20,11 +21,14 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 REPO=$(pwd)
 VENV=${VENV:-$REPO/.venv}
+# what to install; the versions, of these and of everything they pull in, are the ones in
+# constraints.txt (one file, which `pip install -c constraints.txt .` users take too).
 # tqdm, matplotlib: bench/demo.py's model comes from theano_ocl.benchmarks, whose CLI
 # (python -m theano_ocl bench / render) draws a progress bar and plots; sphinx, myst-parser:
 # make docs, and tests/test_docs.py builds the site in the CI suite
-REQS=(numpy==1.23.5 theano==1.0.5 scipy==1.15.3 pyopencl mako pytest pynose parameterized six
-      tqdm matplotlib==3.8.4 sphinx==9.0.4 myst-parser==5.2.0)
+REQS=(numpy theano scipy pyopencl mako pytest pynose parameterized six tqdm matplotlib sphinx
+      myst-parser)
+CONSTRAINTS=$REPO/constraints.txt
 PTH=theano_ocl_startup.pth
 STAMP="$VENV/.theano_ocl-bootstrap.stamp"
 
@@ -93,7 +97,13 @@ EOF
 fi
 
 # ---- 2. the pinned stack ---------------------------------------------------------------------
-key=$( { printf '%s\n' "${REQS[@]}"; "$VPY" -c 'import sys; print(sys.version)'; cat setup.py; } \
+if [ ! -f "$CONSTRAINTS" ]; then
+    printf '[bootstrap] ERROR: %s is missing: it pins every package the bootstrap installs\n' \
+        "$CONSTRAINTS" >&2
+    exit 1
+fi
+key=$( { printf '%s\n' "${REQS[@]}"; "$VPY" -c 'import sys; print(sys.version)'; cat setup.py \
+         "$CONSTRAINTS"; } \
        | "$VPY" -c 'import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest())')
 if [ "${BOOTSTRAP_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$key" ] \
         && "$VPY" -c 'import importlib.util as u, sys
@@ -102,8 +112,8 @@ sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' numpy theano scipy 
     say "Python packages up to date (stamp $STAMP)"
 else
     rm -f "$STAMP"
-    say "installing ${REQS[*]}"
-    if ! "$VPY" -m pip install --upgrade "${REQS[@]}"; then
+    say "installing ${REQS[*]} (versions: constraints.txt)"
+    if ! "$VPY" -m pip install --upgrade -c "$CONSTRAINTS" "${REQS[@]}"; then
         missing+=("Python packages: ${REQS[*]} (pip failed; see the output above)")
     else
         say "installing this checkout into $VENV (editable)"
