@@ -21,6 +21,8 @@ from .runtime import invokers, kernel_cache
 ENV_VAR = 'THEANO_OCL_DEVICE'
 #: pyopencl's variable (``create_some_context``), honoured after theano_ocl's and Theano's
 PYOPENCL_VAR = 'PYOPENCL_CTX'
+#: name fragments that stand for another
+SPEC_ALIASES = {'pocl': 'portable computing language'}
 #: programs memoized per device (each holds the device's compiled binary; a long-running
 #: process compiling thousands of distinct functions must not keep them all)
 MAX_PROGRAMS = 512
@@ -96,15 +98,18 @@ def requested_device(spec=None):
        OpenCL program), so it yields to anything that names theano_ocl or Theano;
     5. the default: a GPU if there is one, else the first device.
 
-    ``syntax`` is ``'spec'`` (theano_ocl's: ``'P:D'``, ``'gpu'``, ``'cpu'``, a name
-    fragment), ``'theano'`` or ``'pyopencl'``; ``value`` None means the default.
+    ``spec='default'`` is None. ``syntax`` is ``'spec'`` (theano_ocl's: ``'P:D'``,
+    ``'gpu'``, ``'cpu'``, a name fragment), ``'theano'`` or ``'pyopencl'``; ``value``
+    None means the default.
     """
-    if spec is not None:
+    if spec is not None and spec != 'default':
         return 'device=%r' % (spec,), 'spec', spec
     env = os.environ.get(ENV_VAR)
     if env:
         return '%s=%r' % (ENV_VAR, env), 'spec', env
-    for name, value in _startup.theano_device_flags():
+    flags = _startup.theano_device_flags()
+    if flags:
+        name, value = flags[0]
         return 'Theano flag %s=%r' % (name, value), 'theano', (name, value)
     ctx = os.environ.get(PYOPENCL_VAR)
     if ctx is not None:
@@ -128,7 +133,7 @@ def resolve_spec(spec=None):
 
 
 def _pick_spec(devs, source, spec):
-    if spec is None or spec == 'default':
+    if spec is None:
         gpus = [t for t in devs if _is_gpu(t[3])]
         pick = (gpus or devs)[0]
         return pick[0], pick[1]
@@ -151,9 +156,6 @@ def _pick_spec(devs, source, spec):
             return t[0], t[1]
     raise DeviceSelectionError('%s: no OpenCL device matches %r in its platform or device '
                                'name; devices: %s' % (source, spec, describe_choices(devs)))
-
-
-SPEC_ALIASES = {'pocl': 'portable computing language'}
 
 #: a Theano device name theano_ocl takes (gpuarray's syntax, ``openclP:D``)
 _THEANO_OPENCL = re.compile(r'opencl(\d+):(\d+)$')
