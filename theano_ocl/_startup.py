@@ -20,7 +20,8 @@ over to :func:`find_theano_spec`. From there on:
      which then does not import its gpuarray back-end (nor log that pygpu is missing);
      ``device=`` / ``contexts=`` make ``'ocl'`` the default linker, as they moved
      computations with gpuarray. ``cuda*`` without pygpu warns how to pick an NVIDIA GPU
-     through OpenCL. :mod:`theano_ocl.device` reads what was taken (``theano_device_flags``).
+     through OpenCL (``_device_flags.py``, where :mod:`theano_ocl.device` reads what was
+     taken).
 
 2. when the ``theano`` package has finished importing, the hook removes itself and calls
    ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``.
@@ -294,10 +295,14 @@ def _adjust_param(name, param):
         if allowed is None:
             return
         param.all = tuple(allowed) + tuple(v for v in EXTRA_LINKERS if v not in allowed)
-        if _moves_computation():
+        flags = sys.modules.get('theano_ocl._device_flags')   # loaded by 'device', defined first
+        if flags is not None and flags.moves_computation():
             param.default = 'ocl'       # a linker the user sets still wins
-    elif name in DEVICE_FLAGS:
-        _claim_device_flag(name, param)
+    elif name in ('device', 'init_gpu_device', 'contexts'):    # _device_flags.DEVICE_FLAGS
+        flags = device_flags_module()
+        if flags is None:
+            return
+        flags.claim(name, param)
     elif name == 'mode':
         orig_filter = param.filter
 
@@ -460,92 +465,27 @@ def apply_theano_patches():
 
 
 # ---------------------------------------------------------------------------------------
-# Theano's device flags
+# Theano's device flags (_device_flags.py)
 
-#: the Theano flags that name a device, in the order theano_ocl takes them
-DEVICE_FLAGS = ('device', 'init_gpu_device', 'contexts')
-
-#: flag -> the value Theano read, for the flags theano_ocl took over (their config value
-#: became 'cpu' or '', so that Theano does not import its gpuarray back-end for them)
-_device_flags = {}
-
-CUDA_HINT = ("Theano flag %s=%r names Theano's CUDA back-end (pygpu), which is not "
-             "installed. theano_ocl reaches NVIDIA GPUs through NVIDIA's OpenCL driver: "
-             "pick one with device=openclP:D, THEANO_OCL_DEVICE=P:D (or =gpu) or "
-             "OCLMode(device='P:D'); python -m theano_ocl info lists P:D. Theano goes on "
-             "with device=cpu")
-
-
-def context_devices(value):
-    """The device names of a ``contexts`` map (``'a->opencl0:0;b->cuda1'``)."""
-    return [part.split('->', 1)[1].strip() for part in value.split(';') if '->' in part]
-
-
-def _flag_devices(name, value):
-    return context_devices(value) if name == 'contexts' else [value.strip()]
-
-
-def _pygpu_findable():
-    import importlib.util
-    try:
-        return importlib.util.find_spec('pygpu') is not None
-    except (ImportError, ValueError):
-        return False
-
-
-def _claim_device_flag(name, param):
-    """Wrap the filter of flag ``name`` so that an OpenCL device (``openclP:D``) becomes
-    theano_ocl's and, without pygpu, a CUDA one a warning that says how to pick an NVIDIA
-    GPU; both read as ``cpu`` / ``''`` to Theano (no gpuarray import, no pygpu error)."""
-    orig_filter = param.filter
-
-    def filter_device(val):
-        val = orig_filter(val) if orig_filter is not None else val
-        if not isinstance(val, str):
-            return val
-        devs = _flag_devices(name, val)
-        cuda = [d for d in devs if d.startswith('cuda')]
-        if not devs or not all(d.startswith('opencl') or d.startswith('cuda') for d in devs) \
-                or (cuda and _pygpu_findable()):
-            return val
-        _device_flags[name] = val
-        if cuda:
-            import warnings     # located at the flag: a line of this file would say nothing
-            warnings.warn_explicit('theano_ocl: ' + CUDA_HINT % (name, val), RuntimeWarning,
-                                   'THEANO_FLAGS', 0)
-        return 'cpu' if name == 'device' else ''
-    filter_device.__wrapped__ = orig_filter
-    param.filter = filter_device
-
-
-def _moves_computation():
-    # Theano's device=opencl* and contexts= move computations to the device (its
-    # init_gpu_device does not): with theano_ocl that is linker 'ocl'
-    return any(d.startswith('opencl') for name, value in _device_flags.items()
-               if name != 'init_gpu_device' for d in _flag_devices(name, value))
-
-
-def theano_device_flags():
-    """``[(flag, value)]``: the Theano flags naming an OpenCL device, in the order of
-    ``DEVICE_FLAGS``: what the hook took over; else, when Theano was imported before it,
-    what the live config holds; else, Theano not imported (``python -m theano_ocl info``),
-    what ``$THEANO_FLAGS`` says (``.theanorc`` is read by Theano's import only)."""
-    values = dict(_device_flags)
-    theano = sys.modules.get('theano')
-    config = getattr(theano, 'config', None)
-    if theano is None:
-        for item in os.environ.get('THEANO_FLAGS', '').split(','):
-            name, _, value = item.partition('=')
-            values.setdefault(name.strip(), value)
-    for name in DEVICE_FLAGS:
-        if name not in values and config is not None:
-            values[name] = getattr(config, name, '')
-    out = []
-    for name in DEVICE_FLAGS:
-        value = values.get(name) or ''
-        if any(d.startswith('opencl') for d in _flag_devices(name, value)):
-            out.append((name, value))
-    return out
+def device_flags_module():
+    """``theano_ocl._device_flags``, loaded by file like this module: it runs during
+    Theano's import, before the package may be importable (it is stdlib-only too). None
+    where this file was copied without it: Theano then reads its device flags itself."""
+    m = sys.modules.get('theano_ocl._device_flags')
+    if m is None:
+        import importlib.util
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_device_flags.py')
+        if not os.path.isfile(path):
+            return None
+        spec = importlib.util.spec_from_file_location('theano_ocl._device_flags', path)
+        m = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = m
+        try:
+            spec.loader.exec_module(m)
+        except BaseException:
+            del sys.modules[spec.name]
+            raise
+    return m
 
 
 # ---------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from . import _startup
+from . import _device_flags
 from .runtime import invokers, kernel_cache
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
@@ -107,7 +107,7 @@ def requested_device(spec=None):
     env = os.environ.get(ENV_VAR)
     if env:
         return '%s=%r' % (ENV_VAR, env), 'spec', env
-    flags = _startup.theano_device_flags()
+    flags = _device_flags.theano_device_flags()
     if flags:
         name, value = flags[0]
         return 'Theano flag %s=%r' % (name, value), 'theano', (name, value)
@@ -163,7 +163,7 @@ _THEANO_OPENCL = re.compile(r'opencl(\d+):(\d+)$')
 
 def _pick_theano_flag(devs, source, name, value):
     if name == 'contexts':
-        names = [d for d in _startup.context_devices(value) if d.startswith('opencl')]
+        names = [d for d in _device_flags.context_devices(value) if d.startswith('opencl')]
     else:
         names = [value.strip()]
     picks = []
