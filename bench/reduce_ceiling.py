@@ -129,7 +129,10 @@ def main():
     res = cl.Buffer(ctx, mf.READ_WRITE, 64)
     ctr = cl.Buffer(ctx, mf.READ_WRITE, 64)
     cl.enqueue_fill_buffer(q, ctr, np.int32(0), 0, 64).wait()
-    fence = G.device_fence(dev)
+    # the plain kernel's handshake: NVIDIA's device-scope PTX fence from Volta on, else
+    # mem_fence (work-group scope by OpenCL 1.2: a ceiling, not a correct combine)
+    fence = 'fence.acq_rel.gpu' if G.ptx_acq_rel(dev) else None
+    sync = G.cross_group_sync(dev)
     fence_code = 'asm volatile("%s;" ::: "memory");' % fence if fence else \
         'mem_fence(CLK_GLOBAL_MEM_FENCE);'
 
@@ -179,11 +182,11 @@ def main():
         for tpc in (2048, 1024, 512):
             G.GPU_THREADS_PER_CU = tpc
             g = G.fast_geometry(tr, comb, [], [], [n], [1], 0)
-            for single in (False, True) if g.parts > 1 and g.lsize > 1 else (False,):
+            for single in (False, True) if g.parts > 1 and g.lsize > 1 and sync else (False,):
                 src, name = comb.source('rows', kd=0, L=g.L, V=g.V, U=g.U, T=g.T,
-                                        aligned=g.aligned, idx32=g.idx32, single=single,
-                                        fence=fence if single else None)
-                k = cl.Kernel(dev.build(src), name)
+                                        aligned=g.aligned, idx32=g.idx32,
+                                        sync=sync if single else None)
+                k = cl.Kernel(dev.build(src, G.sync_options(dev, sync) if single else ()), name)
                 a = [np.int64(g.parts), np.int64(1), np.int64(n), np.int64(g.chunk), x,
                      np.int64(0)]
                 if single:

@@ -349,14 +349,22 @@ def test_fast_two_stage(traits, shape, axis):
         assert any(g.parts > 1 for g in planned), planned
 
 
-@pytest.mark.parametrize('single', [True, False], ids=['single-pass', 'second-launch'])
+def _paths_of(dev):
+    """The cross-group paths ``dev`` can run."""
+    return {'launch', reduce_geometry.cross_group_sync(dev)} | \
+        ({'atomics'} if reduce_geometry.atomics_std(dev) else set())
+
+
+@pytest.mark.parametrize('sync', ['atomics', 'ptx', 'launch'])
 @pytest.mark.parametrize('gpu', ['gpu-132cu', 'gpu-2cu'])
-def test_fast_parts_single_pass(gpu, single, monkeypatch):
+def test_fast_parts_cross_group(gpu, sync, monkeypatch):
     """Parts on a GPU: the last work-group of the launch reduces the partials (one launch per
-    reduction) or a second launch does. Called with new values each time: the counters the
-    last group resets must be back at 0 for the replayed launch."""
+    reduction) with a device-scope release-acquire handshake ('atomics': OpenCL C atomics;
+    'ptx': NVIDIA's), or a second launch does ('launch'). Called with new values each time:
+    the counters the last group resets must be back at 0 for the replayed launch. A
+    handshake the device lacks must be refused by name."""
     monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: TRAITS[gpu])
-    monkeypatch.setattr(ocl_reduce, 'GPU_SINGLE_PASS', single)
+    monkeypatch.setattr(ocl_reduce, 'CROSS_GROUP', sync)
     planned = []
     real = ocl_reduce.fast_geometry
     monkeypatch.setattr(ocl_reduce, 'fast_geometry',
@@ -373,6 +381,7 @@ def test_fast_parts_single_pass(gpu, single, monkeypatch):
     f_o = theano.function([x, y, h, b, c], outs, mode=ocl_mode())
     assert not theano_ocl.fallback_nodes(f_o)
     rng = np.random.RandomState(11)
+    dev = theano_ocl.get_device()
     for call in range(4):
         v = rng.uniform(-3, 3, (1500, 700))
         v[rng.randint(1500), rng.randint(700)] = 9.0         # one clear maximum
@@ -382,6 +391,11 @@ def test_fast_parts_single_pass(gpu, single, monkeypatch):
         w[w == 0] = 1
         ins = [v, w, rng.uniform(-3, 3, (1100, 600)).astype('float16'),
                rng.rand(1200, 530) > 1e-5 * call, rand((1000, 640), 'complex64', rng)]
+        if sync not in _paths_of(dev):
+            with pytest.raises(ValueError, match='%r cross-group handshake cannot run on %s'
+                               % (sync, dev.platform_name)):
+                f_o(*ins)
+            pytest.skip('%s has no %r handshake (refused by name)' % (dev.name, sync))
         for k, (g, e) in enumerate(zip(f_o(*ins), f_c(*ins))):
             tol = {'float16': 3e-3, 'complex64': 1e-4}.get(str(e.dtype), 1e-9)
             assert_close(g, e, rtol=tol, atol=tol, what='call %d output %d' % (call, k))
@@ -390,48 +404,90 @@ def test_fast_parts_single_pass(gpu, single, monkeypatch):
     split = sum(g is not None and g.parts > 1 for g in planned)
     assert split >= 4, planned
     # one launch per reduction, or one more for each reduction split in parts
-    assert f_o.fn.last_frame.n_launches == n_red + (0 if single else split), planned
+    assert f_o.fn.last_frame.n_launches == n_red + (split if sync == 'launch' else 0), planned
 
 
-def test_single_pass_only_where_the_fence_is_known():
-    """NVIDIA GPUs get a PTX device-scope fence (by compute capability), CPU devices a
-    mem_fence; other GPUs keep the second launch."""
-    class Dev(object):
-        def __init__(self, platform, is_cpu=False, cc=None):
-            self.platform_name = platform
-            self.is_cpu = is_cpu
-            self.device = type('D', (), {})()
-            if cc is not None:
-                self.device.compute_capability_major_nv = cc
-    cases = [(Dev('NVIDIA CUDA', cc=9), 'fence.acq_rel.gpu', True),
-             (Dev('NVIDIA CUDA', cc=6), 'membar.gl', True),
-             (Dev('NVIDIA CUDA'), 'membar.gl', True),
-             (Dev('AMD Accelerated Parallel Processing'), None, False),
-             (Dev('Intel(R) OpenCL Graphics'), None, False),
-             (Dev('Portable Computing Language', is_cpu=True), None, True)]
-    for dev, fence, safe in cases:
-        assert reduce_geometry.device_fence(dev) == fence, dev.platform_name
-        assert reduce_geometry.single_pass_safe(dev) == safe, dev.platform_name
+class _Dev(object):
+    """A device's facts as cross_group_sync reads them (pyopencl's names)."""
+
+    def __init__(self, platform, version='OpenCL 1.2', c_version='OpenCL C 1.2', cc=None,
+                 caps=None, features=(), c_versions=()):
+        self.platform_name = platform
+        self.name = platform + ' device'
+        self.device = type('D', (), {})()
+        self.device.version = version
+        self.device.opencl_c_version = c_version
+        if cc is not None:
+            self.device.compute_capability_major_nv = cc
+        if caps is not None:
+            self.device.atomic_memory_capabilities = caps
+            self.device.opencl_c_features = [type('F', (), {'name': f})() for f in features]
+            self.device.opencl_c_all_versions = [type('V', (), {'version': (a << 22) | (b << 12)})()
+                                                 for a, b in c_versions]
 
 
-def test_single_pass_handshake_source():
-    """The last-group handshake each fence gets: one release-acquire atom.inc that wraps the
-    counter back to 0 where PTX has fence.acq_rel.gpu, else fence, atomic_inc, fence and a
-    reset store (rows: one counter, cols: one per column tile). The instructions themselves
-    run in test_fast_parts_single_pass on an NVIDIA device."""
+def test_cross_group_sync_from_device_capabilities():
+    """The handshake is chosen from what the device declares: PTX's on NVIDIA from Volta on,
+    OpenCL C atomics where device-scope acq_rel exists (OpenCL C 2.x; OpenCL 3.0 with the
+    capability bits and features), else a second launch (OpenCL 1.2: Oclgrind, older
+    NVIDIA GPUs, NVIDIA's 3.0 driver's relaxed work-group-scope atomics)."""
+    acq, dev_scope, wg, relaxed = 1 << 1, 1 << 5, 1 << 4, 1
+    feats = reduce_geometry.ACQ_REL_FEATURES
+    c30 = [(1, 2), (3, 0)]
+    cases = [(_Dev('NVIDIA CUDA', 'OpenCL 3.0 CUDA', cc=9, caps=relaxed | wg, c_versions=c30),
+              'ptx', None),
+             (_Dev('NVIDIA CUDA', 'OpenCL 3.0 CUDA', cc=6, caps=relaxed | wg, c_versions=c30),
+              None, None),
+             (_Dev('NVIDIA CUDA', cc=None), None, None),
+             (_Dev('Portable Computing Language', 'OpenCL 3.0 PoCL', caps=acq | dev_scope | wg,
+                   features=feats, c_versions=c30), 'atomics', 'CL3.0'),
+             (_Dev('Some 3.0 GPU', 'OpenCL 3.0', caps=acq | wg, features=feats, c_versions=c30),
+              None, None),
+             (_Dev('Some 3.0 GPU', 'OpenCL 3.0', caps=acq | dev_scope, features=feats[:1],
+                   c_versions=c30), None, None),
+             (_Dev('Some 3.0 GPU', 'OpenCL 3.0', caps=relaxed, c_versions=[(1, 2), (2, 0)]),
+              'atomics', 'CL2.0'),
+             (_Dev('AMD Accelerated Parallel Processing', 'OpenCL 2.0 AMD',
+                   'OpenCL C 2.0'), 'atomics', 'CL2.0'),
+             (_Dev('Oclgrind', 'OpenCL 1.2 (Oclgrind 21.10)', 'OpenCL C 1.2 (Oclgrind 21.10)'),
+              None, None)]
+    for dev, sync, std in cases:
+        what = '%s %s' % (dev.platform_name, dev.device.version)
+        assert reduce_geometry.cross_group_sync(dev) == sync, what
+        assert reduce_geometry.atomics_std(dev) == std, what
+        if std is not None:
+            assert reduce_geometry.sync_options(dev, 'atomics') == ('-cl-std=' + std,), what
+        else:
+            with pytest.raises(ValueError, match="'atomics' cross-group handshake cannot run"):
+                reduce_geometry.sync_options(dev, 'atomics')
+
+
+def test_cross_group_handshake_source():
+    """The last-group handshake each ``sync`` gets: one release-acquire atom.inc that wraps
+    the counter back to 0 (PTX), or one device-scope acq_rel atomic_fetch_add_explicit and an
+    atomic reset (OpenCL C atomics); no plain store or load of the counter (rows: one counter,
+    cols: one per column tile). The PTX instruction itself runs in
+    test_fast_parts_cross_group on an NVIDIA device."""
     comb = ocl_reduce.Combine(ts.add, 'float32', 'float32', 'float32', '0.0f')
     geo = {'rows': dict(kd=0, L=256, V=4, U=8, T=256, aligned=True),
            'cols': dict(rd=1, L=256, V=4, U=8, CX=8, RY=32, aligned=True)}
     for mode, kw in sorted(geo.items()):
-        for fence in ('fence.acq_rel.gpu', 'membar.gl', None):
-            src, _ = comb.source(mode, single=True, fence=fence, **kw)
+        for sync in ('ptx', 'atomics'):
+            src, _ = comb.source(mode, sync=sync, **kw)
+            what = '%s, %s' % (mode, sync)
             atom = src.count('atom.acq_rel.gpu.global.inc.u32')
-            what = '%s, fence %s' % (mode, fence)
-            if fence == 'fence.acq_rel.gpu':
-                assert atom == 1 and 'atomic_inc' not in src and fence not in src, what
+            fetch = src.count('atomic_fetch_add_explicit(')
+            assert 'atomic_inc(' not in src and 'mem_fence(' not in src, what
+            if sync == 'ptx':
+                assert atom == 1 and fetch == 0, what
             else:
-                assert atom == 0 and src.count('atomic_inc(') == 1, what
-                assert src.count(fence or 'mem_fence(CLK_GLOBAL_MEM_FENCE)') == 2, what
+                assert atom == 0 and fetch == 1, what
+                assert src.count('memory_order_acq_rel') == 1, what
+                assert src.count('memory_scope_device') == 2, what
+                assert 'volatile' not in src and '__global atomic_int *ctr_p' in src, what
+                counter = [ln for ln in src.splitlines() if 'ctr_p' in ln
+                           and 'atomic_' not in ln and '__global' not in ln]
+                assert not counter, (what, counter)
 
 
 def test_fast_long_index_path(monkeypatch):

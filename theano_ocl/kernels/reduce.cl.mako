@@ -18,10 +18,11 @@
 ##   memory. CPUs: CX = RY = 1 and a wide band (NB*V columns) per work-item.
 ##
 ## Parts > 1 write partials [p][o] (acc dtype) that a second launch reduces over p; or, with
-## ``single`` (GPUs), the same launch does: each group counts itself done on a device counter
-## (rows: one for the launch; cols: one per column tile) after a global fence, and the last
-## group to finish reduces the partials, writes the outputs and resets its counter to 0 for
-## the next launch (a frame replays the same counters).
+## ``single`` (GPUs whose memory model allows it: ``sync``, reduce_geometry.cross_group_sync),
+## the same launch does: each group counts itself done on a device counter (rows: one for the
+## launch; cols: one per column tile) with a device-scope release-acquire increment, and the
+## last group to finish reduces the partials, writes the outputs and resets its counter to 0
+## for the next launch (a frame replays the same counters).
 ## Argmax carries (value, index) pairs: a NaN beats any number, then the larger value, ties
 ## going to the smaller index (numpy's first occurrence). Vector lanes see increasing
 ## indices, kept as int (long past 2**31) offsets from the lane's start: a lane starts at its
@@ -212,7 +213,11 @@ ${vb}\
 %   if argmax:
     , __global long *ppi_p, const long ppi_off
 %   endif
+%   if sync == 'atomics':
+    , __global atomic_int *ctr_p, const long ctr_off, const long parts
+%   else:
     , __global volatile int *ctr_p, const long ctr_off, const long parts
+%   endif
 % endif
 </%def>
 ## a first-stage result: the output, or with ``single`` the partial in the accumulator type
@@ -226,10 +231,14 @@ ${vb}\
 ${store(idx, val, vali)}\
 % endif
 </%def>
-## absorb partial ${idx} (written by other groups of this launch: volatile loads, no stale L1)
+## absorb partial ${idx}, written by other groups of this launch and acquired by last_group
+## (PTX: volatile loads besides, no stale L1 line)
 <%def name="absorb_partial(acc, acci, idx)">\
-${absorbv(acc, acci, '((volatile __global %s *)pp_p)[pp_off + %s]' % (acc_t, idx),
-          '((volatile __global long *)ppi_p)[ppi_off + %s]' % idx, combine=True)}\
+<%
+    pp, ppi = ('((volatile __global %s *)pp_p)' % acc_t, '((volatile __global long *)ppi_p)') \
+        if sync == 'ptx' else ('pp_p', 'ppi_p')
+%>\
+${absorbv(acc, acci, '%s[pp_off + %s]' % (pp, idx), '%s[ppi_off + %s]' % (ppi, idx), combine=True)}\
 </%def>
 ## slot ${b} of s_acc (s_idx) combined into slot ${a}
 <%def name="combine_slots(a, b)">\
@@ -252,45 +261,37 @@ ${combine_slots('l', 'l + s')}
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 </%def>
-## a fence ordering this work-item's global accesses (and, being cumulative, those of its
-## work-group that a barrier ordered before it) for the whole device. NVIDIA's compiler makes
-## mem_fence(CLK_GLOBAL_MEM_FENCE) a work-group-scope membar.cta, so there ``fence`` names
-## the PTX instruction (ops/reduce.py device_fence: fence.acq_rel.gpu from Volta on, else
-## membar.gl); elsewhere mem_fence.
-<%def name="device_fence()">\
-% if fence:
-        asm volatile("${fence};" ::: "memory");
-% else:
-        mem_fence(CLK_GLOBAL_MEM_FENCE);
-% endif
-</%def>
 ## single pass: every lane reaches this (no early return) after its partial stores; the
-## barrier orders them before lane 0's release fence and its count on counter ${ci} of
-## ${expected}; lane 0 of the last group fences again (acquire) before the group reads the
-## partials; all but the last group leave. With PTX's fence.acq_rel.gpu (Volta on) the three
-## are one release-acquire atom.inc, which also wraps the last group's count back to 0
-## (0.4 us less per launch on the H100: bench/reduce_ceiling.py's plain single-pass rows).
+## barrier orders them (work-group scope) before lane 0's count on counter ${ci} of
+## ${expected}, a device-scope release-acquire read-modify-write: it releases this group's
+## partials and, in the last group, acquires every group's that counted before it (each
+## count is in the release sequence of the counter). The second barrier orders that acquire
+## before the other lanes' loads; all but the last group leave. ``sync``:
+## - 'atomics' (OpenCL C 2.0 / 3.0 with device-scope acq_rel): atomic_fetch_add_explicit;
+##   the last group resets the counter with an atomic store (no other group touches it
+##   again this launch; the kernel's end orders it before the next launch).
+## - 'ptx' (NVIDIA, Volta on): atom.acq_rel.gpu.inc, which also wraps the last group's count
+##   back to 0 (0.4 us less per launch on the H100: bench/reduce_ceiling.py).
 <%def name="last_group(ci, expected)">\
     barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (get_local_id(0) == 0) {
-% if fence == 'fence.acq_rel.gpu':
+% if sync == 'ptx':
         const unsigned int bound = (unsigned int)(${expected}) - 1u;
         unsigned int seen;
         asm volatile("atom.acq_rel.gpu.global.inc.u32 %0, [%1], %2;"
                      : "=r"(seen) : "l"(ctr_p + ctr_off + ${ci}), "r"(bound) : "memory");
         s_last = seen == bound;
-    }
 % else:
-${device_fence()}
-        const int last = atomic_inc(ctr_p + ctr_off + ${ci}) == (int)(${expected}) - 1;
-        if (last) {
-${device_fence()}
-            ctr_p[ctr_off + ${ci}] = 0;
-        }
+        const int last = atomic_fetch_add_explicit(ctr_p + ctr_off + ${ci}, 1,
+                                                   memory_order_acq_rel,
+                                                   memory_scope_device) == (int)(${expected}) - 1;
+        if (last)
+            atomic_store_explicit(ctr_p + ctr_off + ${ci}, 0, memory_order_relaxed,
+                                  memory_scope_device);
         s_last = last;
-    }
 % endif
-    barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    barrier(CLK_GLOBAL_MEM_FENCE | CLK_LOCAL_MEM_FENCE);
     if (!s_last)
         return;
 </%def>

@@ -37,8 +37,8 @@ from ..errors import NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import collapse
 from .fusion import Fused
-from .reduce_geometry import (device_fence, device_traits, fast_geometry, geometry, pow2_at_least,
-                              prod, single_pass_safe)
+from .reduce_geometry import (cross_group_sync, device_traits, fast_geometry, geometry,
+                              pow2_at_least, prod, sync_options)
 from .registry import implemented_by, ocl_impl
 
 
@@ -129,10 +129,10 @@ class Combine(object):
 
     @kernels.memoize
     def source(self, mode='generic', kd=0, rd=0, r_contig=True, L=1, V=1, U=1, T=1, NB=1,
-               CX=1, RY=1, aligned=False, idx32=True, single=False, fence=None):
-        """Render (memoized) the kernel; returns (source, kernel name). ``single``: a rows
-        or cols kernel with parts that reduces its own partials (the last group); ``fence``:
-        the PTX instruction of the device fence on NVIDIA (``reduce_geometry.device_fence``)."""
+               CX=1, RY=1, aligned=False, idx32=True, sync=None):
+        """Render (memoized) the kernel; returns (source, kernel name). ``sync`` ('ptx',
+        'atomics'; ``reduce_geometry.cross_group_sync``): a rows or cols kernel with parts
+        whose last work-group reduces the partials, with that handshake."""
         vkind = self.vector_kind() if V > 1 else None
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
@@ -157,7 +157,7 @@ class Combine(object):
             is_float=self.acc_dtype.startswith('float'), identity=self.identity,
             argmax=self.argmax, pairs_in=self.pairs_in, mode=mode, kd=kd, rd=rd,
             r_contig=r_contig, L=L, V=V, U=U, T=T, NB=NB, CX=CX, RY=RY, aligned=aligned,
-            single=single, fence=fence, vkind=vkind, vec=V > 1, comps=['s%x' % q for q in range(V)],
+            single=sync is not None, sync=sync, vkind=vkind, vec=V > 1, comps=['s%x' % q for q in range(V)],
             acc_vt='%s%d' % (acc_t, V), load_vt='%s%d' % (load_t, V),
             idx_t='int' if idx32 else 'long', idx_vt='%s%d' % ('int' if idx32 else 'long', V),
             mask_vt='%s%d' % ({1: 'char', 2: 'short', 4: 'int', 8: 'long'}[acc_size], V),
@@ -218,8 +218,11 @@ def split_axes_all(shape, strides, axes):
 
 # False: every reduction takes the generic kernel (tests compare both).
 FAST_PATHS = True
-# parts reduced by the last work-group of the same launch (else a second launch)
-GPU_SINGLE_PASS = True
+# GPUs' parts: reduced by the last work-group of the same launch with the handshake the
+# device's memory model allows ('auto': reduce_geometry.cross_group_sync, a second launch
+# where it has none), always by a second launch ('launch'), or with a named handshake
+# ('atomics', 'ptx'; ValueError where the device lacks it): the tests run each path
+CROSS_GROUP = 'auto'
 # outputs of fewer reduced elements than this are reduced as Theano C reduces them (numpy
 # too: it adds fewer than 8 elements one after another), so results are equal, not only
 # close: in the view's index order (reversed dims are not walked forwards; on GPUs the
@@ -266,10 +269,11 @@ def plan_reduce(ctx, comb, x, axes, out, out_idx=None, x_idx=None, parts=None):
             (tr.is_cpu or not in_order):
         fast = fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides,
                              x.boff // x.itemsize, parts)
-        if fast is not None and fast.parts > 1 and GPU_SINGLE_PASS and not tr.is_cpu \
-                and fast.lsize > 1 and single_pass_safe(ctx.dev):
+        sync = _cross_group(ctx.dev) if fast is not None and fast.parts > 1 \
+            and not tr.is_cpu and fast.lsize > 1 else None
+        if sync is not None:
             _launch_fast(ctx, comb, fast, x, out, out_idx, kshape, kstrides, rshape, rstrides,
-                         n_out, n_red, single=True)
+                         n_out, n_red, sync=sync)
             return
     if fast is not None:
         nparts = fast.parts
@@ -331,23 +335,22 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
 
 
 def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
-                 n_red, single=False):
-    """One fast-path launch; ``single``: ``g.parts`` > 1 and the kernel's last group
-    reduces the partials into ``out`` (GPUs: local sizes > 1)."""
-    fence = device_fence(ctx.dev) if single else None
+                 n_red, sync=None):
+    """One fast-path launch; ``sync`` (:func:`_cross_group`): ``g.parts`` > 1 and the
+    kernel's last group reduces the partials into ``out`` (GPUs: local sizes > 1)."""
+    single = sync is not None
     if g.mode == 'rows':
         # with one lane per item the code does not depend on L (one build for every L)
         src, name = comb.source('rows', kd=len(kshape), L=g.L if g.T > 1 or single else 1,
                                 V=g.V, U=g.U, T=g.T, aligned=g.aligned, idx32=g.idx32,
-                                single=single, fence=fence)
+                                sync=sync)
         args = [np.int64(n_out * g.parts), np.int64(n_out), np.int64(n_red), np.int64(g.chunk)]
         args += [np.int64(s) for s in kshape]
         args.append(x)
         args += [np.int64(s) for s in kstrides]
     else:
         src, name = comb.source('cols', rd=len(rshape), L=g.L, V=g.V, U=g.U, NB=g.NB, CX=g.CX,
-                                RY=g.RY, aligned=g.aligned, idx32=g.idx32, single=single,
-                                fence=fence)
+                                RY=g.RY, aligned=g.aligned, idx32=g.idx32, sync=sync)
         args = [np.int64(n_out), np.int64(n_red), np.int64(g.chunk), np.int64(g.n_cg)]
         args += [np.int64(s) for s in rshape]
         args.append(x)
@@ -366,8 +369,22 @@ def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrid
         if g.mode == 'rows':
             # lanes per output in the last group's pass: enough for the parts, at most L
             args.append(np.int32(min(g.L, pow2_at_least(g.parts))))
-    prg = ctx.dev.build(src)
+    prg = ctx.dev.build(src, sync_options(ctx.dev, sync) if single else ())
     ctx.launch(prg, name, (g.gsize,), (g.lsize,), args)
+
+
+def _cross_group(dev):
+    """The handshake by which a launch's last work-group reduces its partials on ``dev``
+    ('ptx', 'atomics'), or None (a second launch), as ``CROSS_GROUP`` says."""
+    if CROSS_GROUP == 'auto':
+        return cross_group_sync(dev)
+    if CROSS_GROUP == 'launch':
+        return None
+    if CROSS_GROUP in ('ptx', 'atomics'):
+        sync_options(dev, CROSS_GROUP)          # names what the device lacks
+        return CROSS_GROUP
+    raise ValueError("reduce.CROSS_GROUP is %r; expected 'auto', 'launch', 'atomics' or 'ptx'"
+                     % (CROSS_GROUP,))
 
 
 def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstrides, r_contig,

@@ -18,14 +18,18 @@ traits (:class:`Traits`, :func:`device_traits`). :func:`geometry` shapes the gen
   in local memory. CPUs: a work-item owns a band of whole rows' columns (accumulators in
   32 KiB, L1) and walks its rows: long contiguous reads.
 - few outputs over a long range (a full reduction, few long rows or few row blocks): the
-  range is split in parts that write partials in the accumulator dtype. On NVIDIA GPUs the
-  same launch reduces them (``reduce.GPU_SINGLE_PASS``, :func:`single_pass_safe`): every
-  work-group counts itself done on a device counter after a global fence, and the last one
-  reduces the partials and resets the counter (rows: one counter, the last group of the
-  launch; cols: one per column tile). A second launch costs ~5 us on the H100, 15% of a
-  64 MB full sum. Elsewhere (and with the knob off) a second launch (a rows or cols fast
-  path over the partials) reduces them.
+  range is split in parts that write partials in the accumulator dtype. Where the device's
+  memory model lets one work-group read what the others wrote (:func:`cross_group_sync`),
+  the same launch reduces them: every work-group counts itself done on a device counter
+  with a device-scope release-acquire increment, and the last one reduces the partials and
+  resets the counter (rows: one counter, the last group of the launch; cols: one per column
+  tile). A second launch costs ~5 us on the H100, 15% of a 64 MB full sum. Elsewhere
+  (OpenCL 1.2 devices, whose memory model orders nothing across work-groups but atomics on
+  the same location) a second launch (a rows or cols fast path over the partials) reduces
+  them; ``reduce.CROSS_GROUP`` forces either.
 """
+import re
+
 import numpy as np
 
 
@@ -264,22 +268,83 @@ def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=Non
     return None
 
 
-def single_pass_safe(dev):
-    """Whether the single pass's cross-group handshake is known to hold on ``dev``: NVIDIA
-    GPUs (a PTX device-scope fence, checked in the generated PTX) and CPU devices (coherent
-    caches: where the tests run the GPU geometries). Other GPUs' OpenCL 1.2 ``mem_fence`` is
-    not specified beyond the work-group, so they keep the second launch."""
-    return dev.is_cpu or device_fence(dev) is not None
+# what cross_group_sync needs of an OpenCL 3.0 device (CL_DEVICE_ATOMIC_MEMORY_CAPABILITIES
+# bits, and the OpenCL C features that make those orders and scopes compile)
+ATOMIC_ORDER_ACQ_REL = 1 << 1
+ATOMIC_SCOPE_DEVICE = 1 << 5
+ACQ_REL_FEATURES = ('__opencl_c_atomic_order_acq_rel', '__opencl_c_atomic_scope_device')
 
 
-def device_fence(dev):
-    """The PTX instruction of a device-scope fence on NVIDIA's platform (whose
-    mem_fence(CLK_GLOBAL_MEM_FENCE) is work-group scope), else None (mem_fence): Volta
-    (compute capability 7) and later have fence.acq_rel.gpu, older GPUs membar.gl."""
+def cross_group_sync(dev):
+    """How the last work-group of a launch may read the partials the other work-groups
+    wrote, by the memory model ``dev`` offers: 'ptx' (NVIDIA from Volta on: one PTX
+    ``atom.acq_rel.gpu`` increment), 'atomics' (OpenCL C device-scope acquire-release
+    atomics: :func:`atomics_std`), or None: a second launch (OpenCL 1.2 orders nothing
+    across work-groups but atomics on one location, so partials written with plain stores
+    are not visible to another group before the kernel ends)."""
+    if ptx_acq_rel(dev):
+        return 'ptx'
+    if atomics_std(dev) is not None:
+        return 'atomics'
+    return None
+
+
+def sync_options(dev, sync):
+    """The build options of a kernel with the cross-group handshake ``sync``; ValueError,
+    naming the device and what it lacks, where ``dev`` cannot run it."""
+    if sync == 'ptx' and ptx_acq_rel(dev):
+        return ()
+    std = atomics_std(dev)
+    if sync == 'atomics' and std is not None:
+        return ('-cl-std=' + std,)
+    raise ValueError('reduce: the %r cross-group handshake cannot run on %s / %s (%s)' % (
+        sync, dev.platform_name, getattr(dev, 'name', '?'),
+        'needs an NVIDIA GPU of compute capability 7 or more' if sync == 'ptx' else
+        'needs OpenCL C 2.x, or OpenCL 3.0 with device-scope acq_rel atomics'))
+
+
+def ptx_acq_rel(dev):
+    """NVIDIA's platform on a GPU of compute capability 7 or more. There the handshake is
+    PTX's, not OpenCL C's: the PTX memory model (sm_70 on) makes ``atom.acq_rel.gpu`` a
+    release and an acquire at GPU scope and ``bar.sync`` orders a CTA's accesses around it,
+    so the plain partial stores of every group are visible to the last one's loads.
+    NVIDIA's OpenCL 3.0 driver has no device-scope acq_rel in OpenCL C, and its
+    mem_fence(CLK_GLOBAL_MEM_FENCE) is a work-group-scope membar.cta."""
     if 'NVIDIA' not in dev.platform_name:
-        return None
+        return False
     try:
         major = dev.device.compute_capability_major_nv
     except Exception:
         major = 0
-    return 'fence.acq_rel.gpu' if major >= 7 else 'membar.gl'
+    return major >= 7
+
+
+def _c_version(text):
+    """(major, minor) of 'OpenCL C 2.0 ...' or 'OpenCL 3.0 ...'; (0, 0) if there is none."""
+    m = re.search(r'(\d+)\.(\d+)', text)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def atomics_std(dev):
+    """The ``-cl-std`` ('CL3.0', 'CL2.0') under which OpenCL C on ``dev`` has
+    ``atomic_fetch_add_explicit`` with memory_order_acq_rel at memory_scope_device, or None.
+    OpenCL 3.0 devices declare both in CL_DEVICE_ATOMIC_MEMORY_CAPABILITIES and their OpenCL
+    C features (PoCL 3.1's CPU device does; NVIDIA's driver offers relaxed, work-group scope
+    only); OpenCL C 2.x has them by definition."""
+    d = dev.device
+    if _c_version(d.version) >= (3, 0):
+        try:
+            caps = d.atomic_memory_capabilities
+            features = {f.name for f in d.opencl_c_features}
+            c_versions = [(v.version >> 22, (v.version >> 12) & 0x3ff)
+                          for v in d.opencl_c_all_versions]
+        except Exception:       # a pyopencl or ICD loader older than 3.0
+            caps, features, c_versions = 0, set(), []
+        need = ATOMIC_ORDER_ACQ_REL | ATOMIC_SCOPE_DEVICE
+        if caps & need == need and set(ACQ_REL_FEATURES) <= features \
+                and any(v >= (3, 0) for v in c_versions):
+            return 'CL3.0'
+        if any((2, 0) <= v < (3, 0) for v in c_versions):
+            return 'CL2.0'
+        return None
+    return 'CL2.0' if (2, 0) <= _c_version(d.opencl_c_version) < (3, 0) else None
