@@ -281,7 +281,9 @@ class OCLDevice(object):
         ext = dev.extensions.split()
         self.extensions = set(ext)
         self.is_gpu = _is_gpu(dev)
-        self.is_cpu = bool(dev.type & cl.device_type.CPU)
+        # a device declaring both (Oclgrind's simulator declares every type) takes the GPU
+        # code paths: what its checks are for
+        self.is_cpu = bool(dev.type & cl.device_type.CPU) and not self.is_gpu
         self.has_fp64 = 'cl_khr_fp64' in self.extensions or dev.double_fp_config != 0
         self.has_fp16 = 'cl_khr_fp16' in self.extensions
         try:
