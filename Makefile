@@ -7,6 +7,10 @@
 #   make test-full   pytest tests/ + the full Theano conformance run (hours on 2 cores)
 #   make info        python -m theano_ocl info (the OpenCL devices)
 #   make bench       python -m theano_ocl bench $(BENCH_ARGS) (e.g. BENCH_ARGS='--quick --record')
+#   make sanitize    the kernel families' tests (small sizes) on Oclgrind, the OpenCL device
+#                    simulator, with its out-of-bounds and data-race checks; fails on any
+#                    Oclgrind report (scripts/sanitize.sh: installs oclgrind with apt-get when
+#                    missing; SANITIZE_ARGS='tests/test_x.py -k y' runs another selection)
 #   make docs        the documentation site (Sphinx, docs/ -> docs/_build/html; warnings fail)
 #   make pth         regenerate theano_ocl_startup.pth from theano_ocl/_startup.py
 #   make bootstrap   only set up .venv
@@ -16,7 +20,7 @@ VENV ?= $(CURDIR)/.venv
 PY := $(VENV)/bin/python
 CONFORMANCE := tests/conformance/run.py
 
-.PHONY: all bootstrap demo test test-full info bench docs pth clean-venv
+.PHONY: all bootstrap demo test test-full info bench sanitize docs pth clean-venv
 
 all: test
 
@@ -53,6 +57,9 @@ info: bootstrap
 
 bench: bootstrap
 	$(PY) -m theano_ocl bench $(BENCH_ARGS)
+
+sanitize: bootstrap
+	@PY="$(PY)" scripts/sanitize.sh $(SANITIZE_ARGS)
 
 docs: bootstrap
 	$(PY) -m sphinx -W --keep-going -b html docs docs/_build/html

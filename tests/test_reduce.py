@@ -349,6 +349,22 @@ def test_fast_two_stage(traits, shape, axis):
         assert any(g.parts > 1 for g in planned), planned
 
 
+@pytest.mark.parametrize('traits', ['gpu-2cu'], indirect=True)
+def test_fast_parts_small(traits):
+    """About the smallest reductions a GPU splits in parts (rows: a full sum; cols: few
+    columns), reduced by the cross-group path this device takes: cheap enough for
+    ``make sanitize`` to run on Oclgrind."""
+    kind, planned = traits
+    x = T.vector('x', dtype='float32')
+    m = T.matrix('m', dtype='float32')
+    v = rand((70001,), 'float32')
+    v[12345] = 7.5                                   # one clear maximum
+    w = rand((2000, 16), 'float32')
+    assert_matches_c([x, m], [T.sum(x), T.argmax(x), T.sum(m, 0), T.argmax(m, 0)], [v, w],
+                     rtol=1e-4, atol=1e-4)
+    assert {g.mode for g in planned if g.parts > 1} == {'rows', 'cols'}, planned
+
+
 def _paths_of(dev):
     """The cross-group paths ``dev`` can run."""
     return {'launch', reduce_geometry.cross_group_sync(dev)} | \
