@@ -1,7 +1,10 @@
-"""Reductions of a 4096x4096 float32 matrix: GB/s against the device's copy bandwidth and
-time against Theano's C backend, measured in the same process.
+"""Reductions of a 4096x4096 float32 matrix and full sums of float32 vectors (1e6 and 1e7
+elements by default): GB/s against the device's copy bandwidth and time against Theano's C
+backend, measured in the same process.
 
     THEANO_FLAGS=blas.ldflags= python bench/reduce.py [--device SPEC] [--n 4096] [--reps 20]
+                                                      [--vectors 1000000,10000000]
+                                                      [--cross-group auto|launch|atomics|ptx]
                                                       [--generic] [--set KNOB=INT ...]
                                                       [--no-c]
 
@@ -19,8 +22,10 @@ On NVIDIA's driver an event reads ~3 us more than the kernel's CUPTI record (the
 CUDA tools and torch's kernels): ``bench/reduce_cupti.py`` times these same kernels that way.
 ``--generic`` turns the fast paths off (every reduction takes the generic kernel): the
 numbers before them, on the same machine. ``--set GPU_UNROLL=8`` (repeatable) sets one of
-the geometry knobs of ``theano_ocl/ops/reduce_geometry.py`` (``CPU_*``, ``GPU_*``; and
-``GPU_SINGLE_PASS`` of ``reduce.py``) for a sweep.
+the geometry knobs of ``theano_ocl/ops/reduce_geometry.py`` (``CPU_*``, ``GPU_*``) for a
+sweep. ``--cross-group`` sets ``reduce.CROSS_GROUP``: how a GPU's reduction split in parts
+combines them (``auto``: the device's own handshake, else a second launch; ``launch``:
+always a second launch), so ``auto`` against ``launch`` measures what one launch saves.
 """
 import argparse
 import os
@@ -97,20 +102,26 @@ def main():
     ap.add_argument('--generic', action='store_true', help='generic reduction kernel only')
     ap.add_argument('--set', action='append', default=[], metavar='KNOB=INT',
                     help='a fast-path geometry knob of theano_ocl/ops/reduce_geometry.py')
+    ap.add_argument('--vectors', default='1000000,10000000',
+                    help='sizes of the float32 vectors summed whole (comma-separated; '
+                         "'' for none)")
+    ap.add_argument('--cross-group', default='auto',
+                    choices=['auto', 'launch', 'atomics', 'ptx'],
+                    help='reduce.CROSS_GROUP: how a GPU reduction split in parts combines them')
     ap.add_argument('--no-c', action='store_true',
                     help='check against numpy, skip timing Theano C (for knob sweeps)')
     args = ap.parse_args()
     from theano_ocl.ops import reduce as ocl_reduce, reduce_geometry
     if args.generic:
         ocl_reduce.FAST_PATHS = False
+    ocl_reduce.CROSS_GROUP = args.cross_group
     knobs = []
     for item in args.set:
         name, value = item.split('=')
-        # the geometry's knobs, and GPU_SINGLE_PASS (plan_reduce's)
-        owner = next((m for m in (reduce_geometry, ocl_reduce) if hasattr(m, name)), None)
-        if not (name.startswith('CPU_') or name.startswith('GPU_')) or owner is None:
-            ap.error('no knob %s in theano_ocl/ops/reduce_geometry.py or reduce.py' % name)
-        setattr(owner, name, int(value))
+        if not (name.startswith('CPU_') or name.startswith('GPU_')) \
+                or not hasattr(reduce_geometry, name):
+            ap.error('no knob %s in theano_ocl/ops/reduce_geometry.py' % name)
+        setattr(reduce_geometry, name, int(value))
         knobs.append('%s=%s' % (name, int(value)))
 
     import pyopencl as cl
@@ -136,18 +147,28 @@ def main():
     t_pyopencl = median_time(lambda: cla.sum(dx, queue=queue), args.reps, queue.finish)
 
     x = T.matrix('x', dtype='float32')
-    cases = [('sum all', T.sum(x)), ('sum axis 0', T.sum(x, 0)), ('sum axis 1', T.sum(x, 1)),
-             ('argmax axis 1', T.argmax(x, 1))]
-    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write; by events %.1f); %s%s%s'
+    # (name, input variable, output, host value, device value)
+    cases = [(name, x, out, host, dx) for name, out in
+             [('sum all', T.sum(x)), ('sum axis 0', T.sum(x, 0)), ('sum axis 1', T.sum(x, 1)),
+              ('argmax axis 1', T.argmax(x, 1))]]
+    v = T.vector('v', dtype='float32')
+    for size in [int(float(s)) for s in args.vectors.split(',') if s]:
+        hv = np.random.RandomState(size % 1000).rand(size).astype('float32')
+        cases.append(('sum %.0e' % size, v, T.sum(v), hv, cla.to_device(queue, hv)))
+    print('device: %s (%s); %dx%d float32; copy %.1f GB/s (read+write; by events %.1f); %s%s%s; '
+          'cross-group %s (%s here)'
           % (dev.name, dev.platform_name, n, n, copy_gbs, copy_ev_gbs, time.strftime('%Y-%m-%d'),
              '; generic kernel only' if args.generic else '',
-             '; ' + ' '.join(knobs) if knobs else ''))
+             '; ' + ' '.join(knobs) if knobs else '', args.cross_group,
+             'CPU geometries: a second launch' if dev.is_cpu
+             else ocl_reduce._cross_group(dev) or 'a second launch'))
     print('pyopencl.array.sum (reference): %.3f ms, %.1f GB/s'
           % (t_pyopencl * 1e3, nbytes / t_pyopencl / 1e9))
     print('%-14s %9s %9s %8s %9s %8s %9s %9s %8s %8s %9s %8s %8s'
           % ('case', 'ocl ms', 'ocl GB/s', 'vs copy', 'C ms', 'C / ocl', 'kernel ms',
              'kern GB/s', 'vs copy', 'event ms', 'ev GB/s', 'vs copy', 'launches'))
-    for name, out in cases:
+    for name, x, out, host, dx in cases:
+        nbytes = host.nbytes
         if args.no_c:
             f_c = theano.function([x], out, mode=theano.Mode(linker='py',
                                                              optimizer='fast_run'))
