@@ -4,6 +4,7 @@ stays in bounds; concurrent writers never let a reader see a partial file."""
 import json
 import multiprocessing
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -144,6 +145,40 @@ def test_damaged_file_is_rebuilt_from_source_and_rewritten(cache_dir, damage):
     else:
         _counts(_build(src), source_builds=1, disk_writes=1)
     assert kc._decode(open(path, 'rb').read(), key) is not None
+    _counts(_build(src), disk_hits=1)
+
+
+@pytest.mark.parametrize('entry', ['valid header', 'copied file'])
+def test_entry_of_another_program_is_replaced_with_a_warning(cache_dir, entry):
+    """The file of this program's key holds another program's binary, with a header that
+    verifies ('valid header') or the other program's own file ('copied file'): the driver
+    takes the binary, which lacks this program's kernel (clCreateKernel would fail with
+    INVALID_KERNEL_NAME in this and every later process). The build warns naming the file,
+    builds from source, runs, and the file is replaced by this program's binary."""
+    import theano_ocl
+    dev = theano_ocl.get_device()
+    src = int(time.time() * 1000) % 100000 + 500 + len(entry)
+    _counts(_build(src), source_builds=1, disk_writes=1)
+    path = _only_file(cache_dir)
+    key = os.path.basename(path)[:-len(kc.SUFFIX)]
+    other_src = (_SRC % src).replace('add_k', 'other_k')
+    kc.build(dev.cl, dev.context, dev.device, dev.build_fingerprint, other_src, [])
+    other_key = kc.get_cache().key(dev.build_fingerprint, other_src, [])
+    other = open(kc.get_cache().path(other_key), 'rb').read()
+    if entry == 'valid header':
+        assert kc.get_cache().store(key, kc._decode(other, other_key))
+    else:
+        with open(path, 'wb') as f:
+            f.write(other)
+    with pytest.warns(RuntimeWarning, match='removed %s' % re.escape(path)) as record:
+        delta = _build(src)
+    if entry == 'valid header':
+        assert 'no kernel add_k' in str(record[0].message), record[0].message
+        _counts(delta, disk_rejected=1, source_builds=1, disk_writes=1)
+    else:
+        _counts(delta, source_builds=1, disk_writes=1)
+    data = open(path, 'rb').read()
+    assert data != other and kc._decode(data, key) is not None
     _counts(_build(src), disk_hits=1)
 
 

@@ -18,8 +18,11 @@ the build counters (``theano_ocl.kernel_cache_info()``).
   update or another device never loads a stale binary.
 * File: a header (magic, key, payload length, sha256 of the payload) and the binary.
   Files are written to a temporary file in the same directory and renamed over the
-  final name (atomic), so a reader sees a whole file or none; a file whose header does
-  not verify, or whose binary the driver refuses, is removed and rebuilt from source.
+  final name (atomic), so a reader sees a whole file or none. A file that cannot give
+  the program's kernels -- its header does not verify, the driver refuses its binary, or
+  the program built from it lacks a kernel the source defines (another program's binary
+  under this key) -- is removed with a warning naming it, and the program is built from
+  source and stored again.
 
 Why our own cache: pyopencl (2026.1) skips its binary cache on PoCL and NVIDIA, assuming
 the driver caches builds from source. Measured 2026-11-25, one program per process:
@@ -32,10 +35,12 @@ source, ~130 ms from the binary). Drivers without a cache of their own gain the 
 """
 import hashlib
 import os
+import re
 import struct
 import tempfile
 import threading
 import time
+import warnings
 
 ENV_SWITCH = 'THEANO_OCL_KERNEL_CACHE'
 ENV_DIR = 'THEANO_OCL_KERNEL_CACHE_DIR'
@@ -127,7 +132,7 @@ class KernelCache(object):
 
     def load(self, key):
         """The binary stored under ``key``, or None (absent, partial or corrupt: a bad file
-        is removed). A hit marks the file as recently used."""
+        is removed, :meth:`reject`). A hit marks the file as recently used."""
         path = self.path(key)
         try:
             with open(path, 'rb') as f:
@@ -136,7 +141,7 @@ class KernelCache(object):
             return None
         binary = _decode(data, key)
         if binary is None:
-            self.discard(key)
+            self.reject(key, 'its header, length or hash does not verify')
             return None
         try:
             os.utime(path)
@@ -180,6 +185,14 @@ class KernelCache(object):
             os.unlink(self.path(key))
         except OSError:
             pass
+
+    def reject(self, key, why):
+        """Remove the file of ``key``, which cannot give its program (``why``), with a
+        warning naming it: the caller builds the program from source and stores it anew."""
+        warnings.warn('theano_ocl kernel cache: removed %s (%s); the program is built from '
+                      'source and stored again' % (self.path(key), why), RuntimeWarning,
+                      stacklevel=3)
+        self.discard(key)
 
     def entries(self):
         """[(mtime, size, path)] of the stored binaries."""
@@ -296,11 +309,21 @@ def build(cl, context, device, fingerprint, source, options):
         if binary is not None:
             try:
                 prg = cl.Program(context, [device], [binary]).build(options=options)
-            except Exception:
+            except Exception as e:
                 # a binary this driver refuses (a file from another build of the same
                 # driver version, a truncated write the header could not tell): rebuild
+                msg = str(e).strip()
+                why = 'the driver refuses its binary: %s' % (
+                    msg.splitlines()[0] if msg else type(e).__name__)
+            else:
+                # a binary the driver takes, of another program (a copied file): its kernels
+                # would fail later, at clCreateKernel (INVALID_KERNEL_NAME)
+                missing = kernel_names(source) - program_kernels(cl, prg)
+                why = 'its program has no kernel %s: the binary of another program' % (
+                    ', '.join(sorted(missing))) if missing else None
+            if why:
                 counts.add('disk_rejected')
-                cache.discard(key)
+                cache.reject(key, why)
             else:
                 counts.add('disk_hits')
                 counts.add('disk_seconds', time.perf_counter() - t0)
@@ -319,6 +342,26 @@ def build(cl, context, device, fingerprint, source, options):
         else:
             counts.add('disk_errors')
     return prg
+
+
+#: a kernel's declaration: ``__kernel [__attribute__((...))] void name(``
+_KERNEL_DECL = re.compile(
+    r'\b(?:__)?kernel\s+(?:__attribute__\s*\(\(.*?\)\)\s*)*void\s+(\w+)\s*\(', re.S)
+_COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/', re.S)
+
+
+def kernel_names(source):
+    """The names of the kernels ``source`` (OpenCL C) defines."""
+    return set(_KERNEL_DECL.findall(_COMMENT.sub(' ', source)))
+
+
+def program_kernels(cl, prg):
+    """The names of the kernels a built program holds."""
+    try:
+        names = prg.get_info(cl.program_info.KERNEL_NAMES)
+    except Exception:                   # before OpenCL 1.2: the kernels themselves
+        return {k.function_name for k in prg.all_kernels()}
+    return {n.strip() for n in names.split(';') if n.strip()}
 
 
 def kernel_cache_info():
