@@ -13,8 +13,8 @@ ATOL = {'float16': 1e-3, 'float32': 1e-6, 'float64': 1e-12,
 def setting(monkeypatch, name, value):
     """Set theano_ocl's setting ``name`` (``runtime.settings``) for functions linked from
     now on in this test, through its environment variable (None: its default)."""
-    from theano_ocl.runtime.settings import _ENV
-    var = _ENV[name][0]
+    from theano_ocl.runtime.settings import SPECS
+    var = SPECS[name].var
     if value is None:
         monkeypatch.delenv(var, raising=False)
     else:

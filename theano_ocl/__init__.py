@@ -19,7 +19,7 @@ _startup.apply_theano_patches()
 
 _LAZY = {
     'get_device': 'device', 'NoOpenCLPlatform': 'device',
-    'KernelBuildError': 'errors', 'NoDeviceImplementation': 'errors',
+    'KernelBuildError': 'errors', 'NoDeviceImplementation': 'errors', 'SettingError': 'errors',
     'OCLLinker': 'linker', 'OCLMode': 'mode', 'register': 'mode',
     'report': 'report', 'fallback_nodes': 'report', 'placements': 'report',
     'SimulatorOCL': 'simulator', 'optimize': 'simulator',

@@ -21,3 +21,8 @@ class NoDeviceImplementation(NotImplementedError):
 
     The message is the reason shown by ``theano_ocl.report``.
     """
+
+
+class SettingError(ValueError):
+    """A setting's value is not one it takes (``runtime.settings``): the message names the
+    mode's argument or the environment variable, the value and the values it takes."""

@@ -35,7 +35,7 @@ from .ops.base import DEVICE_DTYPES
 from .ops.fusion import (destroyed_inputs, destroyed_roots, fuse_epilogues, fuse_kept_producers,
                          fuse_producers, fuse_shared_producers, reads_cross_a_destroy)
 from .ops.registry import ocl_impl
-from .runtime import settings
+from .runtime import kernel_cache, settings
 from .runtime.context import provide
 from . import shared as shared_mod
 from .vm import OCLFunction
@@ -532,7 +532,9 @@ class OCLLinker(gof_link.LocalLinker):
         if output_mode not in ('host', 'device'):
             raise ValueError("output_mode must be 'host' or 'device', got %r" % (output_mode,))
         self.settings = {k: v for k, v in given.items() if v is not None}
-        settings.Settings.resolve(self.settings)       # a bad value raises here, not later
+        # a bad argument raises here; the environment is read (and checked) at link time,
+        # so a bad variable never keeps mode 'OCL' from registering
+        settings.Settings(**self.settings)
         self.fgraph = None
         self.allow_gc = allow_gc
         self.device = device
@@ -578,9 +580,12 @@ class OCLLinker(gof_link.LocalLinker):
         # every value is computed before its consumers run (no lazy evaluation), so lazy
         # host thunks (IfElse) must see all their inputs as computed
         compute_map = {v: [True] for v in storage_map}
+        # the environment's values checked here, at the first function linked: a bad one
+        # raises SettingError naming the variable (registration never reads them)
+        s = settings.Settings.resolve(self.settings)
+        kernel_cache.get_cache()
         dev = get_device(self.device)
         shared_mod.install_patches()
-        s = settings.Settings.resolve(self.settings)
         with settings.active(s):
             prog = build_program(fgraph, order, storage_map, compute_map, input_storage,
                                  output_storage, self.updated_vars, dev, self.no_recycling)

@@ -13,6 +13,8 @@ the build counters (``theano_ocl.kernel_cache_info()``).
   miss builds from source and nothing is read or written.
 * ``THEANO_OCL_KERNEL_CACHE_MB`` (default 256) bounds its size: past it, the least
   recently used files (by modification time; a hit touches its file) are removed.
+* Both variables are read when the first function is linked (``runtime.settings``: a
+  value they do not take raises ``SettingError`` naming it there).
 * Key: sha256 of the source, the build options, the device's name and version, the
   driver version, the platform's name and version and the pyopencl version -- a driver
   update or another device never loads a stale binary.
@@ -41,6 +43,8 @@ import tempfile
 import threading
 import time
 import warnings
+
+from . import settings
 
 ENV_SWITCH = 'THEANO_OCL_KERNEL_CACHE'
 ENV_DIR = 'THEANO_OCL_KERNEL_CACHE_DIR'
@@ -90,8 +94,14 @@ def thread_counts():
     return dict(counts.thread())
 
 
-def _enabled():
-    return os.environ.get(ENV_SWITCH, '1').strip().lower() not in ('0', 'off', 'false', 'no')
+def _mebibytes(value):
+    try:
+        mb = float(value)
+    except ValueError:
+        mb = -1.0
+    if not mb >= 0:              # (nan too)
+        raise ValueError('a size in MiB, a number >= 0')
+    return mb
 
 
 def default_directory():
@@ -273,17 +283,15 @@ _cache_lock = threading.Lock()
 
 def get_cache():
     """The process's :class:`KernelCache`, or None when ``THEANO_OCL_KERNEL_CACHE=0``.
-    The environment is read once (``reset()`` reads it again)."""
+    The environment is read once (``reset()`` reads it again); a value its variables do
+    not take raises ``SettingError`` (the linker asks at link time)."""
     global _cache
     with _cache_lock:
         if _cache is None:
-            if not _enabled():
+            if not settings.from_environment(ENV_SWITCH, True, settings.switch):
                 _cache = False
             else:
-                try:
-                    mb = float(os.environ.get(ENV_MB, DEFAULT_MB))
-                except ValueError:
-                    mb = DEFAULT_MB
+                mb = settings.from_environment(ENV_MB, DEFAULT_MB, _mebibytes)
                 _cache = KernelCache(default_directory(), mb * (1 << 20))
         return _cache or None
 

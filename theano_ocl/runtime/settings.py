@@ -44,79 +44,149 @@ An argument given to the mode wins; one left out takes its environment variable,
 when a function is linked (never at import), else the default. While the linker links and
 the VM plans, the function's settings are the active ones (:func:`current`), which is how
 op families read them.
+
+Every value is checked, an argument when the mode (or linker) is made, a variable when a
+function is linked: a value a setting does not take raises :class:`SettingError`, naming
+the argument or variable, the value and what the setting takes. So a bad variable never
+keeps mode ``'OCL'`` from registering: the first function linked under it says what is
+wrong. Other modules read their own variables the same way (:func:`from_environment`).
 """
+import collections
 import contextlib
 import contextvars
 import os
 
-_ENV = {
-    'fuse': ('THEANO_OCL_FUSE', '1'),
-    'epilogues': ('THEANO_OCL_EPILOGUE', '1'),
-    'blas': ('THEANO_OCL_BLAS', None),
-    'conv': ('THEANO_OCL_CONV', None),
-    'cpu_group': ('THEANO_OCL_CPU_GROUP', '64'),
-    'stats': ('THEANO_OCL_STATS', None),
-    'launch': ('THEANO_OCL_LAUNCH', 'pyopencl'),
-    'scan_rows': ('THEANO_OCL_SCAN_ROWS', '0'),
-    'scan_bind': ('THEANO_OCL_SCAN_BIND', '1'),
-    'host_tier': ('THEANO_OCL_HOST_TIER', 'exact'),
-    'pinned': ('THEANO_OCL_PINNED', 'gpu'),
-    'stage_inputs': ('THEANO_OCL_STAGE_INPUTS', 'gpu'),
-}
-_CHOICES = {
-    'epilogues': ('0', '1', 'always'),
-    'blas': (None, 'clblast', 'host', 'kernel', 'small'),
-    'conv': (None, 'gemm', 'direct'),
-    'launch': ('pyopencl', 'native'),
-    'host_tier': ('exact', 'any', 'off'),
-    'pinned': ('gpu', 'always', 'off'),
-    'stage_inputs': ('gpu', 'always', 'off'),
-}
-NAMES = tuple(_ENV)
+from ..errors import SettingError
+
+#: the words a switch takes (an empty value is off)
+_SWITCH = {'1': True, 'true': True, 'yes': True, 'on': True,
+           '0': False, 'false': False, 'no': False, 'off': False, '': False}
+
+
+def switch(value):
+    """A bool from a bool, 0/1 or one of :data:`_SWITCH`'s words."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in _SWITCH:
+        return _SWITCH[value.strip().lower()]
+    raise ValueError('1, 0, true, false, yes, no, on or off')
+
+
+_REFUSED = object()
+
+
+def choice(*allowed, empty=_REFUSED, bools=None):
+    """A parser taking one of ``allowed`` (strings); ``empty``: what an empty value
+    stands for (default: refused); ``bools``: the values True and False (or 1 and 0)
+    stand for."""
+    def parse(value):
+        if bools is not None and isinstance(value, int) and value in (0, 1):
+            return bools[0] if value else bools[1]
+        if isinstance(value, str):
+            if value == '' and empty is not _REFUSED:
+                return empty
+            if value in allowed:
+                return value
+        raise ValueError('one of %s' % ', '.join(repr(a) for a in allowed)
+                         + (" (or '' for the default)" if empty is not _REFUSED else ''))
+    return parse
+
+
+def count(value):
+    """An int >= 0 from an int or its decimal digits."""
+    if isinstance(value, bool):
+        raise ValueError('an integer >= 0')
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise ValueError('an integer >= 0') from None
+    if n < 0 or (isinstance(value, float) and n != value):
+        raise ValueError('an integer >= 0')
+    return n
+
+
+def writable_file(value):
+    """A file path whose directory exists and is writable, or None for ''."""
+    if not isinstance(value, str):
+        raise ValueError('a file path')
+    if not value:
+        return None
+    directory = os.path.dirname(os.path.abspath(os.path.expanduser(value)))
+    if not os.path.isdir(directory):
+        raise ValueError('a file in an existing directory (%s does not exist)' % directory)
+    if not os.access(directory, os.W_OK):
+        raise ValueError('a file in a writable directory (%s is not)' % directory)
+    return value
+
+
+Spec = collections.namedtuple('Spec', 'var default parse')
+
+SPECS = collections.OrderedDict([
+    ('fuse', Spec('THEANO_OCL_FUSE', True, switch)),
+    ('epilogues', Spec('THEANO_OCL_EPILOGUE', '1', choice('0', '1', 'always',
+                                                           bools=('1', '0')))),
+    ('blas', Spec('THEANO_OCL_BLAS', None, choice('clblast', 'host', 'kernel', 'small',
+                                                  empty=None))),
+    ('conv', Spec('THEANO_OCL_CONV', None, choice('gemm', 'direct', empty=None))),
+    ('cpu_group', Spec('THEANO_OCL_CPU_GROUP', 64, count)),
+    ('stats', Spec('THEANO_OCL_STATS', None, writable_file)),
+    ('launch', Spec('THEANO_OCL_LAUNCH', 'pyopencl', choice('pyopencl', 'native',
+                                                             empty='pyopencl'))),
+    ('scan_rows', Spec('THEANO_OCL_SCAN_ROWS', False, switch)),
+    ('scan_bind', Spec('THEANO_OCL_SCAN_BIND', True, switch)),
+    ('host_tier', Spec('THEANO_OCL_HOST_TIER', 'exact', choice('exact', 'any', 'off'))),
+    ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
+    ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
+])
+NAMES = tuple(SPECS)
+
+
+def parsed(parse, value, where):
+    """``parse(value)``, or a :class:`SettingError` that says where the value came from
+    (``where``: ``"THEANO_OCL_X='v'"``, ``"OCLMode(x='v')"``) and what ``parse`` takes."""
+    try:
+        return parse(value)
+    except ValueError as e:
+        raise SettingError('%s: expected %s' % (where, e)) from None
+
+
+def from_environment(var, default, parse, environ=None):
+    """The value of environment variable ``var`` through ``parse``, ``default`` when it is
+    unset; :class:`SettingError` names the variable when ``parse`` refuses it."""
+    raw = (os.environ if environ is None else environ).get(var)
+    return default if raw is None else parsed(parse, raw, '%s=%r' % (var, raw))
 
 
 class Settings(object):
     __slots__ = NAMES
 
-    def __init__(self, fuse=True, epilogues='1', blas=None, conv=None, cpu_group=64,
-                 stats=None, launch='pyopencl', scan_rows=False, scan_bind=True,
-                 host_tier='exact', pinned='gpu', stage_inputs='gpu'):
-        self.fuse = _flag(fuse)
-        self.epilogues = str(epilogues) if not isinstance(epilogues, bool) else (
-            '1' if epilogues else '0')
-        self.blas = blas or None
-        self.conv = conv or None
-        self.cpu_group = int(cpu_group)
-        self.stats = stats or None
-        self.launch = launch or 'pyopencl'
-        self.scan_rows = _flag(scan_rows)
-        self.scan_bind = _flag(scan_bind)
-        self.host_tier = host_tier
-        self.pinned = pinned
-        self.stage_inputs = stage_inputs
-        for name, allowed in _CHOICES.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError('theano_ocl setting %s=%r: expected one of %s' % (
-                    name, getattr(self, name), ', '.join(repr(a) for a in allowed)))
-        if self.cpu_group < 0:
-            raise ValueError('theano_ocl setting cpu_group=%r: expected an int >= 0'
-                             % (cpu_group,))
+    def __init__(self, **values):
+        """The settings ``values`` (arguments of ``OCLMode``; None: not given) and the
+        defaults for the rest, the environment left aside."""
+        self._fill(values, {})
 
     @classmethod
-    def resolve(cls, given):
-        """Settings from ``given`` (a dict; None values: not given) and the environment."""
+    def resolve(cls, given, environ=None):
+        """Settings from ``given`` (a dict; None values: not given), else the environment
+        (``environ``, default ``os.environ``), else the defaults."""
+        s = cls.__new__(cls)
+        s._fill(given, os.environ if environ is None else environ)
+        return s
+
+    def _fill(self, given, environ):
         unknown = set(given) - set(NAMES)
         if unknown:
             raise TypeError('unknown theano_ocl setting(s) %s; known: %s' % (
                 ', '.join(sorted(unknown)), ', '.join(NAMES)))
-        values = {}
-        for name, (var, default) in _ENV.items():
+        for name, spec in SPECS.items():
             v = given.get(name)
-            if v is None:
-                v = os.environ.get(var, default)
             if v is not None:
-                values[name] = v
-        return cls(**values)
+                value = parsed(spec.parse, v, 'OCLMode(%s=%r)' % (name, v))
+            else:
+                value = from_environment(spec.var, spec.default, spec.parse, environ)
+            setattr(self, name, value)
 
     def as_dict(self):
         return {n: getattr(self, n) for n in NAMES}
@@ -129,12 +199,6 @@ class Settings(object):
 
     def __repr__(self):
         return 'Settings(%s)' % ', '.join('%s=%r' % kv for kv in self.as_dict().items())
-
-
-def _flag(v):
-    if isinstance(v, str):
-        return v.strip().lower() not in ('0', 'false', 'no', 'off', '')
-    return bool(v)
 
 
 _active = contextvars.ContextVar('theano_ocl_settings', default=None)
