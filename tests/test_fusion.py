@@ -624,6 +624,34 @@ def test_kept_producer_is_stored_by_its_consumer(dtype):
         assert g.shape == w.shape
 
 
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32'])
+def test_kept_comparison_is_stored_by_its_consumer(dtype):
+    """A kept comparison (``x < 0``, an output, a Theano variable that refuses ``bool()``)
+    read by a ``switch``: the switch's kernel stores it. The planner tells the folded value
+    by its type, never by the truth of what it holds (``T_local_erfc`` of Theano's
+    test_opt raised "Variables do not support boolean operations" here). Also the graph
+    of that test: ``log(erfc(x))`` with Theano's fusion off, whose kept comparisons select
+    between a series and ``log(erfc)`` (float64 as there: in float32 ``erfc(10)`` is a
+    denormal, which devices may flush)."""
+    x = T.TensorType(dtype, (False,))('x')
+    m = x < 0
+    outs = [m, T.switch(m, -x, x * 3)]
+    f_c, f_o = compile_both([x], outs)
+    stored = _stored(f_o)
+    assert [p.outputs[0] for p, _ in stored] == [f_o.maker.fgraph.outputs[0]], stored
+    xv = np.array([-3, -1, 0, 2, 5], dtype)
+    for _ in range(2):
+        for k, (g, w) in enumerate(zip(f_o(xv), f_c(xv))):
+            assert_close(g, w, what='output %d' % k)
+    if dtype == 'float64':
+        y = T.dvector('y')
+        f_c, f_o = compile_both([y], T.log(T.erfc(y)), excluding=('fusion',))
+        assert _stored(f_o)
+        yv = np.array([-30, -11, -3, 0, 1, 3, 10, 11, 26, 30], dtype)
+        for _ in range(2):
+            assert_close(f_o(yv), f_c(yv))
+
+
 def test_kept_producer_over_what_its_consumer_overwrites():
     """The consumer is made in place over a product that the kept producer reads too: the
     merged kernel writes the consumer's output fresh (both read the product, one would

@@ -76,7 +76,7 @@ from .base import COMPLEX_DTYPES, DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .blas_clblast import load_pyclblast, plan_clblast
 from .blas_host import plan_host
 from .blas_operands import NONE, ONE, Scalar, as_batch, as_column, as_row, as_scalar_matrix
-from .fusion import Fused, fmap
+from .elemwise import Fused, fmap
 from .registry import implemented_by, ocl_impl
 
 _BLAS_DTYPES = ('float32', 'float64', 'complex64', 'complex128')

@@ -27,8 +27,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from .base import DeviceImpl, INT_DTYPES
-from .elemwise import elem_strides, plan_elementwise
-from .fusion import Fused
+from .elemwise import Fused, elem_strides, plan_elementwise
 from .reduce import plan_reduce, reduced_input, sum_combine
 from .registry import implemented_by, ocl_impl
 

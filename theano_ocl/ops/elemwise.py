@@ -11,6 +11,11 @@ kernel keeps the argument layout ``planner`` analyses) take one more argument, a
 error flag in a buffer the frame owns; a host step after the launch reads it and raises
 ZeroDivisionError with Theano's message, as ``ops/subtensor.py`` does for its IndexError.
 Their launches declare no ``Batch``, so the planner never merges them.
+
+The values a consumer's plan receives for folded inputs are defined here too, since they
+are made of elementwise code: ``Fused`` (a producer computed in its consumer's kernel),
+``Deferred`` and ``Epilogue`` (a product whose kernel runs its elementwise consumer); the
+passes that fold them are ``ops/fusion.py``'s. Plans tell them from DArrays by type.
 """
 import numpy as np
 import theano.scalar as ts
@@ -20,7 +25,7 @@ from theano.tensor.elemwise import Elemwise
 from .. import _startup
 from .. import kernels
 from .. import scalar as oscalar
-from ..darray import DArray
+from ..darray import DArray, Shaped
 from ..runtime.context import provide
 from ..runtime.invokers import set_long
 from ..runtime.memory import download_later, upload
@@ -331,12 +336,12 @@ def compose(cache, scalar_fn, ins, in_dtypes, out_dtypes):
     one Composite whose inputs are the plain inputs and each folded producer's inputs, in
     order; ``arrays`` are what the kernel reads, in that order. The code is memoized in
     ``cache`` by the folded producers' code."""
-    key = tuple((j, x.spec()) for j, x in enumerate(ins) if getattr(x, 'fused', False))
+    key = tuple((j, x.spec()) for j, x in enumerate(ins) if isinstance(x, Fused))
     code = cache.get(key)
     if code is None:
         cins, args, dtypes = [], [], []
         for x, dtype in zip(ins, in_dtypes):
-            if getattr(x, 'fused', False):
+            if isinstance(x, Fused):
                 pins = [ts.get_scalar_type(v.dtype.name)() for v in x.views]
                 args.append(x.impl.scalar_op.make_node(*pins).outputs[0])
                 cins += pins
@@ -351,7 +356,7 @@ def compose(cache, scalar_fn, ins, in_dtypes, out_dtypes):
                                                                        out_dtypes))
     arrays = []
     for x in ins:
-        arrays += x.views if getattr(x, 'fused', False) else [x]
+        arrays += x.views if isinstance(x, Fused) else [x]
     return code + (arrays,)
 
 
@@ -359,6 +364,152 @@ def folded_code(cache, scalar_fn, ins, in_dtypes, out_dtypes):
     """(support, body, arrays) of :func:`compose`. Used by ElemwiseImpl and
     IncSubtensorImpl."""
     return compose(cache, scalar_fn, ins, in_dtypes, out_dtypes)[1:]
+
+
+class Fused(Shaped):
+    """An elementwise node folded into its consumer (``ops.fusion.fuse_producers``).
+
+    Its output is never stored: the consumer's kernel computes each element it reads from
+    the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
+    template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
+    on broadcast dims), always DArrays: a producer with folded producers of its own is one
+    :class:`Composed` scalar op over all of their inputs. A consumer applies the views it
+    would make of the output to each of them (:meth:`map`), so the element at an index of
+    the mapped views is the element the producer would have stored at that index. A
+    consumer that cannot take it for some call (a product too big for the small kernel)
+    calls :meth:`materialize`: the producer's own launch, planned at that point.
+
+    ``stored``: None, or the variable of a producer whose value is kept
+    (``ops.fusion.fuse_kept_producers``; set by the frame builder): the consumer's kernel
+    stores it too, in ``out``.
+    """
+
+    stored = None
+    out = None
+
+    def __init__(self, impl, views):
+        self.impl = impl
+        self.views = list(views)
+        self.shape = tuple(self.views[0].shape)
+        self.dtype = np.dtype(impl.out_dtypes[0])
+
+    @classmethod
+    def of(cls, impl, ins):
+        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on ``ins`` (DArrays, or
+        fused values of its own folded producers); raises the producer's own shape errors."""
+        shape = impl.out_shape(ins)
+        ins = [fmap(lambda d: d.view(shape, tuple(s * d.itemsize
+                                                  for s in elem_strides(d, shape))), x)
+               for x in ins]
+        if not any(isinstance(x, Fused) for x in ins):
+            return cls(impl, ins)
+        composite, support, body, arrays = compose(
+            impl._composed,
+            lambda *a: impl.scalar_op.make_node(*a).outputs, ins, impl.in_dtypes,
+            impl.out_dtypes)
+        return cls(Composed(composite, support, body, impl.out_dtypes), arrays)
+
+    def spec(self):
+        """What a consumer kernel's source depends on: (support, body, input dtypes)."""
+        return (self.impl.support, self.impl.body, tuple(v.dtype.name for v in self.views))
+
+    def map(self, fn):
+        """The same value seen through the view ``fn`` makes of a DArray."""
+        return Fused(self.impl, [fn(v) for v in self.views])
+
+    def materialize(self, ctx):
+        out = ctx.alloc(self.shape, self.dtype.name)
+        plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
+        return out
+
+
+class Composed(object):
+    """An elementwise producer and the producers folded into it, as one scalar op (what
+    :class:`Fused` needs of its ``impl``)."""
+
+    def __init__(self, scalar_op, support, body, out_dtypes):
+        self.scalar_op = scalar_op
+        self.support, self.body = support, body
+        self.out_dtypes = tuple(out_dtypes)
+
+
+class Deferred(object):
+    """A product folded into its one elementwise consumer (``ops.fusion.fuse_epilogues``): not
+    computed at its own place; the consumer plans it with itself as the epilogue
+    (:meth:`epilogue`, then :meth:`plan_with`)."""
+
+    def __init__(self, task, ins):
+        self.task = task
+        self.ins = ins
+
+    @staticmethod
+    def epilogue(impl, j, ins, alloc):
+        """The consumer ``impl`` (input ``j`` is this product) as an :class:`Epilogue`."""
+        return Epilogue(impl, j, ins, alloc)
+
+    def plan_with(self, ctx, epilogue):
+        """Plan the product with ``epilogue`` (an :class:`Epilogue`); returns the consumer's
+        output when the product's kernel computed it, else the product's value (where its
+        kernel takes no epilogue for this call: not a small product; the consumer then
+        runs on it)."""
+        saved = getattr(ctx, 'destroyable', None)
+        # the product never overwrites its inputs here: its reads moved to the consumer's
+        # place, where the VM's last-use analysis no longer applies to them
+        ctx.destroyable = [False] * len(self.task.node.inputs)
+        try:
+            return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
+        finally:
+            ctx.destroyable = saved
+
+
+class Epilogue(object):
+    """An elementwise consumer evaluated in a product's kernel, per element of C.
+
+    ``impl``: the consumer (:class:`ElemwiseImpl`); ``j``: the input that is the product's
+    value; ``ins``: its inputs (``ins[j]`` unused); ``out``: its output, allocated once the
+    product's shape is known (``alloc(shape)``)."""
+
+    def __init__(self, impl, j, ins, alloc):
+        self.impl, self.j, self.ins = impl, j, ins
+        self.alloc = alloc
+        self.out = None
+
+    def views_for(self, C, prod_out):
+        """The consumer's inputs and output as 3-d views of C's geometry, where C is a
+        3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
+        C's dimensions do not map one to one onto ``prod_out``'s."""
+        if C.offset != prod_out.offset:
+            return None
+        dims = []
+        for n, st in zip(C.shape, C.strides):
+            if n == 1:
+                dims.append(None)
+                continue
+            match = [d for d in range(prod_out.ndim)
+                     if prod_out.shape[d] == n and prod_out.strides[d] == st]
+            if len(match) != 1:
+                return None
+            dims.append(match[0])
+        shape = prod_out.shape
+        try:
+            full = [None if k == self.j else
+                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                    for k, d in enumerate(self.ins)]
+            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
+        except ValueError:
+            return None      # the consumer's own launch raises its shape error
+        self.out = self.alloc(shape)
+
+        def three_d(d):
+            return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
+                          d.offset)
+        return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
+                three_d(self.out))
+
+
+def fmap(fn, x):
+    """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
+    return x.map(fn) if isinstance(x, Fused) else fn(x)
 
 
 class ElemwiseImpl(DeviceImpl):
@@ -430,7 +581,7 @@ class ElemwiseImpl(DeviceImpl):
 
     def plan(self, ctx, ins):
         for j, x in enumerate(ins):
-            if getattr(x, 'deferred', False):
+            if isinstance(x, Deferred):
                 # a product folded in (ops.fusion.fuse_epilogues): its kernel computes this
                 # node's output when it can, else its value comes first
                 epi = x.epilogue(self, j, ins, lambda shape: ctx.alloc(shape, self.out_dtypes[0]))
@@ -448,11 +599,12 @@ class ElemwiseImpl(DeviceImpl):
             else:
                 outs.append(ctx.alloc(shape, dt))
         support, body = self.support, self.body
-        if any(getattr(x, 'fused', False) for x in ins):
+        if any(isinstance(x, Fused) for x in ins):
             # (the checked bodies take no folded producer: ElemwiseImpl.takes_fused). A
             # folded producer whose value is kept (``ops.fusion.fuse_kept_producers``): this
             # kernel stores it too, an output more
-            stored = tuple(j for j, x in enumerate(ins) if getattr(x, 'stored', None))
+            stored = tuple(j for j, x in enumerate(ins)
+                           if isinstance(x, Fused) and x.stored is not None)
             extra = []
             for j in stored:
                 ins[j].out = ctx.alloc(shape, ins[j].dtype.name)

@@ -1,168 +1,28 @@
-"""Fusion, in one place: values folded into their one consumer, and the passes that fold them.
+"""Fusion, in one place: the passes that fold values into their one consumer.
 
-* :class:`Fused`: an elementwise producer folded into its consumer (a reduction, a small
-  product, another elementwise kernel): never stored, the consumer's kernel computes each
-  element it reads from the producer's inputs (:func:`fuse_producers`);
-* :class:`Deferred` / :class:`Epilogue`: a small product folded into its one elementwise
-  consumer, whose code runs in the product's kernel per element (:func:`fuse_epilogues`);
+* :func:`fuse_producers`, :func:`fuse_shared_producers`, :func:`fuse_kept_producers`: an
+  elementwise producer folded into its consumer (a reduction, a small product, another
+  elementwise kernel), which receives it as an ``ops.elemwise.Fused`` value;
+* :func:`fuse_epilogues`: a small product folded into its one elementwise consumer, which
+  receives it as an ``ops.elemwise.Deferred`` value (its code runs in the product's
+  kernel per element, an ``ops.elemwise.Epilogue``);
 * :func:`fused_value`: what the frame builder hands a consumer for a folded input;
 * the exclusion rule every pass that moves reads later applies (:func:`destroyed_roots`,
   :func:`reads_cross_a_destroy`; ``linker.lazy_branches`` uses it too).
 
+The value types live in ``ops/elemwise.py``: they are made of elementwise code, and a
+consumer's plan tells them from DArrays by their type (``isinstance``), which the
+elementwise family could not do if they were defined here (this module imports it).
+
 Device implementations declare what they take: ``DeviceImpl.fusable_inputs`` (inputs that
-may be a :class:`Fused` value) and ``takes_epilogue`` (a product that runs an epilogue).
+may be a ``Fused`` value) and ``takes_epilogue`` (a product that runs an epilogue).
 The passes run over the linked tasks (``linker.build_program``) under the function's
 settings (``fuse``, ``epilogues``: ``runtime.settings``).
 """
-import numpy as np
-
 from .. import _startup
-from ..darray import Shaped
 from ..runtime import settings
 from ..runtime.context import provide
-from .elemwise import ElemwiseImpl, compose, elem_strides, plan_elementwise
-
-
-class Fused(Shaped):
-    """An elementwise node folded into its consumer (:func:`fuse_producers`).
-
-    Its output is never stored: the consumer's kernel computes each element it reads from
-    the producer's inputs with the producer's scalar code (``th_pre`` in the consumer's
-    template). ``views`` are the producer's inputs broadcast to its output shape (stride 0
-    on broadcast dims), always DArrays: a producer with folded producers of its own is one
-    :class:`Composed` scalar op over all of their inputs. A consumer applies the views it
-    would make of the output to each of them (:meth:`map`), so the element at an index of
-    the mapped views is the element the producer would have stored at that index. A
-    consumer that cannot take it for some call (a product too big for the small kernel)
-    calls :meth:`materialize`: the producer's own launch, planned at that point.
-
-    ``stored``: the variable of a producer whose value is kept (:func:`fuse_kept_producers`):
-    the consumer's kernel stores it too, in ``out``.
-    """
-
-    fused = True
-    stored = None
-    out = None
-
-    def __init__(self, impl, views):
-        self.impl = impl
-        self.views = list(views)
-        self.shape = tuple(self.views[0].shape)
-        self.dtype = np.dtype(impl.out_dtypes[0])
-
-    @classmethod
-    def of(cls, impl, ins):
-        """The fused value of ``impl`` (an :class:`ElemwiseImpl`) on ``ins`` (DArrays, or
-        fused values of its own folded producers); raises the producer's own shape errors."""
-        shape = impl.out_shape(ins)
-        ins = [fmap(lambda d: d.view(shape, tuple(s * d.itemsize
-                                                  for s in elem_strides(d, shape))), x)
-               for x in ins]
-        if not any(isinstance(x, Fused) for x in ins):
-            return cls(impl, ins)
-        composite, support, body, arrays = compose(
-            impl._composed,
-            lambda *a: impl.scalar_op.make_node(*a).outputs, ins, impl.in_dtypes,
-            impl.out_dtypes)
-        return cls(Composed(composite, support, body, impl.out_dtypes), arrays)
-
-    def spec(self):
-        """What a consumer kernel's source depends on: (support, body, input dtypes)."""
-        return (self.impl.support, self.impl.body, tuple(v.dtype.name for v in self.views))
-
-    def map(self, fn):
-        """The same value seen through the view ``fn`` makes of a DArray."""
-        return Fused(self.impl, [fn(v) for v in self.views])
-
-    def materialize(self, ctx):
-        out = ctx.alloc(self.shape, self.dtype.name)
-        plan_elementwise(ctx, self.impl.support, self.impl.body, [out], self.views, self.shape)
-        return out
-
-
-class Composed(object):
-    """An elementwise producer and the producers folded into it, as one scalar op (what
-    :class:`Fused` needs of its ``impl``)."""
-
-    def __init__(self, scalar_op, support, body, out_dtypes):
-        self.scalar_op = scalar_op
-        self.support, self.body = support, body
-        self.out_dtypes = tuple(out_dtypes)
-
-
-class Deferred(object):
-    """A product folded into its one elementwise consumer (:func:`fuse_epilogues`): not
-    computed at its own place; the consumer plans it with itself as the epilogue
-    (:meth:`epilogue`, then :meth:`plan_with`)."""
-    deferred = True
-
-    def __init__(self, task, ins):
-        self.task = task
-        self.ins = ins
-
-    @staticmethod
-    def epilogue(impl, j, ins, alloc):
-        """The consumer ``impl`` (input ``j`` is this product) as an :class:`Epilogue`."""
-        return Epilogue(impl, j, ins, alloc)
-
-    def plan_with(self, ctx, epilogue):
-        """Plan the product with ``epilogue`` (an :class:`Epilogue`); returns the consumer's
-        output when the product's kernel computed it, else the product's value (where its
-        kernel takes no epilogue for this call: not a small product; the consumer then
-        runs on it)."""
-        saved = getattr(ctx, 'destroyable', None)
-        # the product never overwrites its inputs here: its reads moved to the consumer's
-        # place, where the VM's last-use analysis no longer applies to them
-        ctx.destroyable = [False] * len(self.task.node.inputs)
-        try:
-            return self.task.impl.plan(ctx, self.ins, epilogue=epilogue)[0]
-        finally:
-            ctx.destroyable = saved
-
-
-class Epilogue(object):
-    """An elementwise consumer evaluated in a product's kernel, per element of C.
-
-    ``impl``: the consumer (:class:`ElemwiseImpl`); ``j``: the input that is the product's
-    value; ``ins``: its inputs (``ins[j]`` unused); ``out``: its output, allocated once the
-    product's shape is known (``alloc(shape)``)."""
-
-    def __init__(self, impl, j, ins, alloc):
-        self.impl, self.j, self.ins = impl, j, ins
-        self.alloc = alloc
-        self.out = None
-
-    def views_for(self, C, prod_out):
-        """The consumer's inputs and output as 3-d views of C's geometry, where C is a
-        3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
-        C's dimensions do not map one to one onto ``prod_out``'s."""
-        if C.offset != prod_out.offset:
-            return None
-        dims = []
-        for n, st in zip(C.shape, C.strides):
-            if n == 1:
-                dims.append(None)
-                continue
-            match = [d for d in range(prod_out.ndim)
-                     if prod_out.shape[d] == n and prod_out.strides[d] == st]
-            if len(match) != 1:
-                return None
-            dims.append(match[0])
-        shape = prod_out.shape
-        try:
-            full = [None if k == self.j else
-                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
-                    for k, d in enumerate(self.ins)]
-            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
-        except ValueError:
-            return None      # the consumer's own launch raises its shape error
-        self.out = self.alloc(shape)
-
-        def three_d(d):
-            return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
-                          d.offset)
-        return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
-                three_d(self.out))
+from .elemwise import Deferred, ElemwiseImpl, Fused
 
 
 def fused_value(task, dvals):
@@ -176,11 +36,6 @@ def fused_value(task, dvals):
 
 
 provide('fused_value', fused_value)
-
-
-def fmap(fn, x):
-    """``fn(x)`` for a DArray, the mapped views for a :class:`Fused` value."""
-    return x.map(fn) if isinstance(x, Fused) else fn(x)
 
 
 def fusable(impl):

@@ -24,7 +24,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..runtime import planner
 from ..runtime.plans import Batch, launch_geometry
-from .fusion import Fused
+from .elemwise import Fused
 
 #: products up to this many multiply-adds (and this long a sum) take the small kernel
 MAX_MACS = 1 << 16

@@ -615,7 +615,7 @@ class Loop(LoopCopies):
                     buf = outs[j] = self._nit_sot(j, value)
                 r = self._slot(j, tap, pos)
                 dst = _row(buf, r)
-            shape = tuple(value.shape) if hasattr(value, 'shape') else np.shape(value)
+            shape = value.shape if isinstance(value, DArray) else np.shape(value)
             if shape != dst.shape:
                 if j >= lay.n_outs + lay.n_nit_sot or i == 0:
                     raise ValueError('could not broadcast input array from shape %s into '

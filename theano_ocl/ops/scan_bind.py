@@ -37,6 +37,7 @@ function from elsewhere finds the frame as it was.
 
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
 """
+from ..darray import DArray
 from ..runtime.context import bind_site
 from ..runtime.invokers import set_long
 
@@ -127,7 +128,7 @@ class RowBinding(object):
             seen = {}
             for k, j, tap in loop.sinks:
                 value = results[k]
-                if j < n_kept and hasattr(value, 'root'):
+                if j < n_kept and isinstance(value, DArray):
                     seen.setdefault(id(value.root), []).append((k, j, tap, value))
             for rows in seen.values():
                 if len(rows) != 1:

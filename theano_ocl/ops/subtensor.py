@@ -34,8 +34,8 @@ from ..runtime.context import BranchFlip, Replan
 from ..runtime.invokers import set_long
 from ..runtime.plans import launch_geometry
 from .base import DeviceImpl
-from .elemwise import check_flag, check_flags, error_flag, folded_code, plan_elementwise
-from .fusion import Fused, fmap
+from .elemwise import (Fused, check_flag, check_flags, error_flag, fmap, folded_code,
+                       plan_elementwise)
 from .registry import implemented_by, ocl_impl
 from .shape import frame_constant
 
