@@ -7,6 +7,7 @@ selector of the table is resolved here against the installed Theano's test modul
 import importlib
 import importlib.util
 import os
+import re
 
 import pytest
 
@@ -20,12 +21,38 @@ _spec.loader.exec_module(run)
 def test_rows_are_group_module_quick_seconds():
     for row in run.MODULES:
         group, module, quick, c_s = row
-        assert group in run.GROUPS and group != 'all', row
+        assert group in run.GROUPS, row
         assert module.startswith('theano.') and '.tests.' in module, row
         assert quick is True or quick is False or isinstance(quick, (list, dict)), row
         assert isinstance(c_s, int) and c_s > 0, row
     modules = [m for _, m, _, _ in run.MODULES]
     assert len(modules) == len(set(modules))
+    assert {g for g, _, _, _ in run.MODULES} == set(run.GROUPS)     # no empty group
+
+
+def test_group_option_takes_groups_by_name():
+    assert run.group_arg('scan') == 'scan'
+    assert run.group_arg('cnn,scan') == 'scan+cnn' == run.group_arg('scan+cnn')
+    assert run.group_arg('all') == 'all' == run.group_arg(','.join(run.GROUPS))
+    assert run.groups_of('scan+cnn') == ['scan', 'cnn']
+    assert run.groups_of('all') == list(run.GROUPS)
+    for bad in ('issue3', 'scan,issue17', ''):
+        with pytest.raises(SystemExit):
+            run.main(['--group', bad, '--from-json', os.devnull])
+
+
+def test_recorded_sections_are_keyed_by_groups():
+    """docs/conformance.md's sections are written and replaced by their key (``--write-docs``):
+    each key starts with the label the runner gives its groups, so a run of the same
+    groups and selection replaces its section."""
+    with open(run.DOCS_FILE) as f:
+        text = f.read()
+    keys = re.findall(r'<!-- results:(\S+?):begin -->', text)
+    assert keys
+    for key in keys:
+        label, kind = re.match(r'(.+?)-(full|quick)-', key).groups()
+        assert run.group_arg(label) == label, key
+        assert '### %s\n' % key in text and '<!-- results:%s:end -->' % key in text, key
 
 
 @pytest.mark.parametrize('module,quick', [(m, q) for _, m, q, _ in run.MODULES

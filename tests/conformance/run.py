@@ -7,13 +7,13 @@ Runs modules of the *installed* Theano 1.0.5's test suite twice, once with the C
 under each mode, the tests that pass under C but not under OCL (the regressions), the
 share of Apply nodes that ran on the device and the most frequent host fallbacks.
 
-    python tests/conformance/run.py                       # group issue3, both modes
+    python tests/conformance/run.py                       # group core, both modes
     python tests/conformance/run.py --group all           # the full documented run
     python tests/conformance/run.py --quick               # the CI subset of every group;
                                                           # exit 1 on regression
     python tests/conformance/run.py --modes c --write-docs
     python tests/conformance/run.py -k elemwise -k ifelse # only modules matching (regex)
-    python tests/conformance/run.py --group issue17 -k scan --modes c --plain-c
+    python tests/conformance/run.py --group scan --modes c --plain-c
                                                           # C as shipped: no Scan fallback
 
 Every module runs in its own interpreter through pynose (``nose_main.py`` = ``python -m
@@ -52,7 +52,7 @@ DOCS_FILE = os.path.join(REPO, 'docs', 'conformance.md')
 
 # ---------------------------------------------------------------------------------------
 # The module table.
-#   group   : issue3 / issue4 / issue17 (``--group all`` = every row)
+#   group   : one of GROUPS (``--group all`` = every row; ``--group scan,cnn`` = both)
 #   module  : dotted name of the Theano test module
 #   quick   : what ``--quick`` runs of it: True = the whole module, False = nothing,
 #             a list = those nose selectors ("Class", "Class.method", "function"),
@@ -117,49 +117,49 @@ SCAN_QUICK = [
 ]
 
 MODULES = [
-    # group     module                                              quick, c_s
-    ('issue3', 'theano.compile.tests.test_function_module',         True, 5),
-    ('issue3', 'theano.compile.tests.test_pfunc',                   True, 4),
-    ('issue3', 'theano.compile.tests.test_shared',                  True, 1),
-    ('issue3', 'theano.tensor.tests.test_sharedvar',                True, 6),
-    ('issue3', 'theano.tensor.tests.test_elemwise',                 ELEMWISE_QUICK, 334),
-    ('issue3', 'theano.tensor.tests.test_subtensor',
+    # group    module                                                quick, c_s
+    ('core',   'theano.compile.tests.test_function_module',          True, 5),
+    ('core',   'theano.compile.tests.test_pfunc',                    True, 4),
+    ('core',   'theano.compile.tests.test_shared',                   True, 1),
+    ('core',   'theano.tensor.tests.test_sharedvar',                 True, 6),
+    ('core',   'theano.tensor.tests.test_elemwise',                  ELEMWISE_QUICK, 334),
+    ('core',   'theano.tensor.tests.test_subtensor',
      # test_shape_i_const: 61 s of the module's 176 s under C (cold compiledir)
      {'exclude': ['test_shape_i_const']}, 34),
-    ('issue3', 'theano.tensor.tests.test_inc_subtensor',            True, 5),
-    ('issue3', 'theano.tests.test_ifelse',                          True, 8),
-    ('issue4', 'theano.tensor.tests.test_basic',                    False, 781),
-    ('issue4', 'theano.tensor.tests.test_blas',                     False, 40),
-    ('issue4', 'theano.tensor.tests.test_opt',
+    ('core',   'theano.tensor.tests.test_inc_subtensor',             True, 5),
+    ('core',   'theano.tests.test_ifelse',                           True, 8),
+    ('tensor', 'theano.tensor.tests.test_basic',                     False, 781),
+    ('tensor', 'theano.tensor.tests.test_blas',                      False, 40),
+    ('tensor', 'theano.tensor.tests.test_opt',
      # log(erfc(x)) and its gradient with Theano's fusion off: kept comparisons stored by
      # the switch reading them (ops.fusion.fuse_kept_producers; regressed once)
      ['T_local_erfc'], 273),
-    ('issue4', 'theano.tensor.tests.test_extra_ops',                False, 52),
-    ('issue4', 'theano.tensor.nnet.tests.test_nnet',                False, 53),
-    ('issue4', 'theano.tensor.nnet.tests.test_sigm',                False, 18),
-    ('issue4', 'theano.sandbox.tests.test_rng_mrg',                 False, 43),
-    ('issue17', 'theano.scan_module.tests.test_scan',               SCAN_QUICK, 648),
-    ('issue17', 'theano.scan_module.tests.test_scan_opt',
+    ('tensor', 'theano.tensor.tests.test_extra_ops',                 False, 52),
+    ('tensor', 'theano.tensor.nnet.tests.test_nnet',                 False, 53),
+    ('tensor', 'theano.tensor.nnet.tests.test_sigm',                 False, 18),
+    ('tensor', 'theano.sandbox.tests.test_rng_mrg',                  False, 43),
+    ('scan',   'theano.scan_module.tests.test_scan',                 SCAN_QUICK, 648),
+    ('scan',   'theano.scan_module.tests.test_scan_opt',
      ['TestPushOutScanOutputDot'], 41),
-    ('issue17', 'theano.scan_module.tests.test_scan_checkpoints',
+    ('scan',   'theano.scan_module.tests.test_scan_checkpoints',
      # 2 of its 4 tests cost 20 s of --quick (two interpreters): full runs only
      False, 18),
-    ('issue17', 'theano.scan_module.tests.test_scan_utils',
+    ('scan',   'theano.scan_module.tests.test_scan_utils',
      # test_leaf_inside_scan: 7 s of the module's 12 s
      {'exclude': ['test_leaf_inside_scan']}, 12),
-    ('issue17', 'theano.tensor.nnet.tests.test_corr',
+    ('cnn',    'theano.tensor.nnet.tests.test_corr',
      # CorrMM on the device: shapes, padding, subsampling, dtypes, strided inputs; the
      # infer_shape and dilation sweeps (15-70 s each under OCL: a kernel per shape) left out
      ['TestCorr2D.test_full_mode', 'TestCorr2D.test_img_kernel_same_shape',
       'TestCorr2D.test_invalid_filter_shape', 'TestCorr2D.test_non_contiguous',
       'TestCorr2D.test_shape_Constant_tensor', 'TestCorr2D.test_wrong_input',
       'TestCorr2D.test_subsample', 'TestCorr2D.test_dtype_upcast'], 69),
-    ('issue17', 'theano.tensor.nnet.tests.test_conv',
+    ('cnn',    'theano.tensor.nnet.tests.test_conv',
      # the legacy ConvOp (a CorrMM of the flipped kernel under OCL): a few shapes, the errors
      ['TestConv2D.test_basic1', 'TestConv2D.test_full_mode', 'TestConv2D.test_subsample',
       'TestConv2D.test_shape_Constant_tensor', 'TestConv2D.test_wrong_input',
       'test_broadcast_grad'], 106),
-    ('issue17', 'theano.tensor.nnet.tests.test_abstract_conv',
+    ('cnn',    'theano.tensor.nnet.tests.test_abstract_conv',
      # shape helpers and checks, the gradient-of-conv2d interfaces, bilinear upsampling and
      # CorrMM_gradInputs on arbitrary output shapes; the test_all generators (~850 conv
      # cases with gradients, hours on 2 cores) left out; c_s without them
@@ -168,7 +168,7 @@ MODULES = [
       'TestBilinearUpsampling.test_bilinear_kernel_2D',
       'TestBilinearUpsampling.test_fractional_bilinear_upsampling_shape',
       'TestCorrConv2d.test_gradinput_arbitrary_output_shapes'], 83),
-    ('issue17', 'theano.tensor.signal.tests.test_pool',
+    ('cnn',    'theano.tensor.signal.tests.test_pool',
      # Pool 2-D/3-D/6-D (max, sum, both averages), the gradients and the grad-of-grad on a
      # few parameterized cases; the full sweeps (400 cases) left out
      ['TestDownsampleFactorMax.' + t for t in (
@@ -181,14 +181,42 @@ MODULES = [
          'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__True_average_exc_pad',
          'test_AveragePoolGrad_grad_stride__5_3_3_2_1_2_16_16__False_average_inc_pad',
          'test_DownsampleFactorMaxGrad_grad_stride__5_3_3_2_1_2_16_16__True')], 223),
-    ('issue17', 'theano.tensor.nnet.tests.test_bn',
+    ('cnn',    'theano.tensor.nnet.tests.test_bn',
      # batch_normalization on feature maps, batch_normalization_train (with broadcast
      # patterns, without running averages); the train/test/grad-grad sweeps (80-280 s
      # each under C, cold) left out
      ['test_bn_feature_maps', 'test_batch_normalization_train_without_running_averages',
       'test_batch_normalization_train_broadcast'], 690),
 ]
-GROUPS = ('issue3', 'issue4', 'issue17', 'all')
+#: the groups, by what their modules cover
+GROUPS = collections.OrderedDict([
+    ('core',   'compiling and calling functions, shared variables, elementwise ops, '
+             'indexing, ifelse'),
+    ('tensor', 'tensor ops, BLAS, graph optimizations, extra ops, softmax and sigmoid, '
+               'MRG random streams'),
+    ('scan',   'scan: loops, their gradients and optimizations'),
+    ('cnn',    'convolution, pooling and batch normalization'),
+])
+
+
+def group_arg(text):
+    """``--group``'s value: a group, ``all``, or groups joined by ',' or '+' -> the run's
+    label (``core``, ``scan+cnn``, ``all``): the groups in table order, ``all`` for
+    every one."""
+    parts = set(p.strip() for p in re.split(r'[,+]', text) if p.strip())
+    unknown = sorted(parts - set(GROUPS) - {'all'})
+    if unknown or not parts:
+        raise argparse.ArgumentTypeError('unknown group %s; expected all or one or more of '
+                                         '%s (joined by ",")' % (', '.join(unknown) or "''",
+                                                                 ', '.join(GROUPS)))
+    if 'all' in parts or parts == set(GROUPS):
+        return 'all'
+    return '+'.join(g for g in GROUPS if g in parts)
+
+
+def groups_of(label):
+    """The groups a run's label (:func:`group_arg`) stands for."""
+    return list(GROUPS) if label == 'all' else label.split('+')
 
 MODE_FLAGS = {'c': 'FAST_RUN', 'ocl': 'OCL'}
 MODE_TITLE = {'c': 'C', 'ocl': 'OCL'}
@@ -846,8 +874,10 @@ def write_docs(key, section):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument('--group', choices=GROUPS, default=None,
-                    help='modules of one issue (default issue3; with --quick: all)')
+    ap.add_argument('--group', type=group_arg, default=None,
+                    help='modules of these groups: %s, or all (default core; with --quick: '
+                         'all); several joined by ","' % ', '.join(
+                             '%s (%s)' % kv for kv in GROUPS.items()))
     ap.add_argument('--modes', default='c,ocl',
                     help='comma list of c, ocl (default c,ocl)')
     ap.add_argument('--quick', action='store_true',
@@ -885,7 +915,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     if args.group is None:
-        args.group = 'all' if args.quick else 'issue3'
+        args.group = 'all' if args.quick else 'core'
     if args.from_json:
         dump, rows = load_json_rows(args.from_json)
         args.group, args.quick = dump.get('group', args.group), dump.get('quick', False)
@@ -906,7 +936,7 @@ def main(argv=None):
         ap.error('--plain-c needs --modes c')
     timeout = args.timeout or (600 if args.quick else 3600)
     rows_spec = [(mod, quick) for grp, mod, quick, c_s in MODULES
-                 if args.group == 'all' or grp == args.group]
+                 if grp in groups_of(args.group)]
     if args.quick:
         rows_spec = [(mod, q) for mod, q in rows_spec if q]
     if args.only:
