@@ -94,6 +94,11 @@ def thread_counts():
     return dict(counts.thread())
 
 
+def _switch(value):
+    """The cache's switch: an empty value leaves it on, as an unset one does."""
+    return settings.switch(value) if value.strip() else True
+
+
 def _mebibytes(value):
     try:
         mb = float(value)
@@ -288,7 +293,7 @@ def get_cache():
     global _cache
     with _cache_lock:
         if _cache is None:
-            if not settings.from_environment(ENV_SWITCH, True, settings.switch):
+            if not settings.from_environment(ENV_SWITCH, True, _switch):
                 _cache = False
             else:
                 mb = settings.from_environment(ENV_MB, DEFAULT_MB, _mebibytes)
