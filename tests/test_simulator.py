@@ -265,6 +265,16 @@ def test_run_steps_errors():
         sim.run_steps(3, inputs={'y': xs[:3]})
     with pytest.raises(SimulatorError, match="no output 'zz'"):
         sim.run_steps(3, inputs={'x': xs[:3]}, probes=['zz'])
+    with pytest.raises(SimulatorError, match=r"n must be an integer >= 0, got 10\.5"):
+        sim.run_steps(10.5, inputs={'x': xs[:3]})
+    with pytest.raises(SimulatorError, match=r"n must be an integer >= 0, got -1"):
+        sim.run_steps(-1)
+    with pytest.raises(SimulatorError, match=r"probe_every must be an integer >= 1, got 0"):
+        sim.run_steps(3, inputs={'x': xs[:3]}, probe_every=0)
+    with pytest.raises(SimulatorError, match=r"batch must be True, False or 'auto', got 'nonsense'"):
+        sim.run_steps(3, inputs={'x': xs[:3]}, batch='nonsense')
+    with pytest.raises(SimulatorError, match=r"batch must be True, False or 'auto'"):
+        theano_ocl.SimulatorOCL(f, batch='nonsense')
     # nothing ran: the state is the initial one
     want, _ = _reference(f, ss, xs)
     assert_close(sim(xs[0])[0], want[0][0])

@@ -147,13 +147,18 @@ class Method(object):
     # ----------------------------------------------------------------- run_steps
     def run_steps(self, n, inputs=None, probes=None, probe_every=1, batch='auto', feed='copy'):
         """Run the function ``n`` times; updates apply every step; see SimulatorOCL.run_steps."""
-        n = int(n)
-        k = int(probe_every)
-        if n < 0 or k < 1:
-            raise SimulatorError('run_steps: need n >= 0 and probe_every >= 1, got n=%r, '
-                                 'probe_every=%r' % (n, probe_every))
+        for name, value, low in (('n', n, 0), ('probe_every', probe_every, 1)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) \
+                    or value < low:
+                raise SimulatorError('%s: %s must be an integer >= %d, got %r' % (
+                    self._what(), name, low, value))
+        n, k = int(n), int(probe_every)
+        if batch not in (True, False, 'auto'):
+            raise SimulatorError("%s: batch must be True, False or 'auto', got %r" % (
+                self._what(), batch))
         if feed not in ('copy', 'rebind', 'auto'):
-            raise SimulatorError("run_steps: feed must be 'copy', 'rebind' or 'auto', got %r" % (feed,))
+            raise SimulatorError("%s: feed must be 'copy', 'rebind' or 'auto', got %r" % (
+                self._what(), feed))
         maker = self.function.maker
         single = probes is not None and not isinstance(probes, (list, tuple))
         if probes is None:
@@ -239,6 +244,9 @@ class SimulatorOCL(object):
     """
 
     def __init__(self, f, device=None, batch='auto'):
+        if batch not in (True, False, 'auto'):
+            raise SimulatorError("SimulatorOCL: batch must be True, False or 'auto', got %r"
+                                 % (batch,))
         self.device_spec = device
         self.device = get_device(device)     # NoOpenCLPlatform when there is no OpenCL
         self.batch = batch
