@@ -156,13 +156,6 @@ class Profiler(object):
         the call that plans it)."""
         self.times[task] += seconds
 
-    @staticmethod
-    def build_seconds():
-        """Seconds this thread has spent building kernels so far (from source or the disk
-        cache): host work measured around a build takes them out, as compile time."""
-        c = kernel_cache.thread_counts()
-        return c.get('source_seconds', 0) + c.get('disk_seconds', 0)
-
     def run_steps(self, frame):
         fn = self.fn
         for step in frame.steps:

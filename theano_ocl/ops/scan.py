@@ -42,6 +42,7 @@ from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
 from ..runtime import settings
+from ..runtime.kernel_cache import build_seconds
 from ..runtime.memory import buffer_copier, download
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
@@ -207,13 +208,13 @@ class ScanImpl(DeviceImpl):
         loop = Loop(self, ctx, ins)
         profiler = ctx.vm.profiler
         start = time.perf_counter()
-        built = profiler.build_seconds() if profiler is not None else 0
+        built = build_seconds()
         outs = loop.run()                 # now: its outputs' shapes depend on what it does
         if profiler is not None:
             # this call's loop, in the node's time (profiling.py), less the inner function's
             # kernel builds (compile time)
             profiler.add_host_time(ctx.task_index, time.perf_counter() - start
-                                   - (profiler.build_seconds() - built))
+                                   - (build_seconds() - built))
         ctx.host_step(loop.replay, 'host', reads=None, writes=None)
         return outs
 
@@ -374,6 +375,7 @@ class Loop(LoopCopies):
             self.outer_queue.finish()     # what the plans before this one wrote
         profile = self.fn.profile
         start = time.perf_counter() if profile else None
+        built = build_seconds() if profile else 0
         try:
             result = self._run()
             if self.outer_queue is not self.queue:
@@ -381,7 +383,8 @@ class Loop(LoopCopies):
             if profile and hasattr(profile, 'nbsteps'):     # as Scan.execute counts
                 profile.callcount += 1
                 profile.nbsteps += self.n_steps
-                profile.call_time += time.perf_counter() - start
+                # (the inner function's kernel builds are compile time)
+                profile.call_time += time.perf_counter() - start - (build_seconds() - built)
             return result
         finally:
             if self.bound is not None:       # the inner frame's roots back where planned

@@ -94,6 +94,13 @@ def thread_counts():
     return dict(counts.thread())
 
 
+def build_seconds():
+    """Seconds this thread has spent building programs so far (from source or from the
+    disk cache): host work timed around a build takes them out, as compile time."""
+    c = counts.thread()
+    return c.get('source_seconds', 0) + c.get('disk_seconds', 0)
+
+
 def _switch(value):
     """The cache's switch: an empty value leaves it on, as an unset one does."""
     return settings.switch(value) if value.strip() else True
