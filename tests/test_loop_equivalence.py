@@ -24,7 +24,7 @@ INTS = ['int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64'
 FLOATS = ['float32', 'float64']
 
 
-def _three_ways(build, steps, n=None):
+def assert_three_ways_agree(build, steps, n=None):
     """Run ``build()`` (-> inputs, outputs, updates, shared variables) three ways over the
     per-step input values ``steps`` (a list, one tuple of input values per step, or
     ``n`` steps of a function without inputs) and compare with Theano C."""
@@ -70,7 +70,7 @@ def test_counters_of_every_width_read_directly_and_through_casts():
             upd += [(k, k + np.asarray(1, dt)), (w, w + T.cast(k, 'float32'))]
             shared += [k, w]
         return [], outs, upd, shared
-    _three_ways(build, None, n=5)
+    assert_three_ways_agree(build, None, n=5)
 
 
 def test_keras_style_adam_counter():
@@ -94,7 +94,7 @@ def test_keras_style_adam_counter():
         v1 = np.float32(0.999) * v + np.float32(0.001) * T.sqr(g)
         upd = [(it, it + 1), (m, m1), (v, v1), (W, W - lr * m1 / (T.sqrt(v1) + np.float32(1e-7)))]
         return [x, y], [loss], upd, [W, it, m, v]
-    _three_ways(build, [(X, Y)] * 20)
+    assert_three_ways_agree(build, [(X, Y)] * 20)
 
 
 @pytest.mark.parametrize('dt', INTS + FLOATS + ['bool'])
@@ -116,7 +116,7 @@ def test_per_step_scalar_and_vector_inputs(dt):
         vals = rng.uniform(-3, 3, (n, 4)).astype(dt)
     else:
         vals = rng.randint(0, 100, (n, 4)).astype(dt)
-    _three_ways(build, [(vals[t, 0], vals[t, 1:]) for t in range(n)])
+    assert_three_ways_agree(build, [(vals[t, 0], vals[t, 1:]) for t in range(n)])
 
 
 def test_per_step_integer_index_input():
@@ -125,7 +125,7 @@ def test_per_step_integer_index_input():
         v = theano.shared(np.zeros(4, 'float32'), name='v')
         idx = T.lscalar('idx')
         return [idx], [v.sum(), v[idx]], [(v, T.inc_subtensor(v[idx], 1))], [v]
-    _three_ways(build, [(np.int64(i),) for i in (0, 3, 1, 3, 2)])
+    assert_three_ways_agree(build, [(np.int64(i),) for i in (0, 3, 1, 3, 2)])
 
 
 def test_updates_read_other_updates_variables_ifelse_and_scan():
@@ -145,7 +145,7 @@ def test_updates_read_other_updates_variables_ifelse_and_scan():
         # every update reads variables that other updates write (the old values)
         upd = [(a, b + x), (b, a * 0.5 + run[-1]), (k, k + 1)]
         return [x], outs, upd, [a, b, k]
-    _three_ways(build, [(x,) for x in xs])
+    assert_three_ways_agree(build, [(x,) for x in xs])
 
 
 def test_error_flag_on_a_chosen_step():

@@ -420,7 +420,7 @@ def test_fast_parts_cross_group(gpu, sync, monkeypatch):
     split = sum(g is not None and g.parts > 1 for g in planned)
     assert split >= 4, planned
     # one launch per reduction, or one more for each reduction split in parts
-    assert f_o.fn.last_frame.n_launches == n_red + (split if sync == 'launch' else 0), planned
+    assert theano_ocl.stats(f_o)['launches'] == n_red + (split if sync == 'launch' else 0), planned
 
 
 class _Dev(object):

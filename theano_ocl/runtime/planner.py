@@ -13,7 +13,7 @@ to (operation, element) through the prefix sum of the sizes -- nengo-ocl's plann
 Small matrix products (``ops/gemm_small.py``: encoders, decoders) batch the same way,
 with alpha/beta in a second table. K is bounded by the device's kernel-argument size
 (CL_DEVICE_MAX_PARAMETER_SIZE: 1024 bytes on PoCL, 4352 on NVIDIA), unless every operand
-position of the group lies in one buffer (a slab: ``runtime.executor.gather_into_slab``): then the buffers are
+position of the group lies in one buffer (a slab: ``runtime.slab.gather_into_slab``): then the buffers are
 bound once and the table's offsets count from their start. On CPU devices a work-group of
 ``cpu_group`` (a setting, ``runtime.settings``) work-items takes that many consecutive
 elements of one operation (a map from

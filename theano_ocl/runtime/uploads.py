@@ -4,7 +4,7 @@ After ``set_value`` on many shared variables (a simulator's reset: a Nengo-like 
 thousands), the next call finds every host value newer than its device copy and uploads
 each one. One enqueued upload costs 8-10 us of host time on NVIDIA's driver, so 4,500 of
 them took 42 ms on the H100 (2026-11-25), most of that call. The shared variables a
-simulator steps live in one slab buffer (``executor.gather_into_slab``), so their uploads
+simulator steps live in one slab buffer (``slab.gather_into_slab``), so their uploads
 can be packed on the host into one staging array, sent in one transfer and put in place
 by one launch of ``kernels/upload_scatter.cl.mako``. (Not the planner's batched copies:
 those merge device-to-device copies of one dtype, planned with a dependency analysis
