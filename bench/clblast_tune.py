@@ -14,9 +14,7 @@ Each candidate: override, one untimed call (builds the kernel), then the median 
 (Not by the event pyclblast returns: that is CLBlast's *last* kernel, on the indirect
 path a small post-processing kernel, not the product.)
 """
-import itertools
 import json
-import random
 import time
 
 import numpy as np
@@ -24,46 +22,8 @@ import pyopencl as cl
 import pyopencl.array as cla
 
 import theano_ocl
+from theano_ocl.ops.gemm_search import CLBLAST_NAMES as NAMES, clblast_candidates
 from common import parser, header
-
-NAMES = ['GEMMK', 'KREG', 'KWG', 'KWI', 'MDIMA', 'MDIMC', 'MWG', 'NDIMB', 'NDIMC', 'NWG',
-         'SA', 'SB', 'STRM', 'STRN', 'VWM', 'VWN']
-
-
-def valid(p, max_wg, local_bytes, isz):
-    """CLBlast's own constraints on Xgemm parameters (GEMMK = 0 kernel)."""
-    mdimc, ndimc, mdima, ndimb = p['MDIMC'], p['NDIMC'], p['MDIMA'], p['NDIMB']
-    mwg, nwg, kwg, vwm, vwn = p['MWG'], p['NWG'], p['KWG'], p['VWM'], p['VWN']
-    wg = mdimc * ndimc
-    if wg > max_wg or wg < 32:
-        return False
-    if mwg % (mdimc * vwm) or nwg % (ndimc * vwn):
-        return False
-    if mwg % (mdima * vwm) or nwg % (ndimb * vwn):
-        return False
-    if wg % mdima or wg % ndimb:
-        return False
-    if kwg % (wg // mdima) or kwg % (wg // ndimb):
-        return False
-    if kwg % p['KWI']:
-        return False
-    local = (p['SA'] * kwg * mwg + p['SB'] * kwg * nwg) * isz
-    return local <= local_bytes
-
-
-def candidates(dev, n_samples, seed, isz):
-    grid = dict(KWG=[16, 32], KWI=[2, 8], MDIMC=[8, 16, 32], NDIMC=[8, 16, 32],
-                MDIMA=[8, 16, 32], NDIMB=[8, 16, 32], MWG=[64, 128], NWG=[64, 128],
-                SA=[0, 1], SB=[0, 1], STRM=[0, 1], STRN=[0, 1], VWM=[1, 2, 4, 8],
-                VWN=[1, 2, 4, 8])
-    keys = sorted(grid)
-    out = []
-    for values in itertools.product(*(grid[k] for k in keys)):
-        p = dict(zip(keys, values), GEMMK=0, KREG=1)
-        if valid(p, dev.max_work_group_size, dev.local_mem_size, isz):
-            out.append(p)
-    random.Random(seed).shuffle(out)
-    return out[:n_samples]
 
 
 def main():
@@ -104,7 +64,7 @@ def main():
     base = measure()
     print('database default: %.3f ms, %.1f TFLOP/s' % (base * 1e3, flops / base / 1e12))
     results = []
-    for k, params in enumerate(candidates(dev, args.samples, args.seed, 4)):
+    for k, params in enumerate(clblast_candidates(dev, 'float32', args.seed)[:args.samples]):
         try:
             pyclblast.override_parameters(device, 'Xgemm', 32, params)
             t = measure()

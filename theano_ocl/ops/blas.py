@@ -55,6 +55,12 @@ with constant alpha/beta and real dtypes takes ``ops/gemm_small.py``: one work-i
 element of C, one launch whose sizes are arguments, which the planner batches with other
 small products.
 
+Where the device has tuned choices (``ops/gemm_tune.py``, found by ``ops/gemm_search.py``
+through ``python -m theano_ocl tune`` or at the first large product), a product of a
+tuned shape class takes the backend and the kernel's tile measured fastest for its class
+in place of the rules above (the ``tune`` setting; a forced ``blas`` keeps its backend and
+the kernel still takes the tuned tile).
+
 The backends live in ``blas_host.py`` and ``blas_clblast.py`` (with CLBlast's tuned
 parameters), the kernel backend here; what they all take (``Scalar``, the batch views,
 BLAS layouts) in ``blas_operands.py``.
@@ -71,7 +77,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..errors import NoDeviceImplementation
 from ..runtime import settings
-from . import gemm_small
+from . import gemm_small, gemm_tune
 from .base import COMPLEX_DTYPES, DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .blas_clblast import load_pyclblast, plan_clblast
 from .blas_host import plan_host
@@ -145,16 +151,36 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
         backend = 'kernel'      # an empty sum: C = beta * Z, which the kernel does as is
     if cplx and backend == 'clblast' and 'dev' in (alpha.kind, beta.kind):
         backend = 'kernel'      # the combining launch after CLBlast knows real arithmetic only
+    tuned = tuned_choice(ctx.dev, backend, A, B, C)
+    if tuned is not None and _forced() is None:
+        backend = tuned.backend
     if backend == 'host':
         plan_host(ctx, A, B, C, alpha, beta, Z)
-    elif backend == 'clblast' and (_forced() is not None or takes_clblast(ctx.dev, A, B, C)):
+    elif backend == 'clblast' and (_forced() is not None or tuned is not None
+                                   or takes_clblast(ctx.dev, A, B, C)):
         plan_clblast(ctx, A, B, C, alpha, beta, Z)
     else:
         epi = epilogue[0].views_for(C, epilogue[1]) \
             if epilogue is not None and not cplx and gemm_small.takes_epilogue(C) else None
-        _plan_kernel(ctx, A, B, C, alpha, beta, Z, epi)
+        _plan_kernel(ctx, A, B, C, alpha, beta, Z, epi,
+                     tile=tuned.tile if tuned is not None and tuned.backend == 'kernel' else AUTO)
         return epi is not None
     return False
+
+
+def tuned_choice(dev, backend, A, B, C):
+    """The device's tuned :class:`gemm_tune.Choice` for this product where the kernel or
+    CLBlast computes it (one real dtype; the host BLAS and forced CLBlast calls keep
+    theirs), or None."""
+    if backend not in ('clblast', 'kernel') or _forced() not in (None, 'kernel') or \
+            not A.dtype == B.dtype == C.dtype:
+        return None
+    nb, M, N = C.shape
+    tuned = gemm_tune.choice(dev, C.dtype.name, M, N, A.shape[2])
+    if tuned is not None and tuned.backend == 'clblast' and (
+            _forced() is not None or load_pyclblast() is None):
+        return None     # stored where pyclblast was installed, or the kernel forced
+    return tuned
 
 
 # --------------------------------------------------------------------------- kernel backend
@@ -305,6 +331,16 @@ def split_sum(dev, C, K, ts, rb=None):
     return -(-K // KC), KC
 
 
+def blocking(tile, A, B):
+    """The kernel's register-blocked shape for ``tile`` (TX, TY, RM, RN, BK) and these
+    operands' layouts (loads with the shorter stride fastest), or None where ``tile`` is
+    None (the TS x TS kernel)."""
+    if tile is None:
+        return None
+    b_sk, b_sn = _elem_strides(B)[1:]
+    return tuple(tile) + (not _k_major(A), abs(b_sn) <= abs(b_sk))
+
+
 def register_blocking(dev, A, B, C):
     """The register-blocked shape for this product (see kernel_source), or None for the
     TS x TS kernel (complex values, small products, small work-groups)."""
@@ -322,8 +358,7 @@ def register_blocking(dev, A, B, C):
             tx, ty, rm, rn = tile
             if nb * -(-M // (ty * rm)) * -(-N // (tx * rn)) >= dev.compute_units:
                 break
-    b_sk, b_sn = _elem_strides(B)[1:]
-    return tuple(tile) + (RB_DEPTH, not _k_major(A), abs(b_sn) <= abs(b_sk))
+    return blocking(tuple(tile) + (RB_DEPTH,), A, B)
 
 
 def _gpu_shapes(dev):
@@ -346,12 +381,18 @@ def _index_type(A, B, C):
     return 'int' if reach < 1 << 31 else 'long'
 
 
-def _plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None):
+#: ``_plan_kernel``'s tile when the product takes the built-in one (``register_blocking``)
+AUTO = 'auto'
+
+
+def _plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None, tile=AUTO):
     """Record the tiled kernel's launch(es). ``epilogue``: the consumer's (impl, input
     index, inputs and output as 3-d views of C's geometry), computed in the store of C
-    (``Epilogue.views_for``): C is then never stored."""
+    (``Epilogue.views_for``): C is then never stored. ``tile``: (TX, TY, RM, RN, BK) or
+    None (the TS x TS kernel) in place of the built-in choice (tuned, or a candidate the
+    tuner measures)."""
     ts = 16 if ctx.dev.max_work_group_size >= 256 else 8
-    rb = register_blocking(ctx.dev, A, B, C)
+    rb = register_blocking(ctx.dev, A, B, C) if tile is AUTO else blocking(tile, A, B)
     split = split_sum(ctx.dev, C, A.shape[2], ts, rb)
     akind = 'one' if alpha.kind == 'one' or (alpha.kind == 'const' and alpha.value == 1) else 'ptr'
     bkind = beta.kind if beta.kind in ('one', 'none') else (

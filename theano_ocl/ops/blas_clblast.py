@@ -5,7 +5,9 @@ CLBlast takes its kernel parameters from a database keyed by device; where
 ``bench/clblast_tune.py`` measured a faster set on a device (``clblast_tuned.json``: the
 H100, which CLBlast 1.5 has no entry for, 29.8 -> 37.7 TFLOP/s for SGEMM 4096), it is
 applied once per device before the first CLBlast call (``pyclblast.override_parameters``,
-for this process; ``THEANO_OCL_CLBLAST_TUNED=0`` keeps CLBlast's own choice).
+for this process; ``THEANO_OCL_CLBLAST_TUNED=0`` keeps CLBlast's own choice). Parameters
+that ``python -m theano_ocl tune`` found on this very device (``ops/gemm_tune.py``) are
+applied after those, unless the ``tune`` setting is 'off'.
 """
 import json
 import os
@@ -13,6 +15,8 @@ import os
 import numpy as np
 
 from .. import scalar as oscalar
+from ..runtime import settings
+from . import gemm_tune
 from .blas_operands import matrix_layout
 from .elemwise import plan_elementwise
 
@@ -28,15 +32,37 @@ def load_pyclblast():
 
 _TUNED_FILE = os.path.join(os.path.dirname(__file__), '..', 'clblast_tuned.json')
 _tuned = {}     # device pointer -> the entries applied (for tests and bench/gemm.py)
+_stored = {}    # (device pointer, precision) -> the tuned parameters applied from gemm_tune
 
 
 def clblast_tuning(dev):
     """Apply, once per device, the CLBlast parameters ``clblast_tuned.json`` lists for a
-    device of this exact name; returns the entries applied (empty where none)."""
+    device of this exact name, then those tuned on this device (``gemm_tune``; each set
+    once, not under the ``tune`` setting 'off'); returns the entries applied (empty where
+    none)."""
     key = dev.device.int_ptr
-    if key in _tuned:
-        return _tuned[key]
-    applied = _tuned[key] = []
+    if key not in _tuned:
+        _tuned[key] = _apply_table(dev)
+    applied = _tuned[key]
+    pyclblast = load_pyclblast()
+    if pyclblast is not None and settings.current().tune != 'off':
+        for precision, params in gemm_tune.clblast_params(dev).items():
+            if _stored.get((key, precision)) != params:
+                override(dev, precision, params)
+                applied.append(dict(kernel='Xgemm', precision=precision, params=params,
+                                    source=gemm_tune.tuning_file()))
+    return applied
+
+
+def override(dev, precision, params):
+    """CLBlast's Xgemm of ``precision`` bits takes ``params`` on ``dev`` for the rest of
+    the process (the tuner's candidates, the tuned set)."""
+    load_pyclblast().override_parameters(dev.device, 'Xgemm', precision, params)
+    _stored[dev.device.int_ptr, precision] = params
+
+
+def _apply_table(dev):
+    applied = []
     pyclblast = load_pyclblast()
     if pyclblast is None or os.environ.get('THEANO_OCL_CLBLAST_TUNED', '1') == '0':
         return applied

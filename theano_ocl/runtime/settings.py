@@ -38,6 +38,11 @@ argument           default (environment)   meaning
 ``stage_inputs``   THEANO_OCL_STAGE_INPUTS host inputs of 64 KiB or more are copied into
                    =gpu                    page-locked memory first, and uploaded from there
                                            (``runtime/steps.py``): 'gpu', 'always', 'off'
+``tune``           THEANO_OCL_TUNE=auto    tuned GEMM choices (``ops/gemm_tune.py``):
+                                           'auto' uses those stored for the device and,
+                                           on a GPU with none, tunes at the first large
+                                           product; 'cached' uses stored ones, else warns
+                                           once per device; 'off' the built-in choices
 =================  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -139,6 +144,7 @@ SPECS = collections.OrderedDict([
     ('host_tier', Spec('THEANO_OCL_HOST_TIER', 'exact', choice('exact', 'any', 'off'))),
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
+    ('tune', Spec('THEANO_OCL_TUNE', 'auto', choice('auto', 'cached', 'off', empty='auto'))),
 ])
 NAMES = tuple(SPECS)
 
