@@ -135,3 +135,22 @@ def timed(fn, calls, repeat, sync):
         sync()
         out.append((time.perf_counter() - t0) / calls)
     return out
+
+
+def run_other_python(exe, args):
+    """Run ``exe`` (a Python of its own, e.g. one with torch: ``python3`` on the GPU
+    machines) on ``args`` in its own environment: none of this interpreter's settings, and
+    its name looked up on PATH without this interpreter's folder. Returns the
+    ``subprocess.CompletedProcess`` (text output captured)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items()
+           if k not in ('PYTHONHOME', 'PYTHONPATH', 'LD_LIBRARY_PATH', 'LIBRARY_PATH')}
+    here = os.path.realpath(sys.prefix)
+    env['PATH'] = os.pathsep.join(
+        p for p in os.environ.get('PATH', '').split(os.pathsep)
+        if p and not os.path.realpath(p).startswith(here))
+    exe = shutil.which(exe, path=env['PATH']) or exe
+    return subprocess.run([exe] + list(args), env=env, capture_output=True, text=True)

@@ -32,12 +32,13 @@ import os
 import re
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+
+from common import run_other_python
 
 CASES = ('sum all', 'sum axis 0', 'sum axis 1', 'argmax axis 1')
 # NVIDIA's OpenCL PTX: %envreg0-2 group offsets, 3-5 global offsets, 6-8 the grid in groups
@@ -267,22 +268,12 @@ def main():
     d = tempfile.mkdtemp(prefix='reduce_cupti_')
     try:
         cap = capture(args, d)
-        # the other Python in its own environment: none of this interpreter's settings, and
-        # its name looked up on PATH without this interpreter's folder
-        env = {k: v for k, v in os.environ.items()
-               if k not in ('PYTHONHOME', 'PYTHONPATH', 'LD_LIBRARY_PATH', 'LIBRARY_PATH')}
-        here = os.path.realpath(sys.prefix)
-        env['PATH'] = os.pathsep.join(
-            p for p in os.environ.get('PATH', '').split(os.pathsep)
-            if p and not os.path.realpath(p).startswith(here))
-        exe = shutil.which(args.cuda_python, path=env['PATH']) or args.cuda_python
-        p = subprocess.run([exe, os.path.abspath(__file__), '--replay', d,
-                            '--reps', str(args.reps)], env=env, capture_output=True,
-                           text=True)
+        p = run_other_python(args.cuda_python, [os.path.abspath(__file__), '--replay', d,
+                                                '--reps', str(args.reps)])
         lines = [l for l in p.stdout.splitlines() if l.startswith('JSON')]
         if p.returncode or not lines:
             raise SystemExit('the CUDA half failed (%s):\n%s\n%s'
-                             % (exe, p.stdout[-3000:], p.stderr[-3000:]))
+                             % (args.cuda_python, p.stdout[-3000:], p.stderr[-3000:]))
         rep = json.loads(lines[-1][4:])
     finally:
         shutil.rmtree(d, ignore_errors=True)

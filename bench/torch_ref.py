@@ -2,6 +2,7 @@
 Theano 1.0.5 do not share a Python; run it in the same device call as the bench).
 
     python3 bench/torch_ref.py [--json FILE] [--repeat 5] [--quick]
+    python3 bench/torch_ref.py --gemm 4096      # only SGEMM n^3 (bench/gemm.py asks this)
 
 Cases, each the same computation as its theano_ocl benchmark: check1 (exp of a float32
 vector of 230400, result kept on the device), the MLP 784-1000-1000-10 batch-256 SGD-momentum
@@ -9,6 +10,9 @@ step (bench `mlp`), a LeNet training step (batch 128, float32: bench/lenet.py) w
 cuDNN, and an LSTM training step (batch 64, 256 hidden, 50 steps: bench/lstm.py) with
 ``nn.LSTM`` (cuDNN) and with an ``nn.LSTMCell`` loop. Prints one line per case with the
 median and range of the per-call time; ``--json`` writes them with the device and versions.
+``--gemm N``: only ``torch.matmul`` of two float32 N x N matrices (cuBLAS, TF32 off), one
+line ``JSON {...}`` with the seconds per call of each repeat (wall clock up to a
+synchronize, as ``bench/gemm.py`` times theano_ocl).
 """
 import argparse
 import datetime
@@ -24,6 +28,7 @@ def main():
     p.add_argument('--json', default=None)
     p.add_argument('--repeat', type=int, default=5)
     p.add_argument('--quick', action='store_true')
+    p.add_argument('--gemm', type=int, default=None, metavar='N')
     a = p.parse_args()
     try:
         import torch
@@ -37,6 +42,14 @@ def main():
     sync = torch.cuda.synchronize
     torch.backends.cudnn.benchmark = True
     rows = []
+    if a.gemm:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        x, y = torch.rand(a.gemm, a.gemm, device=dev), torch.rand(a.gemm, a.gemm, device=dev)
+        out = torch.empty(a.gemm, a.gemm, device=dev)
+        ts = common.timed(lambda: torch.matmul(x, y, out=out), 10, a.repeat, sync)
+        print('JSON ' + json.dumps(dict(n=a.gemm, samples=ts, device=torch.cuda.get_device_name(0),
+                                        torch=torch.__version__, cuda=torch.version.cuda)))
+        return
 
     def case(name, fn, calls, per='call'):
         ts = common.timed(fn, calls, a.repeat, sync)
