@@ -12,10 +12,11 @@ What is measured is what the planner runs: each candidate is planned by
   of 8, 16, 32), 2 to 8 elements of C per work-item each way (RM, RN: the vector widths
   the template reads its local tiles with), depths BK of 8, 16, 32; only tiles whose two
   local tiles fit the device's local memory and whose loads divide among the work-items.
-  Tiles known to do well on GPUs come first (the built-in 64 x 64, then 128 x 128 and
-  128 x 64 tiles of 8 x 8 and 8 x 4 per work-item, which is how fast SGEMMs block), then
-  the rest in a fixed pseudo-random order, the one element per work-item kernel among
-  the first: a short budget still measures the likely winners.
+  Tiles that did well on the H200 come first (``FIRST_TILES``: 128 x 256 and 128 x 128
+  tiles of 8 x 8 per work-item, which is how fast SGEMMs block, the built-in 64 x 64,
+  tiles for products with few tiles), then the rest in a fixed pseudo-random order, the
+  one element per work-item kernel among the first: a short budget still measures the
+  likely winners.
 * Search space, CLBlast (``clblast_candidates``): the grid of ``bench/clblast_tune.py``
   under CLBlast's own constraints (``clblast_valid``), the set tuned on the H100 first.
   A candidate's parameters hold for every CLBlast call of the process (pyclblast has no
@@ -50,14 +51,20 @@ from . import blas, blas_clblast, gemm_tune
 from .blas_operands import NONE, ONE, as_batch
 
 #: seconds per dtype that ``python -m theano_ocl tune`` searches by default
-DEFAULT_BUDGET = 120.0
+DEFAULT_BUDGET = 90.0
+#: CLBlast parameter sets measured at most (a sample of the grid's valid ones)
+CLBLAST_MAX = 200
 #: the odd product every tile is checked on (sides that are no multiple of any tile)
 ODD = (139, 75, 101)
 
-#: tiles (TX, TY, RM, RN, BK) measured first, in this order (see the module doc)
-FIRST_TILES = ((16, 16, 4, 4, 16), (16, 16, 8, 8, 8), (16, 16, 8, 8, 16), (16, 16, 8, 4, 16),
-               (16, 16, 4, 8, 16), (16, 8, 8, 8, 16), (8, 16, 8, 8, 16), (16, 16, 8, 8, 32),
-               (32, 8, 4, 8, 16), (16, 16, 4, 4, 32), None)
+#: tiles (TX, TY, RM, RN, BK) measured first, in this order (see the module doc): the
+#: fastest on the H200 (2026-11-29, 102 tiles, device time; float32 4096^3 / 2048^3 /
+#: 1024^3 in TFLOP/s): 32x16 of 8x8, depth 8: 39.1 / 25.5 / 13.5; 16x16 of 8x8, depth 8:
+#: 36.5 / 34.4 / 16.1; the built-in 16x16 of 4x4, depth 16: 28.5 / 28.0 / 23.4; 32x8 of
+#: 8x2, depth 16: 28.4 / 27.4 / 24.2
+FIRST_TILES = ((32, 16, 8, 8, 8), (16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (32, 8, 8, 2, 16),
+               (16, 32, 4, 4, 16), (32, 16, 4, 4, 16), (32, 16, 8, 4, 32), (16, 16, 8, 4, 8),
+               (32, 16, 8, 8, 16), (16, 16, 8, 8, 16), (16, 32, 8, 4, 16), None)
 
 
 def tile_name(tile):
@@ -114,8 +121,8 @@ def clblast_valid(p, max_wg, local_bytes, isz):
 
 
 def clblast_candidates(dev, dtype, seed=0):
-    """Valid Xgemm parameter sets: those of ``clblast_tuned.json`` first, then
-    ``CLBLAST_GRID`` in a fixed pseudo-random order."""
+    """Valid Xgemm parameter sets (at most ``CLBLAST_MAX``): those of
+    ``clblast_tuned.json`` first, then ``CLBLAST_GRID`` in a fixed pseudo-random order."""
     isz = np.dtype(dtype).itemsize
     keys = sorted(CLBLAST_GRID)
     grid = [dict(zip(keys, values), GEMMK=0, KREG=1)
@@ -124,8 +131,8 @@ def clblast_candidates(dev, dtype, seed=0):
     random.Random(seed).shuffle(ok)
     with open(blas_clblast._TUNED_FILE) as fh:
         shipped = [e['params'] for entries in json.load(fh).values() for e in entries]
-    return [p for p in shipped if p not in ok] + [p for p in shipped if p in ok] + \
-        [p for p in ok if p not in shipped]
+    return ([p for p in shipped if p not in ok] + [p for p in shipped if p in ok] +
+            [p for p in ok if p not in shipped])[:CLBLAST_MAX]
 
 
 # --------------------------------------------------------------------------- measuring
@@ -334,7 +341,15 @@ class _Search(object):
                 bar.update(1)
             if params:
                 self._clblast(params, problems[self.sizes[-1]], t0 + budget * 0.9, bar)
-        self._choose(problems, before)
+        self._choose(problems, {n: (t, self._builtin(builtin, problems[n]))
+                                for n, t in before.items()})
+
+    def _builtin(self, backend, p):
+        """The built-in choice for problem ``p`` as a stored choice would say it."""
+        if backend == 'clblast' and blas.takes_clblast(self.dev, p.A, p.B, p.C):
+            return dict(backend='clblast')
+        rb = blas.register_blocking(self.dev, p.A, p.B, p.C)
+        return dict(backend='kernel', tile=list(rb[:5]) if rb else None)
 
     def _kernel(self, tile, problems, odd):
         plan = _kernel_plan(tile)
@@ -379,7 +394,8 @@ class _Search(object):
 
     def _choose(self, problems, before):
         """Per size: the best tile and CLBlast (its best parameters) timed again the same
-        way, the faster kept."""
+        way as the built-in choice was (``before``: size -> (seconds, choice)), the fastest
+        of the three kept."""
         with_clblast = self.clblast_params is not None and \
             blas_clblast.load_pyclblast() is not None
         for n, p in problems.items():
@@ -393,11 +409,13 @@ class _Search(object):
                 t = _measure(p, _clblast_plan, events=False)
                 if isinstance(t, float):
                     options.append((t, dict(backend='clblast')))
+            b, builtin = before[n]
+            if isinstance(b, float):
+                options.append((b, builtin))
             if not options:
                 self.log('%s %d^3: no candidate computed a right result' % (self.dtype, n))
                 continue
             t, choice = min(options, key=lambda o: o[0])
-            b = before[n]
             choice.update(gflops=p.flops / t / 1e9,
                           untuned_gflops=p.flops / b / 1e9 if isinstance(b, float) else None)
             self.classes[str(n)] = choice

@@ -89,7 +89,7 @@ def shape_class(sizes, M, N, K):
 
 # --------------------------------------------------------------------------- the file
 _lock = threading.RLock()
-_entries = {}           # device key -> its entry (or None), read once per process
+_entries = {}           # (file, device key) -> its entry (or None), read once per process
 
 
 def load(path=None):
@@ -137,21 +137,21 @@ def save(data, path=None):
 
 def device_entry(dev):
     """This device's stored entry ({dtype: {...}}), or None; read once per process."""
-    key = device_key(dev)
+    path, key = tuning_file(), device_key(dev)
     with _lock:
-        if key not in _entries:
-            _entries[key] = load()['devices'].get(key)
-        return _entries[key]
+        if (path, key) not in _entries:
+            _entries[path, key] = load(path)['devices'].get(key)
+        return _entries[path, key]
 
 
 def store_entry(dev, entry):
     """Replace this device's entry in the file (other devices' entries kept)."""
-    key = device_key(dev)
+    path, key = tuning_file(), device_key(dev)
     with _lock:
-        data = load()
+        data = load(path)
         data['devices'][key] = entry
-        save(data)
-        _entries[key] = entry
+        save(data, path)
+        _entries[path, key] = entry
 
 
 def forget():
@@ -175,7 +175,10 @@ _attempted = set()
 
 
 def _budget(value):
-    b = float(value)
+    try:
+        b = float(value)
+    except ValueError:
+        b = -1.0
     if not b > 0:
         raise ValueError('a number of seconds > 0')
     return b
@@ -194,11 +197,10 @@ def choice(dev, dtype, M, N, K):
     mode = settings.current().tune
     if mode == 'off' or dtype not in DTYPES:
         return None
-    sizes = sizes_for(dev)
-    if shape_class(sizes, M, N, K) is None:
-        return None
     entry = (device_entry(dev) or {}).get(dtype) or {}
     if not entry.get('classes'):
+        if shape_class(sizes_for(dev), M, N, K) is None:
+            return None
         key = (device_key(dev), dtype)
         if mode == 'auto' and dev.is_gpu and key not in _attempted:
             _attempted.add(key)
