@@ -1,8 +1,10 @@
 """Command line: ``python -m theano_ocl info`` lists the OpenCL devices theano_ocl can use;
 ``bench`` times theano_ocl against Theano C and ``render`` draws the docs' benchmark tables
 and plots from the recorded runs (:mod:`theano_ocl.benchmarks.cli`);
-``cache [info|clear]`` shows or clears the on-disk kernel cache; ``ops-table`` writes the
-supported-ops page from the registry (:mod:`theano_ocl.ops.catalog`).
+``cache [info|clear]`` shows or clears the on-disk kernel cache; ``tune`` searches the
+GEMM choices of a device ahead of time and stores them (:mod:`theano_ocl.ops.gemm_search`,
+:mod:`theano_ocl.ops.gemm_tune`); ``ops-table`` writes the supported-ops page from the
+registry (:mod:`theano_ocl.ops.catalog`).
 
 ``info`` reads only :mod:`theano_ocl.device` (pyopencl), never Theano, so it answers quickly
 and works before Theano is set up (``cache`` imports Theano for its compiledir). Exit
@@ -105,6 +107,48 @@ def cmd_cache(args):
     return 0
 
 
+def cmd_tune(args):
+    """``tune``: the GEMM search on one device, its before/after GFLOP/s per size."""
+    import theano_ocl
+    from theano_ocl.benchmarks.progress import bar
+    from theano_ocl.ops import gemm_search, gemm_tune
+    dtypes = [d.strip() for d in args.dtypes.split(',') if d.strip()]
+    bad = [d for d in dtypes if d not in gemm_tune.DTYPES]
+    if bad or not dtypes:
+        print('tune: --dtypes takes %s (got %r)' % (','.join(gemm_tune.DTYPES), args.dtypes),
+              file=sys.stderr)
+        return 2
+    if args.budget is not None and not args.budget > 0:
+        print('tune: --budget takes a number of seconds > 0', file=sys.stderr)
+        return 2
+    try:
+        dev = theano_ocl.get_device(args.device)
+    except Exception as e:
+        print('tune: %s' % e, file=sys.stderr)
+        return 2
+    budget = args.budget or gemm_search.DEFAULT_BUDGET * len(
+        [d for d in dtypes if dev.supports_dtype(d)])
+    print('tuning GEMM on %s / %s (driver %s) for up to %.0f s: %s; results kept in %s'
+          % (dev.platform_name, dev.name, dev.device.driver_version.strip(), budget,
+             ', '.join(dtypes), gemm_tune.tuning_file()), flush=True)
+    rows = gemm_search.tune(dev, dtypes, budget=budget, log=print,
+                            progress=lambda total: bar(total, show=not args.no_progress))
+    if not rows:
+        print('no size was tuned')
+        return 1
+    header = ['dtype', 'size', 'before GFLOP/s', 'after GFLOP/s', 'gain', 'choice']
+    print('\n' + _table([[r['dtype'], '%d^3' % r['n'], _gflops(r['before']),
+                          _gflops(r['after']),
+                          '%.2fx' % (r['after'] / r['before']) if r['before'] else '?',
+                          r['choice']] for r in rows], header))
+    print('\nbefore: the built-in choice; after: the tuned one (wall clock per product)')
+    return 0
+
+
+def _gflops(v):
+    return '?' if v is None else '%.1f' % v
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog='python -m theano_ocl',
@@ -116,6 +160,13 @@ def main(argv=None):
     p_cache.add_argument('action', nargs='?', choices=['info', 'clear'], default='info')
     from .benchmarks import cli as bench_cli
     bench_cli.add_parsers(sub)
+    p_tune = sub.add_parser('tune', help="search this device's GEMM choices and store them")
+    p_tune.add_argument('--device', default=None, help="OpenCL device ('P:D', 'gpu', 'cpu', name)")
+    p_tune.add_argument('--budget', type=float, default=None, metavar='SECONDS',
+                        help='seconds in all (default: %.0f per dtype)' % 90)
+    p_tune.add_argument('--dtypes', default='float32,float64',
+                        help='comma-separated (default: float32,float64)')
+    p_tune.add_argument('--no-progress', action='store_true', help='no progress display')
     p_ops = sub.add_parser('ops-table', help='the supported-ops page (docs/ops.md), from the registry')
     p_ops.add_argument('--out', metavar='FILE', help='write it here (default: stdout)')
     p_ops.add_argument('--check', metavar='FILE', help='exit 1 when FILE differs from it')
@@ -128,6 +179,8 @@ def main(argv=None):
         return bench_cli.cmd_bench(args)
     if args.command == 'render':
         return bench_cli.cmd_render(args)
+    if args.command == 'tune':
+        return cmd_tune(args)
     if args.command == 'ops-table':
         from .ops import catalog
         return catalog.main(args)
