@@ -4,6 +4,8 @@
   checkout even when another copy is installed in the environment.
 * ``THEANO_FLAGS`` is left as the caller set it (Theano's default floatX=float64 stays).
 * Nothing here imports theano, numpy or pyopencl.
+* ``THEANO_OCL_TUNE`` defaults to ``off``: the suite tests the built-in GEMM choices, and
+  never waits for a first-use tuning on a GPU (``tests/test_gemm_tune.py`` sets its own).
 * Under pytest-xdist with ``THEANO_OCL_TEST_WORKER_COMPILEDIR=DIR`` each worker compiles
   Theano's C code into ``DIR/<worker>`` (workers do not wait on one compiledir's lock).
 """
@@ -14,6 +16,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 if sys.path[:1] != [REPO]:
     sys.path.insert(0, REPO)
+
+os.environ.setdefault('THEANO_OCL_TUNE', 'off')
 
 _worker = os.environ.get('PYTEST_XDIST_WORKER')
 _per_worker = os.environ.get('THEANO_OCL_TEST_WORKER_COMPILEDIR')

@@ -131,8 +131,8 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     setting(monkeypatch, 'blas', be)     # no automatic small-product path
     used = []
     for name in ('plan_host', 'plan_clblast', '_plan_kernel'):
-        monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name: (
-            used.append(_n), _f(*a))[1])
+        monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name, **k: (
+            used.append(_n), _f(*a, **k))[1])
     dev = theano_ocl.get_device()
     q = dev.queue
     av, bv, zv = _vals([(6, 4), (4, 5), (6, 5)], seed=5)
