@@ -35,7 +35,7 @@ def tuning_file(tmp_path, monkeypatch):
 
 @pytest.fixture
 def dev():
-    return theano_ocl.get_device('cpu')
+    return theano_ocl.get_device()
 
 
 def _products(dtype, shape):
@@ -131,12 +131,13 @@ def test_search_resumes_where_it_stopped(dev, tuning_file):
 def test_untuned_device_warns_once_naming_the_command(dev, tuning_file, monkeypatch):
     setting(monkeypatch, 'blas', 'kernel')
     setting(monkeypatch, 'tune', 'cached')
+    side = gemm_tune.sizes_for(dev)[0] + 3        # a product tuning would take
     x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter('always')
         for k in range(2):
             f = theano.function([x, y], T.dot(x, y), mode=theano_ocl.OCLMode())
-            f(np.ones((80, 70 + k), 'float32'), np.ones((70 + k, 90), 'float32'))
+            f(np.ones((side, side + k), 'float32'), np.ones((side + k, side), 'float32'))
     untuned = [w for w in caught if issubclass(w.category, gemm_tune.UntunedWarning)]
     assert len(untuned) == 1
     assert 'python -m theano_ocl tune' in str(untuned[0].message)
@@ -147,7 +148,7 @@ def test_small_products_and_setting_off_do_not_warn(dev, tuning_file, monkeypatc
     with warnings.catch_warnings():
         warnings.simplefilter('error', gemm_tune.UntunedWarning)
         with settings.active(settings.Settings(tune='cached')):
-            assert gemm_tune.choice(dev, 'float32', 8, 500, 500) is None   # a side under 32
+            assert gemm_tune.choice(dev, 'float32', 8, 5000, 5000) is None   # a side under 32
         with settings.active(settings.Settings(tune='off')):
             assert gemm_tune.choice(dev, 'float32', 500, 500, 500) is None
 
@@ -223,10 +224,11 @@ def _cli(args, tuning_file):
 
 
 def test_command_line_tune(dev, tuning_file):
-    p = _cli(['--device', 'cpu', '--budget', '2', '--dtypes', 'float32', '--no-progress'],
+    p = _cli(['--device', dev.spec, '--budget', '2', '--dtypes', 'float32', '--no-progress'],
              tuning_file)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert 'before GFLOP/s' in p.stdout and 'float32  64^3' in p.stdout
+    assert 'before GFLOP/s' in p.stdout
+    assert 'float32  %d^3' % gemm_tune.sizes_for(dev)[0] in p.stdout
     data = json.loads(tuning_file.read_text())
     assert data['devices'][gemm_tune.device_key(dev)]['float32']['classes']
     p = _cli(['--dtypes', 'float16'], tuning_file)
