@@ -24,9 +24,9 @@ import warnings
 import numpy as np
 
 from . import commit, early, faults, plans, uploads
-from .context import Replan, bind_site, family
+from .context import Replan, family
 from .frames import frame_key
-from .invokers import set_long
+from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home
 from .memory import buffer_copier
 from .slab import gather_into_slab
 from ..darray import DArray, Root
@@ -64,28 +64,9 @@ class Executor(object):
         self.run_steps(frame)
 
     def bind_input(self, frame, i, root, cell_res, batch=None):
-        """Bring input ``i`` of ``frame`` to the device as a pass reads it: a shared
-        variable's host value when it is newer (an upload), a device array where it is
-        (no copy); kernels bound to another buffer are re-pointed at it."""
-        cell, res = cell_res
-        bufs = frame.input_bufs
-        # the buffer this input is in now (a device array's: rebound to, no copy)
-        if res is not None:
-            cur = res.ensure_device(self.vm.dev, self.vm.queue, batch).root.buf
-        else:
-            v = cell[0]
-            cur = v.base_data if hasattr(v, 'base_data') else None
-        if cur is not None and cur is not bufs[i]:
-            # same shapes, another buffer (a new device array, a re-placed shared
-            # variable): point the bound kernels at it instead of re-planning
-            bufs[i] = cur
-            if res is None:
-                root.move(cur)          # origin 0, as planned: only buffers change
-                for site in frame.rebind_sites.get(i, ()):
-                    site[0].set_arg(site[1], cur)
-            else:
-                for site in frame.rebind_sites.get(i, ()):
-                    bind_site(site, root)
+        """Bring input ``i`` of ``frame`` to the device as a pass reads it
+        (``runtime.loop.bind_input``)."""
+        bind_input(self.vm.dev, self.vm.queue, frame, i, root, cell_res, batch)
 
     def host_committed(self, frame):
         """The device inputs of ``frame`` that are shared variables whose update the frame
@@ -100,8 +81,9 @@ class Executor(object):
                 out.append((i, root))
         return out
 
-    def run_steps(self, frame):
-        """One pass of the frame's recorded plans (or its batched plan) as they are bound."""
+    def batched(self, frame):
+        """The frame's batched plan when a pass runs it now (made once the frame is hot),
+        else None."""
         vm = self.vm
         if frame.batched is not False and vm.batch_after is not None and not vm.profile:
             plan = frame.batched
@@ -109,13 +91,29 @@ class Executor(object):
                 plan = frame.batched = vm.batched_plan(frame)
             if plan:
                 if plan.valid():
-                    fns = plan.fns
-                    if self.armed:
-                        fns = self._early(frame, plan.plans, fns) or fns
-                    return self._call_all(fns, 'batched step %d')
+                    return plan
                 # a buffer the plan bound changed (a donated output, another input
                 # buffer): plans would go stale every call, so this frame stays unbatched
                 frame.batched = False
+        return None
+
+    def pass_fns(self, frame):
+        """The callables of one unprofiled pass of ``frame`` as a loop's step runs them
+        (``runtime.loop.drive``), and how many launches they make."""
+        plan = self.batched(frame)
+        if plan is not None:
+            return plan.fns, plan.n_launches_after
+        return [s.fn for s in frame.steps], plans.launches(frame.steps)
+
+    def run_steps(self, frame):
+        """One pass of the frame's recorded plans (or its batched plan) as they are bound."""
+        vm = self.vm
+        plan = self.batched(frame)
+        if plan is not None:
+            fns = plan.fns
+            if self.armed:
+                fns = self._early(frame, plan.plans, fns) or fns
+            return self._call_all(fns, 'batched step %d')
         if vm.profiler is not None:              # profile hook (profiling.py)
             return vm.profiler.run_steps(frame)
         steps = frame.steps
@@ -244,7 +242,7 @@ class Executor(object):
             if n == 0:
                 return [np.empty((0,))] * len(probe_idx)
             # ---------------------------------------------------- inputs, pass 0
-            copies, host_feeds, rebinds, bigs = [], [], [], []
+            copies, host_feeds, bigs = [], [], []
             for i, arr in feeds.items():
                 cell = cells[i]
                 if prog.input_kinds[i] == 'dev':
@@ -340,99 +338,60 @@ class Executor(object):
             if k == 1:
                 for j in host_probes:
                     host_probes[j].append(np.array(outs0[j], copy=True))
-            # ---------------------------------------------------- feeding, plans
-            fed = list(copies)
-            hooked = faults.hook is not None
+            # ---------------------------------------------------- the loop, declared
             feed_mode = self.feed_mode(feed, frame, copies, what, error)
+            feeds = []
+            for i, stage, big, nbytes, src0 in copies:
+                rows = Rows(big.base_data, src0, nbytes)
+                if feed_mode == 'rebind':
+                    # the kernels follow the step's slice in place of a copy
+                    feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()),
+                                        rows))
+                else:
+                    feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
+            feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
             if feed_mode == 'rebind':
-                for i, stage, big, nbytes, src0 in copies:
-                    for kernel, argi, off, _ in frame.rebind_sites.get(i, ()):
-                        kernel.set_arg(argi, big.base_data)
-                        rebinds.append((kernel, argi, off + src0, stage.dtype.itemsize, nbytes,
-                                        stage.base_data, off))
-                copies = []
-            if rebinds:
                 batch = False     # batched kernels bind the input buffer itself
+            # (the frame's small buffers may move into a slab: the places below after it)
             t_plan = time.perf_counter()
             step_fns, commit_actions, info, kept_actions = self.plans_for(frame, batch)
             t_plan = time.perf_counter() - t_plan
+            sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
+                     for dst, d, nbytes in carries]
+            for j, pb in zip(probe_idx, probe_bufs):
+                if pb is None:
+                    sinks.append(HostRow(fetch=_host_copy(frame.outputs[j]),
+                                         into=host_probes[j], every=k))
+                elif pb[1].nbytes:
+                    buf, d, strided = pb
+                    slots = Rows(buf, 0, d.nbytes, every=k)
+                    sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
+                                 if strided is None else Strided(strided[1], strided[0], slots))
             host_steps = self._warn_host_steps(frame, what, stacklevel + 3)
             if host_steps:
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
+            inputs = vm._inputs
+            # each step starts as a call does: host output cells cleared (a host thunk must
+            # not write into an array an earlier step handed on), fed inputs back in their
+            # staging arrays, and shared variables whose update the frame computes on the
+            # host (integer counters: host shape arithmetic) brought to the device
+            loop = Loop(frame, step_fns, 'run_steps', dev, queue, feeds=feeds, sinks=sinks,
+                        cells=staged, clear=prog.host_output_cells,
+                        restage=[(i, root, inputs[i]) for i, root in self.host_committed(frame)],
+                        commit=(commit_actions, kept_actions),
+                        checks=lambda t: self._checked(frame, t))
+            copy = buffer_copier(cl)
             t_loop = time.perf_counter()
             # a device check (bad index, integer division by zero) is read once after the
-            # loop, not every pass; should one fail, the state before pass 1 comes back
-            # and the passes run again reading the flags after each, so the run ends as n
-            # separate calls would: at the failing pass, with the passes before it committed
+            # loop, not every step; should one fail, the state before step 1 comes back
+            # and the steps run again reading the flags after each, so the run ends as n
+            # separate calls would: at the failing step, with the steps before it committed
             snapshot = self.snapshot() if frame.checks else None
-
-            # updates computed on the host (integer counters: host shape arithmetic) leave
-            # the variable's device copy stale; a pass reading it there uploads it first
-            restage = self.host_committed(frame)
-            inputs = vm._inputs
-            host_outs = prog.host_output_cells
-
-            def loop(first, check_each):
-                copy = buffer_copier(cl)
-                slot = first if k == 1 else first // k
-                hooked = faults.hook is not None
-                step = first
-                try:
-                    for step in range(first, n):
-                        if hooked:
-                            faults.at('run_steps step %d' % step)
-                        for i, stage, big, nbytes, src0 in copies:
-                            copy(queue, stage.base_data, big.base_data, nbytes,
-                                 src0 + step * nbytes, stage.offset)
-                        for kernel, argi, off, itemsize, nbytes, _, _ in rebinds:
-                            set_long(kernel, argi + 1, (step * nbytes + off) // itemsize)
-                        # as a call does: a host thunk must not write into an array an
-                        # earlier pass handed on (a probe, a committed host update)
-                        for cell in host_outs:
-                            cell[0] = None
-                        for cell, stage in staged:
-                            cell[0] = stage
-                        for cell, arr in host_feeds:
-                            cell[0] = arr[step, ...]
-                        for i, root in restage:
-                            self.bind_input(frame, i, root, inputs[i])
-                        for fn in step_fns:
-                            fn()
-                        for dst, d, nbytes in carries:
-                            copy(queue, dst, d.root.buf, nbytes, d.boff, 0)
-                        if (step + 1) % k == 0:
-                            self._probe(frame, probe_idx, probe_bufs, host_probes, slot, copy)
-                            slot += 1
-                        if check_each and frame.checks:
-                            self._checked(frame, step)
-                        if hooked:
-                            faults.at('run_steps step %d commit' % step)
-                        # one commit per pass, all of its updates or none (runtime/commit.py);
-                        # the first pass of the loop sets the residents' flags, which then hold
-                        commit.apply(commit_actions() if step == first else kept_actions())
-                        stats['steps_done'] = step + 1
-                except Replan as e:
-                    # another frame from this step on (an IfElse's other branch, a host
-                    # value the plan relied on): nothing of this step was committed, and
-                    # the steps left run as calls, which choose their frame
-                    warnings.warn(
-                        '%s: step %d needs another device plan than step 0 (%s); steps '
-                        '%d..%d run as calls' % (what, step, e, step, n - 1),
-                        stacklevel=stacklevel + 3)
-                    return step
-                return n
-
-            def unbind():
-                # the frame's kernels point at the input buffer again for later calls
-                for kernel, argi, _, itemsize, _, stage_buf, off in rebinds:
-                    kernel.set_arg(argi, stage_buf)
-                    set_long(kernel, argi + 1, off // itemsize)
-                del rebinds[:]
-
+            hooked = faults.hook is not None
             try:
-                stop = loop(1, False)
+                stop = drive(loop, 1, n, copy, stats=stats)
                 queue.finish()
                 stats['loop_s'] = time.perf_counter() - t_loop
                 if frame.checks:
@@ -441,17 +400,24 @@ class Executor(object):
                     except Exception:
                         self.restore(snapshot)
                         stats['steps_done'] = 1
-                        loop(1, True)
+                        drive(loop, 1, n, copy, check_each=True, stats=stats)
                         raise AssertionError('run_steps: a device check failed once and not '
                                              'when the steps ran again')  # pragma: no cover
                 stats['call_steps'] = n - stop
                 if stop < n:
-                    unbind()
+                    # another frame from this step on (an IfElse's other branch, a host
+                    # value the plan relied on): nothing of this step was committed, and
+                    # the steps left run as calls, which choose their frame
+                    warnings.warn(
+                        '%s: step %d needs another device plan than step 0 (%s); steps '
+                        '%d..%d run as calls' % (what, stop, loop.replan, stop, n - 1),
+                        stacklevel=stacklevel + 2)
+                    home(loop)
                     slot = stop if k == 1 else stop // k
                     for step in range(stop, n):
                         if hooked:
                             faults.at('run_steps call %d' % step)
-                        for i, stage, big, nbytes, src0 in fed:
+                        for i, stage, big, nbytes, src0 in copies:
                             cl.enqueue_copy(queue, stage.base_data, big.base_data,
                                             byte_count=nbytes, src_offset=src0 + step * nbytes,
                                             dst_offset=stage.offset)
@@ -477,7 +443,7 @@ class Executor(object):
                     vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
                 raise
             finally:
-                unbind()
+                home(loop)      # the frame's kernels point at its input buffers again
             return self._results(probe_idx, probe_bufs, host_probes, n_slots, probes_on)
         finally:
             for c, v in saved:
@@ -578,22 +544,6 @@ class Executor(object):
                                     dst_offset=d.boff)
             res.mark_device_newer()
 
-    def _probe(self, frame, probe_idx, probe_bufs, host_probes, slot, copy):
-        queue = self.vm.queue
-        for j, pb in zip(probe_idx, probe_bufs):
-            if pb is None:
-                host_probes[j].append(np.array(frame.outputs[j](), copy=True))
-                continue
-            buf, d, strided = pb
-            if not d.nbytes:
-                continue
-            if strided is None:
-                copy(queue, buf, d.root.buf, d.nbytes, d.boff, slot * d.nbytes)
-            else:
-                slot_root, run = strided
-                slot_root.origin = slot * d.nbytes
-                run()
-
     def _stage(self, i, shape, dtype):
         import pyopencl.array as cla
         stage = self.stages.get(i)
@@ -671,6 +621,11 @@ class Executor(object):
         return ('%s: shapes would change between steps (%s); run_steps needs every step to '
                 'have the same shapes (a new device plan per step): call the simulator once per '
                 'step instead' % (what, '; '.join(parts) or 'key changed'))
+
+
+def _host_copy(fetch):
+    """A host output's value at a step, kept (the next step's thunk may reuse its array)."""
+    return lambda: np.array(fetch(), copy=True)
 
 
 def _fmt(part):

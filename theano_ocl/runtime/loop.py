@@ -1,0 +1,243 @@
+"""One declared loop over a frame, and the one driver that runs it.
+
+A frame is run many times in two places: ``OCLFunction.run`` (``SimulatorOCL.run_steps``:
+``n`` calls of a function with per-step inputs, probed outputs and state carried
+from an output to an input) and a device Scan (``ops/scan.py``: the inner function once
+per step, its sequences' rows and state taps in, its outputs into the slots of the outer
+buffers). Both declare what a step moves as a :class:`Loop` and hand it to :func:`drive`,
+the only code that runs a frame's plans step after step and re-points kernel arguments
+at rows; a call's single pass (``Executor.run_steps``) walks the same plans once.
+
+What a loop says, each part data rather than code:
+
+* where a value sits at step ``t``: :class:`Rows`, row ``(a + t // every) % m`` of a
+  buffer (``m = 0``: no wrap; a sequence is row ``t``, a state tap of a circular buffer
+  ``(pos + tap + t) % store``, a probe's slot ``t // every``);
+* before the pass (``feeds``): a row copied into the frame's input buffer (:class:`Copy`),
+  the frame's root pointed at the row instead (:class:`Follow`, its recorded kernel
+  arguments re-pointed), a step's rows in one launch (:class:`RowLaunch`), a host
+  array's row put in an input cell (:class:`HostRow`); cells set every step
+  (``cells``), host output cells cleared (``clear``), shared variables committed on the
+  host brought to the device (``restage``);
+* the pass: the frame's plans (``fns``: its recorded steps, or its batched plan);
+* after the pass (``sinks``): a frame value copied into a row (:class:`Copy`), a strided
+  one by its copy kernel (:class:`Strided`), a host value appended (:class:`HostRow`);
+  each sink every ``every`` steps;
+* the step's commit (``commit``: the actions of its first step, then of the others).
+
+:func:`drive` runs steps ``first .. n-1`` and returns how many ran: ``n``, or the step
+at which a plan found its frame's assumptions broken (``Replan``: an IfElse's other
+branch, a host value the plan relied on), nothing of which was committed.
+"""
+from . import commit as commit_mod
+from . import faults
+from .context import Replan, bind_site
+from .invokers import set_long
+
+
+class Rows(object):
+    """Row ``(a + t // every) % m`` (``m = 0``: no wrap) of ``buf``, rows ``stride`` bytes
+    apart from byte ``base``: where a loop's value sits at step ``t``."""
+    __slots__ = ('buf', 'base', 'stride', 'a', 'm', 'every')
+
+    def __init__(self, buf, base=0, stride=0, a=0, m=0, every=1):
+        self.buf, self.base, self.stride = buf, base, stride
+        self.a, self.m, self.every = a, m, every
+
+    def row(self, t):
+        r = self.a + t // self.every
+        return r % self.m if self.m else r
+
+    def offset(self, t):
+        return self.base + self.row(t) * self.stride
+
+
+class Copy(object):
+    """``nbytes`` from ``src`` to ``dst`` (both :class:`Rows`) each step."""
+    __slots__ = ('src', 'dst', 'nbytes')
+
+    def __init__(self, src, dst, nbytes):
+        self.src, self.dst, self.nbytes = src, dst, nbytes
+
+
+class Follow(object):
+    """The frame's ``root`` pointed at ``rows`` each step, ``shift`` bytes before them;
+    ``sites`` (kernel, argument, element offset, item size) are the kernel arguments
+    bound to the root. :func:`home` puts the root and its arguments back."""
+    __slots__ = ('root', 'sites', 'rows', 'shift', 'home')
+
+    def __init__(self, root, sites, rows, shift=0):
+        self.root, self.sites, self.rows, self.shift = root, sites, rows, shift
+        self.home = (root.buf, root.origin)
+
+
+class RowLaunch(object):
+    """A step's row copies in one launch (``ops/scan_rows.RowCopies``): source rows
+    ``src`` and destination rows ``dst`` (lists of :class:`Rows`, None: row 0)."""
+    __slots__ = ('copies', 'src', 'dst')
+
+    def __init__(self, copies, src=None, dst=None):
+        self.copies, self.src, self.dst = copies, src, dst
+
+
+class Strided(object):
+    """A strided value copied by its own kernel ``run`` into ``rows``: the kernel writes
+    through ``slot_root``, moved to the step's row."""
+    __slots__ = ('run', 'slot_root', 'rows')
+
+    def __init__(self, run, slot_root, rows):
+        self.run, self.slot_root, self.rows = run, slot_root, rows
+
+
+class HostRow(object):
+    """As a feed: ``cell[0] = array[t]`` (a 0-d array for a scalar input). As a sink:
+    ``fetch()`` (a host output) appended to ``into`` every ``every`` steps."""
+    __slots__ = ('cell', 'array', 'fetch', 'into', 'every')
+
+    def __init__(self, cell=None, array=None, fetch=None, into=None, every=1):
+        self.cell, self.array, self.fetch, self.into, self.every = \
+            cell, array, fetch, into, every
+
+
+class Loop(object):
+    """``n`` passes of ``frame`` (see the module docstring). ``restage``: (input index,
+    root, (cell, Resident)) of shared variables whose update the frame computes on the
+    host; ``checks(t)``: the frame's device error flags read after step ``t`` (when the
+    driver is asked to read them every step); ``label`` names the loop at the fault
+    hook's boundaries."""
+
+    def __init__(self, frame, fns, label, dev, queue, feeds=(), sinks=(), cells=(),
+                 clear=(), restage=(), commit=None, checks=None, every=1):
+        self.frame, self.fns, self.label = frame, fns, label
+        self.dev, self.queue = dev, queue
+        self.feeds, self.sinks = list(feeds), list(sinks)
+        self.cells, self.clear, self.restage = list(cells), list(clear), list(restage)
+        self.commit, self.checks, self.every = commit, checks, every
+        self.follows = [f for f in self.feeds if type(f) is Follow]
+        self.replan = None       # the Replan that ended the last drive early
+
+
+def bind_input(dev, queue, frame, i, root, cell_res, batch=None):
+    """Bring input ``i`` of ``frame`` to the device as a pass reads it: a shared
+    variable's host value when it is newer (an upload), a device array where it is (no
+    copy); the kernels bound to another buffer are re-pointed at it."""
+    cell, res = cell_res
+    bufs = frame.input_bufs
+    if res is not None:
+        cur = res.ensure_device(dev, queue, batch).root.buf
+    else:
+        v = cell[0]
+        cur = v.base_data if hasattr(v, 'base_data') else None
+    if cur is not None and cur is not bufs[i]:
+        # same shapes, another buffer (a new device array, a re-placed shared variable):
+        # point the bound kernels at it instead of re-planning
+        bufs[i] = cur
+        if res is None:
+            root.move(cur)              # origin 0, as planned: only buffers change
+            for site in frame.rebind_sites.get(i, ()):
+                site[0].set_arg(site[1], cur)
+        else:
+            for site in frame.rebind_sites.get(i, ()):
+                bind_site(site, root)
+
+
+def place(follow, t):
+    """Point ``follow``'s root (and its kernel arguments) at step ``t``'s row."""
+    rows = follow.rows
+    root = follow.root
+    origin = rows.base + follow.shift + rows.row(t) * rows.stride
+    if root.buf is not rows.buf:
+        root.buf = rows.buf
+        for site in follow.sites:
+            site[0].set_arg(site[1], rows.buf)
+    if root.origin != origin:
+        root.origin = origin
+        for kernel, argi, off, itemsize in follow.sites:
+            set_long(kernel, argi + 1, (origin + off) // itemsize)
+
+
+def home(loop):
+    """Every followed root (and its kernels' arguments) back where the frame planned it."""
+    for f in loop.follows:
+        root = f.root
+        buf, origin = f.home
+        if root.buf is not buf or root.origin != origin:
+            root.buf, root.origin = buf, origin
+            for site in f.sites:
+                bind_site(site, root)
+
+
+def drive(loop, first, n, copy, check_each=False, stats=None):
+    """Run steps ``first .. n-1`` of ``loop`` (``copy``: ``runtime.memory.buffer_copier``);
+    the number of steps run: ``n``, or the step whose plans raised ``Replan`` (nothing of
+    it committed). With ``check_each`` the frame's error flags are read after every step
+    (a failing step raises before its commit)."""
+    frame = loop.frame
+    queue = loop.queue
+    fns = loop.fns
+    feeds, sinks = loop.feeds, loop.sinks
+    cells, clear = loop.cells, loop.clear
+    restage = loop.restage
+    dev = loop.dev
+    commit = loop.commit
+    label = loop.label
+    hooked = faults.hook is not None
+    t = first
+    try:
+        for t in range(first, n):
+            if hooked:
+                faults.at('%s step %d' % (label, t))
+            # ---------------------------------------------------- before the pass
+            for cell in clear:
+                cell[0] = None      # a host thunk must not write into an array handed on
+            for cell, value in cells:
+                cell[0] = value     # (a host step may have swapped in its host copy)
+            for f in feeds:
+                kind = type(f)
+                if kind is Copy:
+                    if f.nbytes:
+                        copy(queue, f.dst.buf, f.src.buf, f.nbytes, f.src.offset(t),
+                             f.dst.offset(t))
+                elif kind is Follow:
+                    place(f, t)
+                elif kind is RowLaunch:
+                    f.copies.run(None if f.src is None else [r.row(t) for r in f.src],
+                                 None if f.dst is None else [r.row(t) for r in f.dst])
+                else:
+                    f.cell[0] = f.array[t, ...]
+            for i, root, cell_res in restage:
+                bind_input(dev, queue, frame, i, root, cell_res)
+            # ---------------------------------------------------- the pass
+            for fn in fns:
+                fn()
+            # ---------------------------------------------------- after it
+            for s in sinks:
+                kind = type(s)
+                if kind is Copy:
+                    dst = s.dst
+                    if (t + 1) % dst.every == 0 and s.nbytes:
+                        copy(queue, dst.buf, s.src.buf, s.nbytes, s.src.offset(t),
+                             dst.offset(t))
+                elif kind is RowLaunch:
+                    s.copies.run(None if s.src is None else [r.row(t) for r in s.src],
+                                 None if s.dst is None else [r.row(t) for r in s.dst])
+                elif kind is Strided:
+                    if (t + 1) % s.rows.every == 0:
+                        s.slot_root.origin = s.rows.offset(t)
+                        s.run()
+                elif (t + 1) % s.every == 0:
+                    s.into.append(s.fetch())
+            if check_each and loop.checks is not None:
+                loop.checks(t)
+            if commit is not None:
+                if hooked:
+                    faults.at('%s step %d commit' % (label, t))
+                # one commit per step, all of its updates or none (runtime/commit.py); the
+                # first step sets the residents' flags, which then hold
+                commit_mod.apply(commit[0]() if t == first else commit[1]())
+            if stats is not None:
+                stats['steps_done'] = t + 1
+    except Replan as e:
+        loop.replan = e
+        return t
+    return n
