@@ -35,6 +35,7 @@ from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
 from .runtime.frames import frame_key, make_guard
 from .runtime.host_tier import HostTier
+from .runtime.plans import Fetch
 from .runtime.memory import register_function, upload
 from .runtime.settings import Settings, active
 
@@ -218,7 +219,7 @@ class OCLFunction(object):
                             reads.append(got[1])
                         outputs.append(got[0])
                         continue
-                    later = getattr(fetch, 'later', None)
+                    later = fetch.later if type(fetch) is Fetch else None
                     outputs.append(fetch() if later is None else later(reads))
             else:
                 outputs = [fetch() if d is None else d

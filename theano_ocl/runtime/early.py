@@ -18,6 +18,8 @@ before; buffers stay the frame's.
 Only ordinary calls read early (:meth:`Executor.run_steps` with ``armed``): the passes of
 ``run(n)`` and of a device Scan fetch their outputs otherwise and queue no read.
 """
+from .plans import Fetch
+
 
 
 def _last_writer(plans_, root):
@@ -77,7 +79,7 @@ def _readers(frame, sink):
     (the frame's :class:`Reads`)."""
     out = []
     for j, fetch in enumerate(frame.outputs or ()):
-        early = getattr(fetch, 'early', None)
+        early = fetch.early if type(fetch) is Fetch else None
         if early is not None:
             out.append((fetch.reads[0], _output_reader(sink, j, early)))
     for check in frame.checks:

@@ -585,7 +585,7 @@ class Executor(object):
         vm = self.vm
         commits = frame.commits
         unbatched = plans.launches(frame.steps) + \
-            sum(1 for c in commits if getattr(c, 'resident', None) is not None)
+            sum(1 for c in commits if c.resident is not None)
 
         def plain_commit():
             return [prepare() for prepare in commits]

@@ -423,7 +423,7 @@ def commit_copy_step(vm, prepare):
     """A frame commit as a planner step when it is a plain device copy into a resident
     shared variable whose placement is as planned (a ``plans.Copy``, or a host step that
     does nothing when the value was computed in place); else None."""
-    res, d = getattr(prepare, 'resident', (None, None))
+    res, d = prepare.resident or (None, None)
     dst = res.darr if res is not None else None
     if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
             or not d.is_c_contiguous():

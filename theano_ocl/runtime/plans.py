@@ -17,8 +17,20 @@ order; nothing else looks inside a plan's callable.
 ``Check``    reads a device error flag after the call, before its updates commit
 ===========  =====================================================================
 
-Commits are not plans of a frame's step list: ``planner.CommitPlan`` and ``runtime.commit``
-apply them, all or nothing, once every step and check succeeded.
+What a call does after its steps is typed too, but not part of the step list:
+
+===========  =====================================================================
+``Fetch``    one output of the call: ``fetch()`` its value now; for a host output read
+             from the device also ``later(events)`` / ``early()``, the download queued
+             (``runtime/early.py``)
+``Commit``   one update: ``prepare()`` (may fail: a download, an allocation) returns the
+             action that cannot fail; ``resident`` (shared variable, device value) where
+             it is a device value into a shared variable's device copy, which the
+             commit plan batches (``planner.CommitPlan``)
+===========  =====================================================================
+
+``runtime.commit`` applies a frame's commits all or nothing, once every step and check
+succeeded (a call), or after each step of a loop (``runtime/loop.py``).
 """
 from ..darray import DArray
 
@@ -223,3 +235,25 @@ def launch_geometry(dev, n, local=256):
         return (n,), None
     local = min(local, dev.max_work_group_size)
     return (((n + local - 1) // local) * local,), (local,)
+
+
+class Fetch(object):
+    """One output of a call (see the module docstring); ``reads``: the roots it reads."""
+    __slots__ = ('run', 'reads', 'later', 'early')
+
+    def __init__(self, run, reads=(), later=None, early=None):
+        self.run, self.reads, self.later, self.early = run, tuple(reads), later, early
+
+    def __call__(self):
+        return self.run()
+
+
+class Commit(object):
+    """One update of a call (see the module docstring); ``reads``: the roots it reads."""
+    __slots__ = ('prepare', 'reads', 'resident')
+
+    def __init__(self, prepare, reads=(), resident=None):
+        self.prepare, self.reads, self.resident = prepare, tuple(reads), resident
+
+    def __call__(self):
+        return self.prepare()

@@ -5,6 +5,7 @@ import numpy as np
 
 from .. import darray as da
 from ..darray import DArray, Root
+from . import plans
 from .context import BranchFlip, Replan, bind_site, family
 from .memory import buffer_copier, download, download_later, upload
 from .pinned import MIN_BYTES as PINNED_MIN_BYTES, is_pinned
@@ -180,9 +181,8 @@ def host_output(dev, queue, d, pinned=False):
         if ev is not None:
             events.append(ev)
         return host
-    run.later = later
-    run.early = early           # (queued as soon as d is final: runtime/early.py)
-    return reading(run, d)
+    # (early: queued as soon as d is final, runtime/early.py)
+    return plans.Fetch(run, (d.root,), later=later, early=early)
 
 
 def donate_output(vm, frame, d):
@@ -254,7 +254,7 @@ def commit_host(cell, value_cell):
         def apply():
             cell[0] = value
         return apply
-    return reading(prepare)
+    return plans.Commit(prepare)
 
 
 def commit_host_from_device(dev, queue, d, cell):
@@ -264,17 +264,16 @@ def commit_host_from_device(dev, queue, d, cell):
         def apply():
             cell[0] = value
         return apply
-    return reading(prepare, d)
+    return plans.Commit(prepare, (d.root,))
 
 
 def commit_resident(res, dev, queue, d):
     def prepare():
         return res.prepare_device_commit(dev, queue, d)
-    prepare.resident = (res, d)
-    return reading(prepare, d)
+    return plans.Commit(prepare, (d.root,), resident=(res, d))
 
 
 def commit_resident_from_host(res, dev, queue, value_cell):
     def prepare():
         return res.prepare_host_commit(value_cell[0])
-    return reading(prepare)
+    return plans.Commit(prepare)
