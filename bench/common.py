@@ -3,6 +3,7 @@
 import argparse
 import datetime
 import platform
+import time
 
 
 def parser(doc):
@@ -154,3 +155,25 @@ def run_other_python(exe, args):
         if p and not os.path.realpath(p).startswith(here))
     exe = shutil.which(exe, path=env['PATH']) or exe
     return subprocess.run([exe] + list(args), env=env, capture_output=True, text=True)
+
+
+def profile_scan_steps(f, args, iters, scan_steps, top=18):
+    """cProfile ``iters`` calls of ``f(*args)`` and print the host time per training step and
+    per scan step (``scan_steps`` per call, forward and back), the functions that took it,
+    and what ``theano_ocl.stats`` says of the function's device Scans (launches per step,
+    steps run by the loop driver), where this version of theano_ocl says it."""
+    import cProfile
+    import pstats
+    import theano_ocl
+    pr = cProfile.Profile()
+    t0 = time.perf_counter()
+    pr.enable()
+    for _ in range(iters):
+        f(*args)
+    pr.disable()
+    dt = time.perf_counter() - t0
+    print('# profiled: %.2f ms per training step, %.1f us per scan step (%d scan steps '
+          'forward and back)' % (dt / iters * 1e3, dt / iters / scan_steps * 1e6, scan_steps))
+    for s in theano_ocl.stats(f).get('scans', ()):
+        print('#   scan %s: %s' % (s.pop('node'), s))
+    pstats.Stats(pr).sort_stats('tottime').print_stats(top)

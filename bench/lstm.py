@@ -81,6 +81,8 @@ def main():
     ap.add_argument('--pause', type=float, default=0.5)
     ap.add_argument('--busy', type=float, default=0.05)
     ap.add_argument('--json', default=None, help='write the run to this file')
+    ap.add_argument('--profile', action='store_true',
+                    help="print theano_ocl's host time per scan step (cProfile of a round)")
     ap.add_argument('--scan-rows', action='store_true',
                     help="also time theano_ocl with OCLMode(scan_rows=True)")
     ap.add_argument('--copied-rows', action='store_true',
@@ -125,6 +127,8 @@ def main():
     rel = max(float(np.max(np.abs(losses[name] - c) / np.maximum(np.abs(c), 1e-6)))
               for name in names if name != 'Theano C')
 
+    if args.profile:
+        common.profile_scan_steps(f_ocl, (X, y), args.iters, 2 * steps)
     rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause,
                                      lambda k: (X, y))
     step, ratio = common.report_rounds(rounds, args.busy, target)

@@ -84,19 +84,7 @@ def main():
     rel = float(np.max(np.abs(losses['theano_ocl'] - c) / np.maximum(np.abs(c), 1e-12)))
     tol = 1e-9 if args.dtype == 'float64' else 1e-4
     if args.profile:
-        import cProfile
-        import pstats
-        pr = cProfile.Profile()
-        t0 = time.perf_counter()
-        pr.enable()
-        for _ in range(args.iters):
-            f_ocl(X, y)
-        pr.disable()
-        dt = time.perf_counter() - t0
-        print('# profiled: %.2f ms per training step, %.1f us per scan step (%d scan steps '
-              'forward and back)' % (dt / args.iters * 1e3, dt / args.iters / (2 * args.steps)
-                                     * 1e6, 2 * args.steps))
-        pstats.Stats(pr).sort_stats('tottime').print_stats(18)
+        common.profile_scan_steps(f_ocl, (X, y), args.iters, 2 * args.steps)
     rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause, lambda k: (X, y))
     step, ratio = common.report_rounds(rounds, args.busy, 1.0)
     ok = rel < tol

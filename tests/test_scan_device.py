@@ -540,12 +540,22 @@ def test_a_steps_row_copies_in_one_launch_each_way(monkeypatch, case):
 
 
 def _count_placements(monkeypatch):
-    """Spy on ops/scan_bind.py: the number of roots each step pointed at its rows."""
-    from theano_ocl.ops import scan_bind
+    """Spy on the rows a loop follows: the number of roots each step pointed at its rows,
+    in the steps run as passes (ops/scan_bind.py) and in those the runtime's loop driver
+    runs (ops/scan_lower.py: its ``Follow`` feeds)."""
+    from theano_ocl.ops import scan, scan_bind
     placed = []
     real = scan_bind.RowBinding.place
     monkeypatch.setattr(scan_bind.RowBinding, 'place',
                         lambda self, i, pos: placed.append(len(self.live)) or real(self, i, pos))
+    drive = scan.drive
+
+    def spy(loop, first, n, *args, **kwargs):
+        done = drive(loop, first, n, *args, **kwargs)
+        if loop.follows:
+            placed.extend([len(loop.follows)] * (done - first))
+        return done
+    monkeypatch.setattr(scan, 'drive', spy)
     return placed
 
 

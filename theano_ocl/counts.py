@@ -36,6 +36,12 @@ def stats(f):
                           or one larger than the device allows)
     ``run_steps``         for a simulator: the facts of its last ``run_steps`` (launches per
                           step batched and not, host steps, steps run as calls)
+    ``scans``             one dict per device Scan node, of its last loop: ``node``,
+                          ``steps``, ``lowered_steps`` (steps run by the runtime's loop
+                          driver rather than as passes of the inner function),
+                          ``launches_per_step`` (of those steps: the inner frame's launches
+                          and the row copies; None where none was lowered), ``loop_s``
+                          (host wall time of the loop, enqueueing included)
     """
     fn = _vm(f)
     frame = fn.last_frame
@@ -51,6 +57,9 @@ def stats(f):
                    on_host=bool(frame.on_host or (
                        frame.tiny and fn.host_tier_after is not None and not frame.tier_probes
                        and frame.replays > fn.host_tier_after)))
+    out['scans'] = [dict(node=str(task.node.op), **task.impl.last_run)
+                    for task in fn.program.tasks
+                    if task.kind == 'dev' and getattr(task.impl, 'last_run', None)]
     if hasattr(f, 'run_steps'):
         out['run_steps'] = dict(getattr(f, 'stats', None) or {})
     return out

@@ -41,6 +41,7 @@ from theano.scan_module.scan_op import Scan
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
+from ..runtime.loop import drive
 from ..runtime import settings
 from ..runtime.kernel_cache import build_seconds
 from ..runtime.memory import buffer_copier, download
@@ -48,7 +49,8 @@ from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 from .scan_bind import RowBinding
 from .scan_fn import expose_inner_function
-from .scan_rows import LoopCopies, RowCopies
+from .scan_lower import ChecksFailed, lowered
+from .scan_rows import LoopCopies, _row
 
 
 class ScanLayout(object):
@@ -145,6 +147,7 @@ class ScanImpl(DeviceImpl):
                                          'device: %s: %s' % (type(e).__name__, e))
         self.inner_functions = (self.fn,)
         self.stopped = None      # (flip, Loop, steps): a run its until condition cut short
+        self.last_run = None     # what its last run did (theano_ocl.stats: 'scans')
         expose_inner_function(op, self.fn)
         vm = self.fn.fn
         prog = getattr(vm, 'program', None)
@@ -233,11 +236,6 @@ def _computed_on_host(prog, var):
 @implemented_by(ScanImpl)
 def _scan(op, node, dev):
     return ScanImpl(node, dev)
-
-
-def _row(d, r):
-    """Row ``r`` of ``d`` (a view)."""
-    return d.view(d.shape[1:], d.strides[1:], d.offset + r * d.strides[0])
 
 
 class Loop(LoopCopies):
@@ -377,7 +375,15 @@ class Loop(LoopCopies):
         start = time.perf_counter() if profile else None
         built = build_seconds() if profile else 0
         try:
-            result = self._run()
+            try:
+                result = self._run()
+            except ChecksFailed:
+                # an error flag set in the lowered steps: the run again as passes, which
+                # read the flags every step and fail where Theano's loop does
+                if self.bound is not None:
+                    self.bound.restore()
+                    self.bound = None
+                result = self._run(lower=False)
             if self.outer_queue is not self.queue:
                 self.queue.finish()           # before the plans after this one read it
             if profile and hasattr(profile, 'nbsteps'):     # as Scan.execute counts
@@ -397,8 +403,10 @@ class Loop(LoopCopies):
             for c in self.fn.output_storage:
                 c.storage[0] = None
 
-    def _run(self):
+    def _run(self, lower=True):
         lay = self.lay
+        t_run = time.perf_counter()
+        self.impl.last_run = None
         stopped, self.impl.stopped = self.impl.stopped, None
         if stopped is not None and not self.planned:
             outs = self._take_stopped(*stopped)
@@ -490,6 +498,24 @@ class Loop(LoopCopies):
                     bound = binding.bound_inputs
                     # (a followed row: no bytes to copy, its staging array still in its cell)
                     copied = [r[:7] + (0,) + r[8:] if r[-1] in bound else r for r in staged]
+            if i == 1 and i < n_steps and lower:
+                # the steps after the first as one loop of the runtime (ops/scan_lower.py)
+                loop, launches = lowered(self, results, copied, meta if rows_in else (),
+                                         binding, pos0, host_seqs)
+                if loop is not None:
+                    i = drive(loop, 1, n_steps, copy)
+                    frame = inner.last_frame
+                    frame.replays += i - 1
+                    if frame.checks:
+                        try:
+                            inner.executor.run_checks(frame)
+                        except Exception:
+                            raise ChecksFailed()
+                    pos = [(p + i) % s for p, s in zip(pos0, store)]
+                    self.impl.last_run = dict(launches_per_step=launches, lowered_steps=i - 1)
+                    if i == n_steps:
+                        break
+                    # (a Replan at step i: the steps left run as passes)
             if masked:
                 self._count(results[-1])
                 if i == check or i == n_steps:
@@ -503,6 +529,9 @@ class Loop(LoopCopies):
                 break
         for o, m in mirrors.items():
             self._put(self.outs[o], m)
+        run = self.impl.last_run = self.impl.last_run or dict(launches_per_step=None,
+                                                              lowered_steps=0)
+        run.update(steps=i, loop_s=time.perf_counter() - t_run)
         if self.uploads:
             cl.wait_for_events(self.uploads)
             self.uploads = []
@@ -537,47 +566,6 @@ class Loop(LoopCopies):
             self._copy(dst, src)
         pos = [(-m + steps) % s for m, s in zip(self.lay.mintaps, self.store)]
         return self._finish(steps, pos)
-
-    def _rows_in(self):
-        """The staged rows' copies as one launch (``RowCopies``), or False."""
-        rows = self.rows_in
-        if not self.use_rows:
-            return False
-        if rows is None:
-            entries = [(_row(src, 0), src.strides[0], staging, 0)
-                       for _, staging, src, o, tap, _ in self.stage if staging.nbytes]
-            rows = RowCopies(self.dev, self.queue, entries)
-            rows = self.rows_in = rows if rows.ok else False
-        elif rows and not rows.valid():
-            rows.rebind()
-        return rows
-
-    def _rows_out(self, results):
-        """After step 0 of a run: the sinks' copies as one launch when every value is one
-        of the inner frame's C-contiguous device values (``pass_values``), none a host
-        mirror; the last run's launch where the values are the same objects."""
-        lay = self.lay
-        if not self.use_rows:
-            return None
-        last = self.rows_out
-        if last and all(results[k] is v for (k, _, _), v in zip(self.sinks, last[0])):
-            if not last[1].valid():
-                last[1].rebind()
-            return last
-        entries, values = [], []
-        for k, j, tap in self.sinks:
-            value = results[k]
-            if not isinstance(value, DArray) or not value.is_c_contiguous() or \
-                    j in self.mirrors:
-                return None
-            values.append(value)
-            if value.nbytes:
-                buf = self.outs[j]
-                shared = j >= lay.n_outs + lay.n_nit_sot
-                entries.append((value, 0, buf if shared else _row(buf, 0),
-                                0 if shared else buf.strides[0]))
-        rows = RowCopies(self.dev, self.queue, entries) if entries else None
-        return (values, rows) if rows is not None and rows.ok else None
 
     def _slot(self, j, tap, pos):
         """The row of outer output ``j`` a sink writes at positions ``pos`` (as Theano's

@@ -105,11 +105,57 @@ class RowCopies(object):
         self.enqueue(self.queue, k, self.gsize, self.lsize)
 
 
+def _row(d, r):
+    """Row ``r`` of ``d`` (a view)."""
+    return d.view(d.shape[1:], d.strides[1:], d.offset + r * d.strides[0])
+
+
 class LoopCopies(object):
     """The device copies of ``ops.scan.Loop`` one at a time: whole arrays, strided ones, a
     step's value into its slot (masked by an ``until`` flag), the flag itself. The loop
     provides ``dev``, ``queue``, ``ctx``, ``copy_buffer``, ``strided``, ``keep``,
     ``wrappers``, ``wrapped``, ``masked_copies``, ``flags`` and ``uploads``."""
+
+    def _rows_in(self):
+        """The staged rows' copies as one launch (``RowCopies``), or False."""
+        rows = self.rows_in
+        if not self.use_rows:
+            return False
+        if rows is None:
+            entries = [(_row(src, 0), src.strides[0], staging, 0)
+                       for _, staging, src, o, tap, _ in self.stage if staging.nbytes]
+            rows = RowCopies(self.dev, self.queue, entries)
+            rows = self.rows_in = rows if rows.ok else False
+        elif rows and not rows.valid():
+            rows.rebind()
+        return rows
+
+    def _rows_out(self, results):
+        """After step 0 of a run: the sinks' copies as one launch when every value is one
+        of the inner frame's C-contiguous device values (``pass_values``), none a host
+        mirror; the last run's launch where the values are the same objects."""
+        lay = self.lay
+        if not self.use_rows:
+            return None
+        last = self.rows_out
+        if last and all(results[k] is v for (k, _, _), v in zip(self.sinks, last[0])):
+            if not last[1].valid():
+                last[1].rebind()
+            return last
+        entries, values = [], []
+        for k, j, tap in self.sinks:
+            value = results[k]
+            if not isinstance(value, DArray) or not value.is_c_contiguous() or \
+                    j in self.mirrors:
+                return None
+            values.append(value)
+            if value.nbytes:
+                buf = self.outs[j]
+                shared = j >= lay.n_outs + lay.n_nit_sot
+                entries.append((value, 0, buf if shared else _row(buf, 0),
+                                0 if shared else buf.strides[0]))
+        rows = RowCopies(self.dev, self.queue, entries) if entries else None
+        return (values, rows) if rows is not None and rows.ok else None
 
     def _masked_put(self, k, r, dst, value):
         """``dst[...] = value`` unless the stop flag is set (a kernel built once per inner
