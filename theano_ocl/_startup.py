@@ -24,8 +24,12 @@ over to :func:`find_theano_spec`. From there on:
      taken).
 
 2. when the ``theano`` package has finished importing, the hook removes itself and calls
-   ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``.
-   A failure there is reported as a warning and never breaks ``import theano``.
+   ``theano_ocl.mode.register()``, which registers linker ``'ocl'`` and mode ``'OCL'``
+   (:func:`_register`, the one place that registers). When a ``theano_ocl`` module was
+   importing theano (``import theano_ocl.vm`` first), registering now would import it
+   half-executed: the hook, which watches every ``theano_ocl`` submodule while it is
+   installed, stays and registers once the outermost of them has finished. A failure
+   there is reported as a warning and never breaks ``import theano``.
 
 3. from then on a second, narrower finder (:class:`ScanPerformHook`) watches the one module
    ``theano.scan_module.scan_perform_ext``, which Scan imports when it makes its thunk and
@@ -70,7 +74,7 @@ _state = {
     'registered': False,     # theano_ocl.mode.register() returned
     'registering': False,    # inside _register (guards the circular import)
     'configparser': False,   # AddConfigVar is wrapped
-    'deferred': False,       # a module of _REGISTRATION_CHAIN was importing: it registers
+    'pending': False,        # theano is imported, a theano_ocl module was still importing
 }
 
 
@@ -92,12 +96,14 @@ def _warn(msg, stacklevel=3):
 class TheanoImportHook(object):
     """A ``sys.meta_path`` finder that watches the import of ``theano`` and its config.
 
-    It finds nothing itself: for ``theano`` and ``theano.configparser`` it asks the other
-    finders and returns their spec with ``exec_module`` wrapped, so that code runs right
-    after the module executed. It removes itself once ``theano`` has been imported.
+    It finds nothing itself: for ``theano``, ``theano.configparser`` and the ``theano_ocl``
+    submodules it asks the other finders and returns their spec with ``exec_module``
+    wrapped, so that code runs right after the module executed. It removes itself once
+    ``theano`` has been imported and linker and mode are registered (or failed to).
     """
     _theano_ocl_hook = True
     _WATCH = ('theano', 'theano.configparser', 'theano.tensor.nnet.abstract_conv')
+    _PACKAGE = 'theano_ocl.'    # its submodules: one of them may be importing theano
 
     def __init__(self):
         self._busy = set()
@@ -106,7 +112,8 @@ class TheanoImportHook(object):
         return '<theano_ocl start-up hook>'
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname not in self._WATCH or fullname in self._busy:
+        ours = fullname.startswith(self._PACKAGE)
+        if not (ours or fullname in self._WATCH) or fullname in self._busy:
             return None
         self._busy.add(fullname)
         try:
@@ -121,6 +128,8 @@ class TheanoImportHook(object):
             return None
         if fullname == 'theano.tensor.nnet.abstract_conv':
             return _wrap_exec(spec, before=_before_abstract_conv)
+        if ours:
+            return _wrap_exec(spec, _after_theano_ocl_module)
         after = _after_theano if fullname == 'theano' else _after_configparser
         try:
             return _wrap_exec(spec, after,
@@ -260,9 +269,28 @@ def _after_configparser(configparser):
 
 
 def _after_theano(theano):
-    uninstall_hook()
     install_scan_hook()
-    _register()
+    _register_when_ready()
+
+
+def _after_theano_ocl_module(module):
+    if _state['pending']:
+        _register_when_ready(finishing=module.__name__)
+
+
+def _register_when_ready(finishing=None):
+    """Theano is imported: register, unless a ``theano_ocl`` module is still importing
+    (``finishing``, the one calling from its end, excepted). Registering imports
+    ``theano_ocl.mode`` and what it imports, which may be that module, half-executed: the
+    hook then stays, and the end of the outermost one calls again."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith(TheanoImportHook._PACKAGE) and name != finishing \
+                and _initializing(module):
+            _state['pending'] = True
+            return False
+    _state['pending'] = False
+    uninstall_hook()
+    return _register()
 
 
 def _wrap_add_config_var(cp):
@@ -371,21 +399,13 @@ def _patch_live_config(theano):
                 _warn('could not adjust Theano flag %r: %r' % (name, e))
 
 
-def _register(finishing=None):
-    """Call ``theano_ocl.mode.register()`` once theano is importable. True when done.
-    ``finishing``: the module of the registration chain calling from its last line (its
-    names are all defined)."""
+def _register():
+    """Call ``theano_ocl.mode.register()`` once theano is imported (the one place that
+    registers linker ``'ocl'`` and mode ``'OCL'``). True when done."""
     if _state['registered']:
         return True
     if _state['registering']:
         return False
-    for name in _REGISTRATION_CHAIN:
-        m = sys.modules.get(name)
-        if m is not None and name != finishing and _initializing(m):
-            # a module registration imports names from is importing theano right now:
-            # it registers at its end (register_deferred)
-            _state['deferred'] = True
-            return False
     pkg = sys.modules.get('theano_ocl')
     _state['registering'] = True
     try:
@@ -395,7 +415,8 @@ def _register(finishing=None):
         _state['registered'] = True
     except Exception as e:
         if pkg is not None and _initializing(pkg):
-            # circular: theano_ocl/__init__ is importing theano; it registers at its end
+            # theano_ocl/__init__ is calling (theano was imported first): the package's
+            # import goes on quietly; importing theano_ocl.mode raises where it is used
             return False
         _warn("could not register linker 'ocl' / mode 'OCL' with Theano "
               "(theano_ocl.mode failed to import or register): %r. Plain Theano works; "
@@ -404,22 +425,6 @@ def _register(finishing=None):
     finally:
         _state['registering'] = False
     return True
-
-
-#: the modules registering imports names from (mode -> linker -> vm, linker -> ops.fusion ->
-#: ops.elemwise); each calls register_deferred() at its end
-_REGISTRATION_CHAIN = ('theano_ocl.mode', 'theano_ocl.linker', 'theano_ocl.vm',
-                       'theano_ocl.ops.fusion', 'theano_ocl.ops.elemwise')
-
-
-def register_deferred(module):
-    """Register now (called by ``module`` of the registration chain from its last line) if
-    an import of the chain deferred it: a module of it was importing theano when Theano's
-    import finished."""
-    theano = sys.modules.get('theano')
-    if _state.get('deferred') and theano is not None and not _initializing(theano):
-        if _register(finishing=module):
-            _state['deferred'] = False
 
 
 def is_registered():

@@ -28,7 +28,6 @@ from theano.compile import ops as compile_ops
 from theano import scalar as ts
 from theano.tensor.type_other import SliceType, NoneTypeT
 
-from . import _startup
 from .device import get_device
 from .errors import NoDeviceImplementation
 from .ops.base import DEVICE_DTYPES
@@ -630,5 +629,3 @@ def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False, prof
 
 
 provide('scan_inner_function', scan_inner_function)
-
-_startup.register_deferred(__name__)    # when importing this module deferred registration

@@ -2,7 +2,6 @@
 import theano
 from theano.compile import mode as theano_mode
 
-from . import _startup
 from .linker import OCLLinker
 
 
@@ -62,6 +61,3 @@ def register():
     if 'OCL' not in theano_mode.predefined_modes:
         theano_mode.register_mode('OCL', OCLMode())
     shared.install_patches()
-
-
-_startup.register_deferred(__name__)    # when importing this module deferred registration

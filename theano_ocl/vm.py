@@ -25,7 +25,6 @@ import weakref
 
 import numpy as np
 
-from . import _startup
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
@@ -523,6 +522,3 @@ class OCLFunction(object):
             self.dev.trim()
         except Exception:       # pragma: no cover - interpreter shutdown
             pass
-
-
-_startup.register_deferred(__name__)    # when importing this module deferred registration

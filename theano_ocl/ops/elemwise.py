@@ -22,7 +22,6 @@ import theano.scalar as ts
 from theano.gof import Constant
 from theano.tensor.elemwise import Elemwise
 
-from .. import _startup
 from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray, Shaped
@@ -634,6 +633,3 @@ def _elemwise(op, node, dev):
     support, body, codes = oscalar.elemwise_code_checked(op.scalar_op, in_dtypes, out_dtypes,
                                                          nonzero)
     return ElemwiseImpl(node, dev, support, body, checked=bool(codes))
-
-
-_startup.register_deferred(__name__)    # when importing this module deferred registration

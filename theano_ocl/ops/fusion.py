@@ -19,7 +19,6 @@ may be a ``Fused`` value) and ``takes_epilogue`` (a product that runs an epilogu
 The passes run over the linked tasks (``linker.build_program``) under the function's
 settings (``fuse``, ``epilogues``: ``runtime.settings``).
 """
-from .. import _startup
 from ..runtime import settings
 from ..runtime.context import provide
 from .elemwise import Deferred, ElemwiseImpl, Fused
@@ -369,6 +368,3 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
             task.fused[j] = p
             _reads_move(prog, pos, reads, task)
             break             # one product per consumer
-
-
-_startup.register_deferred(__name__)    # when importing this module deferred registration
