@@ -1,7 +1,9 @@
 """The package's shape: no import cycle anywhere in theano_ocl/ (imports inside functions
-included), op families never import the executor, and importing any one module first
-still registers mode 'OCL'."""
+and through importlib included), op families never import the executor, only the package
+imports the start-up hook, and importing any one module first still registers mode 'OCL'."""
 import ast
+import collections
+import itertools
 import os
 import subprocess
 import sys
@@ -13,13 +15,13 @@ import theano_ocl
 PKG_DIR = os.path.dirname(theano_ocl.__file__)
 
 
-def _modules():
+def _modules(pkg_dir=PKG_DIR):
     mods = {}
-    for root, _, files in os.walk(PKG_DIR):
+    for root, _, files in os.walk(pkg_dir):
         for f in files:
             if f.endswith('.py'):
                 path = os.path.join(root, f)
-                rel = os.path.relpath(path, os.path.dirname(PKG_DIR))[:-3].replace(os.sep, '.')
+                rel = os.path.relpath(path, os.path.dirname(pkg_dir))[:-3].replace(os.sep, '.')
                 if rel.endswith('.__init__'):
                     rel = rel[:-len('.__init__')]
                 mods[rel] = path
@@ -35,24 +37,158 @@ def _resolve(module, is_pkg, level, name):
     return '.'.join(base + ([name] if name else []))
 
 
-def import_graph():
-    """module -> set of theano_ocl modules it imports (at any depth of its code)."""
-    mods = _modules()
+class _Strings(object):
+    """The string values an expression of one module can take, where its source decides
+    them: literals, f-strings, ``%``, ``.format`` and ``+`` of such values, ``__name__`` /
+    ``__package__``, and names every binding of which is such a value or a ``for`` over a
+    tuple or list of them (a parameter, a call's result: undecided). None: undecided."""
+    LIMIT = 64      # values per expression
+
+    def __init__(self, module, is_pkg, tree):
+        package = module if is_pkg else module.rpartition('.')[0]
+        self.known = {'__name__': {module}, '__package__': {package}}
+        self.bindings = collections.defaultdict(list)   # name -> [('=' | 'in', expr) or None]
+        parents = {c: n for n in ast.walk(tree) for c in ast.iter_child_nodes(n)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                up = parents.get(node)
+                if isinstance(up, ast.Assign) and node in up.targets:
+                    self.bindings[node.id].append(('=', up.value))
+                elif isinstance(up, (ast.For, ast.comprehension)) and up.target is node:
+                    self.bindings[node.id].append(('in', up.iter))
+                else:
+                    self.bindings[node.id].append(None)
+            elif isinstance(node, ast.arg):
+                self.bindings[node.arg].append(None)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                self.bindings[node.name].append(None)
+            elif isinstance(node, ast.alias):
+                self.bindings[node.asname or node.name.split('.')[0]].append(None)
+        self._busy = set()
+
+    def value(self, e):
+        if isinstance(e, ast.Constant):
+            return {e.value} if isinstance(e.value, str) else None
+        if isinstance(e, ast.Name):
+            return self._name(e.id, self.value)
+        if isinstance(e, ast.JoinedStr):
+            return self._join([self.value(v.value) if isinstance(v, ast.FormattedValue)
+                               else self.value(v) for v in e.values], ''.join)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Add):
+            return self._join([self.value(e.left), self.value(e.right)], ''.join)
+        if isinstance(e, ast.BinOp) and isinstance(e.op, ast.Mod):
+            args = e.right.elts if isinstance(e.right, ast.Tuple) else [e.right]
+            return self._join([self.value(e.left)] + [self.value(a) for a in args],
+                              lambda parts: parts[0] % tuple(parts[1:]))
+        if isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute) \
+                and e.func.attr == 'format' and not e.keywords:
+            return self._join([self.value(e.func.value)] + [self.value(a) for a in e.args],
+                              lambda parts: parts[0].format(*parts[1:]))
+        return None
+
+    def items(self, e):
+        """The values of a ``for`` over ``e``."""
+        if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+            return self._join([self.value(x) for x in e.elts], None)
+        if isinstance(e, ast.Name):
+            return self._name(e.id, self.items)
+        return None
+
+    def _name(self, name, how):
+        if name in self.known:
+            return self.known[name]
+        found = self.bindings.get(name)
+        if not found or None in found or (name, how) in self._busy:
+            return None
+        self._busy.add((name, how))
+        try:
+            out = set()
+            for kind, expr in found:
+                v = how(expr) if kind == '=' else (self.items(expr) if how == self.value
+                                                  else None)
+                if v is None:
+                    return None
+                out |= v
+            return out if len(out) <= self.LIMIT else None
+        finally:
+            self._busy.discard((name, how))
+
+    def _join(self, parts, combine):
+        """Every combination of ``parts`` through ``combine`` (None: their union)."""
+        if any(p is None for p in parts):
+            return None
+        if combine is None:
+            return set().union(*parts)
+        out = set()
+        for combo in itertools.product(*[sorted(p) for p in parts]):
+            try:
+                out.add(combine(list(combo)))
+            except (TypeError, ValueError, IndexError, KeyError):
+                return None
+            if len(out) > self.LIMIT:
+                return None
+        return out
+
+
+def _resolve_name(name, package):
+    """importlib's resolution of a relative ``name`` against ``package``."""
+    if not name.startswith('.'):
+        return name
+    level = len(name) - len(name.lstrip('.'))
+    base = package.rsplit('.', level - 1)[0] if package else ''
+    rest = name[level:]
+    return '%s.%s' % (base, rest) if rest else base
+
+
+def _dynamic_imports(tree, strings):
+    """Modules named by ``importlib.import_module(...)`` / ``__import__(...)`` calls whose
+    name ``strings`` decides (a relative one with its ``package``)."""
+    callers = {'import_module', '__import__'}
+    for node in ast.walk(tree):      # from importlib import import_module as load
+        if isinstance(node, ast.ImportFrom) and node.module == 'importlib':
+            callers |= {a.asname for a in node.names if a.name == 'import_module' and a.asname}
+    found = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        called = f.attr if isinstance(f, ast.Attribute) else getattr(f, 'id', None)
+        if called not in callers:
+            continue
+        args = list(node.args) + [None, None]
+        kw = {k.arg: k.value for k in node.keywords}
+        name = kw.get('name', args[0])
+        names = strings.value(name) if name is not None else None
+        if not names:
+            continue
+        if called == '__import__':
+            packages = {''}
+        else:
+            package = kw.get('package', args[1])
+            packages = strings.value(package) if package is not None else {''}
+            if packages is None:
+                continue
+        found |= {_resolve_name(n, p) for n in names for p in packages}
+    return found
+
+
+def import_graph(pkg_dir=PKG_DIR):
+    """module -> set of the package's modules it imports (at any depth of its code, and
+    through importlib where the module name can be decided from the source)."""
+    mods = _modules(pkg_dir)
     graph = {}
     for mod, path in mods.items():
         is_pkg = path.endswith('__init__.py')
-        tree = ast.parse(open(path).read(), path)
-        deps = set()
+        with open(path) as f:
+            tree = ast.parse(f.read(), path)
+        targets = _dynamic_imports(tree, _Strings(mod, is_pkg, tree))
         for node in ast.walk(tree):
-            targets = []
             if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
+                targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(mod, is_pkg, node.level, node.module) if node.level else node.module
-                targets = [base] + ['%s.%s' % (base, a.name) for a in node.names]
-            for t in targets:
-                if t in mods and t != mod:
-                    deps.add(t)
+                targets.update([base] + ['%s.%s' % (base, a.name) for a in node.names])
+        deps = {t for t in targets if t in mods and t != mod}
         # importing a submodule of a package runs the package's __init__ first; a module
         # inside that package is imported by (or with) it, which is no cycle
         graph[mod] = {d for d in deps if not mod.startswith(d + '.')}
@@ -94,6 +230,62 @@ def test_cycle_detection_sees_function_level_imports():
     graph = import_graph()
     # the op families register their batched kernels with the runtime's planner
     assert 'theano_ocl.runtime.planner' in graph['theano_ocl.ops.elemwise']
+
+
+def test_only_the_package_imports_the_startup_hook():
+    # one registration place (_startup, through importlib): no module registers itself
+    graph = import_graph()
+    assert 'theano_ocl.mode' in graph['theano_ocl._startup']
+    assert {m for m, deps in graph.items() if 'theano_ocl._startup' in deps} == {'theano_ocl'}
+
+
+#: ways of naming pkg.b from pkg.a through importlib, each closing the cycle b -> a
+IMPORTLIB_FORMS = {
+    'literal': "importlib.import_module('pkg.b')",
+    'relative': "importlib.import_module('.b', __package__)",
+    'relative_keyword': "importlib.import_module(name='.b', package=__package__)",
+    'fstring': "importlib.import_module(f'{__package__}.b')",
+    'percent': "importlib.import_module('%s.%s' % (__package__, 'b'))",
+    'format': "importlib.import_module('{}.{}'.format(PREFIX, 'b'))",
+    'concat_loop': "[importlib.import_module(PREFIX + '.' + n) for n in NAMES]",
+    'alias': "load('pkg.b')",
+    'dunder_import': "__import__('pkg.b')",
+    'lazy_from_import': "from . import b",
+}
+
+
+def _package(tmp_path, call, back=True):
+    pkg = tmp_path / 'pkg'
+    pkg.mkdir()
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'a.py').write_text(
+        "import importlib\nfrom importlib import import_module as load\n"
+        "PREFIX = 'pkg'\nNAMES = ('c', 'b')\n\n\ndef later():\n    %s\n" % call)
+    (pkg / 'b.py').write_text('from . import a\n' if back else 'import os\n')
+    (pkg / 'c.py').write_text('')
+    return str(pkg)
+
+
+@pytest.mark.parametrize('form', sorted(IMPORTLIB_FORMS))
+def test_cycle_through_importlib_is_caught(tmp_path, form):
+    """The checker on a package of three modules: a imports b through importlib (or
+    inside a function), b imports a back."""
+    graph = import_graph(_package(tmp_path, IMPORTLIB_FORMS[form]))
+    assert 'pkg.b' in graph['pkg.a']
+    assert ['pkg.a', 'pkg.b', 'pkg.a'] in _cycles(graph)
+
+
+def test_importlib_without_a_way_back_is_no_cycle(tmp_path):
+    graph = import_graph(_package(tmp_path, IMPORTLIB_FORMS['fstring'], back=False))
+    assert graph['pkg.a'] == {'pkg.b'} and _cycles(graph) == []
+
+
+def test_undecided_module_names_add_no_edge(tmp_path):
+    # a name from a parameter, or rebound to something else, is not guessed
+    call = ("importlib.import_module(name)\n\n\ndef other(name):\n"
+            "    PREFIX = name\n    importlib.import_module(PREFIX + '.b')")
+    graph = import_graph(_package(tmp_path, call))
+    assert graph['pkg.a'] == set()
 
 
 def _reaches(graph, start):
