@@ -241,8 +241,9 @@ def test_registration_failure_does_not_break_theano(tmp_path):
     pkg.mkdir(parents=True)
     (pkg / '__init__.py').write_text('')
     (pkg / 'mode.py').write_text('raise RuntimeError("broken on purpose")\n')
-    with open(os.path.join(REPO, 'theano_ocl', '_startup.py')) as f:
-        (pkg / '_startup.py').write_text(f.read())
+    for name in ('_startup.py', '_theano_compat.py'):     # the start-up hook's files
+        with open(os.path.join(REPO, 'theano_ocl', name)) as f:
+            (pkg / name).write_text(f.read())
     env = _env()
     env['PYTHONPATH'] = str(tmp_path / 'fake')
     p = _run(['-c', 'import theano; print("ok", "ocl" in theano.compile.mode.predefined_linkers)'],

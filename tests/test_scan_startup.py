@@ -49,15 +49,15 @@ SCRIPT = textwrap.dedent('''
 
     modes = [None if m in ('', 'None') else m for m in sys.argv[1:]]
     res = [run(m) for m in modes]
-    startup = sys.modules.get('theano_ocl._startup')
+    compat = sys.modules.get('theano_ocl._theano_compat')
     print(json.dumps(dict(
         runs=res, compiledir=theano.config.compiledir, sys_path=sys.path,
-        unbuildable=startup is not None and startup._scan_cython_unbuildable() is not None)))
+        unbuildable=compat is not None and compat.scan_cython_unbuildable() is not None)))
 ''')
 
 # the compile is tried and fails (the case a cheaper check does not foresee)
-FORCE_COMPILE = ('import theano_ocl._startup as s; '
-                 's._scan_cython_unbuildable = lambda: None\n')
+FORCE_COMPILE = ('import theano_ocl._theano_compat as c; '
+                 'c.scan_cython_unbuildable = lambda: None\n')
 
 
 def _numpy_runs():

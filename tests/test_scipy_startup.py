@@ -69,7 +69,7 @@ def test_only_missing_names_are_added():
     import importlib
     import os
     import sys
-    from theano_ocl import _startup
+    from theano_ocl import _theano_compat
     import scipy.signal._signaltools as new
     old = importlib.import_module('scipy.signal.signaltools')
     before = {f: os.path.getmtime(os.path.join(os.path.dirname(new.__file__), f))
@@ -78,14 +78,14 @@ def test_only_missing_names_are_added():
     saved = old.__dict__.get('_bvalfromboundary', None)
     old._bvalfromboundary = mine
     try:
-        _startup.alias_scipy_signal()
+        _theano_compat.alias_scipy_signal()
         assert old._bvalfromboundary is mine
         assert old._valfrommode is new._valfrommode
         assert sys.modules['scipy.signal.sigtools']._convolve2d is not None
     finally:
         if saved is None:
             del old._bvalfromboundary
-            _startup.alias_scipy_signal()
+            _theano_compat.alias_scipy_signal()
         else:
             old._bvalfromboundary = saved
     after = {f: os.path.getmtime(os.path.join(os.path.dirname(new.__file__), f))

@@ -13,7 +13,7 @@ over to :func:`find_theano_spec`. From there on:
    * the default of ``blas.ldflags`` becomes ``''`` when numpy no longer describes its BLAS
      (``numpy.distutils.__config__.blas_opt_info`` is gone since numpy 1.22, and Theano
      1.0.5's import fails on it). A value the user sets is never touched. With ``''`` Theano
-     calls numpy's BLAS through numpy's C API.
+     calls numpy's BLAS through numpy's C API (``_theano_compat.py``).
 
    * the ``device``, ``init_gpu_device`` and ``contexts`` flags hand an OpenCL device
      (``openclP:D``, gpuarray's syntax) to theano_ocl and read ``cpu`` / ``''`` to Theano,
@@ -37,12 +37,13 @@ over to :func:`find_theano_spec`. From there on:
    (``Scan.execute``) only on ``ImportError``; a failed compile raises a plain
    ``Exception``, so on Python 3.11 (where ``longintrepr.h`` moved and the generated C no
    longer builds) every function with a ``theano.scan`` failed to compile under every
-   mode. The finder turns "cannot be built" into that ``ImportError``, with one warning
-   per process, and remembers it so that later Scans do not retry the compile.
+   mode. The finder turns "cannot be built" (``_theano_compat.scan_cython_unbuildable``,
+   or a compile that fails) into that ``ImportError``, with one warning per process, and
+   remembers it so that later Scans do not retry the compile.
 
 4. right before ``theano.tensor.nnet.abstract_conv`` executes (``theano.tensor.nnet.conv``
-   imports it first), :func:`alias_scipy_signal` gives the private SciPy names Theano's
-   reference convolutions import (``scipy.signal.signaltools._valfrommode``, ...,
+   imports it first), ``_theano_compat.alias_scipy_signal`` gives the private SciPy names
+   Theano's reference convolutions import (``scipy.signal.signaltools._valfrommode``, ...,
    ``scipy.signal.sigtools._convolve2d``) back at those paths, taken from where SciPy
    >= 1.8 keeps them (``scipy.signal._signaltools``, ``scipy.signal._sigtools``). Without
    them Theano sets ``imported_scipy_signal = False``: the legacy ``ConvOp`` cannot run its
@@ -51,18 +52,22 @@ over to :func:`find_theano_spec`. From there on:
 
 ``theano_ocl/__init__.py`` calls :func:`apply_theano_patches` so that the same happens
 without the ``.pth`` (a checkout that is not installed): before ``theano`` is imported it
-installs the hook; after, it relaxes the two flags on the live config and registers.
+installs the hook; after, it relaxes the two flags on the live config, repairs the SciPy
+names and registers.
 
-This module runs during interpreter start-up in every process of the environment that
-imports Theano: it imports nothing beyond the standard library at module level, and it
-must never import numpy, pyopencl or theano itself.
+This module owns the finders and when each patch runs; what Theano 1.0.5 lacks on today's
+numpy, SciPy and Python is in ``_theano_compat.py``, Theano's device flags in
+``_device_flags.py``, both loaded by file from here (:func:`theano_compat`,
+:func:`device_flags_module`). It runs during interpreter start-up in every process of the
+environment that imports Theano: it imports nothing beyond the standard library at module
+level, and it must never import numpy, pyopencl or theano itself.
 """
 import os
 import sys
 
 __all__ = ['apply_theano_patches', 'install_hook', 'install_scan_hook', 'is_registered',
            'find_theano_spec', 'EXTRA_LINKERS', 'EXTRA_MODES', 'render_pth',
-           'alias_scipy_signal', 'repair_theano_scipy_imports']
+           'device_flags_module', 'theano_compat']
 
 #: values the ``linker`` / ``mode`` flags accept on top of Theano's own
 EXTRA_LINKERS = ('ocl',)
@@ -341,47 +346,13 @@ def _adjust_param(name, param):
         filter_mode.__wrapped__ = orig_filter
         param.filter = filter_mode
     elif name == 'blas.ldflags':
-        orig_default = param.default
-        if not callable(orig_default):
+        compat = theano_compat()
+        if compat is None or not callable(param.default):
             return
-
-        def default_blas_ldflags():
-            if not _numpy_describes_blas():
-                _quiet_numpy_blas_notice()
-                return ''
-            return orig_default()
-        default_blas_ldflags.__wrapped__ = orig_default
-        param.default = default_blas_ldflags
+        param.default = compat.blas_ldflags_default(param.default)
     else:
         return
     setattr(param, _MARK, True)
-
-
-def _numpy_describes_blas():
-    """Whether ``numpy.distutils.__config__.blas_opt_info`` (Theano's BLAS probe) exists."""
-    import warnings
-    with warnings.catch_warnings():
-        warnings.simplefilter('ignore')    # numpy.distutils is deprecated in numpy 1.23
-        try:
-            import numpy.distutils.__config__ as npconf
-        except Exception:
-            return False
-    return hasattr(npconf, 'blas_opt_info')
-
-
-class _DropNumpyBlasNotice(object):
-    # Theano logs 'Using NumPy C-API based implementation for BLAS functions.' at import
-    # when blas.ldflags is empty. It is only dropped when the hook chose that default
-    # (numpy no longer tells Theano where its BLAS is); an explicit blas.ldflags= keeps it.
-    def filter(self, record):
-        return not str(record.msg).startswith('Using NumPy C-API based implementation for BLAS')
-
-
-def _quiet_numpy_blas_notice():
-    import logging
-    logger = logging.getLogger('theano.tensor.blas')
-    if not any(isinstance(f, _DropNumpyBlasNotice) for f in logger.filters):
-        logger.addFilter(_DropNumpyBlasNotice())
 
 
 def _patch_live_config(theano):
@@ -432,15 +403,19 @@ def is_registered():
 
 
 def _bind_to_package():
-    # When the .pth loaded this file before the package existed, the package module
-    # does not have the attribute yet.
+    # When the .pth loaded this file (and its siblings) before the package existed, the
+    # package module does not have the attributes yet.
     pkg = sys.modules.get('theano_ocl')
-    me = sys.modules.get(__name__)
-    if pkg is not None and me is not None and getattr(pkg, '_startup', None) is not me:
-        try:
-            pkg._startup = me
-        except Exception:
-            pass
+    if pkg is None:
+        return
+    mods = [('_startup', sys.modules.get(__name__))]
+    mods += [(name, sys.modules.get('theano_ocl.' + name)) for name in SIBLINGS]
+    for name, m in mods:
+        if m is not None and getattr(pkg, name, None) is not m:
+            try:
+                setattr(pkg, name, m)
+            except Exception:
+                pass
 
 
 def apply_theano_patches():
@@ -465,24 +440,31 @@ def apply_theano_patches():
         return False
     _patch_live_config(theano)
     install_scan_hook()
-    repair_theano_scipy_imports()
+    compat = theano_compat()
+    if compat is not None:
+        compat.repair_theano_scipy_imports()
     return _register()
 
 
 # ---------------------------------------------------------------------------------------
-# Theano's device flags (_device_flags.py)
+# the modules this one loads by file
 
-def device_flags_module():
-    """``theano_ocl._device_flags``, loaded by file like this module: it runs during
-    Theano's import, before the package may be importable (it is stdlib-only too). None
-    where this file was copied without it: Theano then reads its device flags itself."""
-    m = sys.modules.get('theano_ocl._device_flags')
+#: stdlib-only modules that run during Theano's import, next to this file
+SIBLINGS = ('_device_flags', '_theano_compat')
+
+
+def _sibling(name):
+    """``theano_ocl.<name>``, loaded by file like this module: it runs during Theano's
+    import, before the package may be importable. None where this file was copied without
+    it: what it does for Theano is then left undone."""
+    fullname = 'theano_ocl.' + name
+    m = sys.modules.get(fullname)
     if m is None:
         import importlib.util
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), '_device_flags.py')
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + '.py')
         if not os.path.isfile(path):
             return None
-        spec = importlib.util.spec_from_file_location('theano_ocl._device_flags', path)
+        spec = importlib.util.spec_from_file_location(fullname, path)
         m = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = m
         try:
@@ -490,88 +472,26 @@ def device_flags_module():
         except BaseException:
             del sys.modules[spec.name]
             raise
+        _bind_to_package()
     return m
 
 
-# ---------------------------------------------------------------------------------------
-# SciPy's private signal names
-
-#: (old module, where SciPy >= 1.8 keeps it, names Theano 1.0.5 imports from the old one)
-SCIPY_SIGNAL_ALIASES = (
-    ('scipy.signal.signaltools', 'scipy.signal._signaltools',
-     ('_valfrommode', '_bvalfromboundary', 'convolve')),
-    ('scipy.signal.sigtools', 'scipy.signal._sigtools', ('_convolve2d',)),
-)
-
-#: Theano modules that import those names under ``try`` (``imported_scipy_signal``)
-THEANO_SCIPY_USERS = (
-    ('theano.tensor.nnet.abstract_conv',
-     ('_valfrommode', '_bvalfromboundary', 'convolve', '_convolve2d')),
-    ('theano.tensor.nnet.conv', ('_valfrommode', '_bvalfromboundary', '_convolve2d')),
-)
+def device_flags_module():
+    """``theano_ocl._device_flags`` (Theano's device flags taken over; Theano reads them
+    itself where the file is missing)."""
+    return _sibling('_device_flags')
 
 
-def alias_scipy_signal():
-    """Make ``from scipy.signal.signaltools import _valfrommode, _bvalfromboundary,
-    convolve`` and ``from scipy.signal.sigtools import _convolve2d`` work on a SciPy that
-    moved them (1.8 made the modules private; 1.15 has no ``sigtools`` at all and a
-    ``signaltools`` shim without the underscored names). A name the old module has is left
-    alone; a missing old module becomes the new one in ``sys.modules``. Returns the list of
-    ``module.name`` aliases made."""
-    import importlib
-    import importlib.util
-    made = []
-    for old_name, new_name, names in SCIPY_SIGNAL_ALIASES:
-        try:
-            new = importlib.import_module(new_name)
-        except ImportError:
-            continue                    # an older SciPy: the old paths are the real ones
-        old = sys.modules.get(old_name)
-        if old is None:
-            try:
-                found = importlib.util.find_spec(old_name) is not None
-            except ImportError:
-                found = False
-            if not found:
-                sys.modules[old_name] = new
-                made.append(old_name)
-                continue
-            old = importlib.import_module(old_name)
-        for name in names:
-            # vars(): the shim's module __getattr__ would answer 'convolve' with a warning
-            if name not in vars(old) and hasattr(new, name):
-                setattr(old, name, getattr(new, name))
-                made.append('%s.%s' % (old_name, name))
-    return made
+def theano_compat():
+    """``theano_ocl._theano_compat``: what Theano 1.0.5 needs on today's numpy, SciPy and
+    Python."""
+    return _sibling('_theano_compat')
 
 
 def _before_abstract_conv(module):
-    alias_scipy_signal()
-
-
-def repair_theano_scipy_imports():
-    """Theano was imported before the hook: give its conv modules the SciPy names they
-    failed to import (and ``imported_scipy_signal = True``). True when both have them."""
-    ok = True
-    for modname, names in THEANO_SCIPY_USERS:
-        m = sys.modules.get(modname)
-        if m is None or getattr(m, 'imported_scipy_signal', True):
-            continue
-        try:
-            alias_scipy_signal()
-            import importlib
-            values = {}
-            for name in names:
-                src = 'scipy.signal.sigtools' if name == '_convolve2d' \
-                    else 'scipy.signal.signaltools'
-                values[name] = getattr(importlib.import_module(src), name)
-        except Exception:
-            ok = False
-            continue
-        for name, value in values.items():
-            setattr(m, name, value)
-        m.imported_scipy_signal = True
-    return ok
+    compat = theano_compat()
+    if compat is not None:
+        compat.alias_scipy_signal()
 
 
 # ---------------------------------------------------------------------------------------
@@ -601,7 +521,8 @@ class ScanPerformHook(object):
             return None
         if self.failure is not None:
             raise ImportError(self.failure, name=fullname)
-        reason = _scan_cython_unbuildable()
+        compat = theano_compat()
+        reason = compat.scan_cython_unbuildable() if compat is not None else None
         if reason is not None:
             raise self._fail(reason, stacklevel=4)
         spec = _find_spec_elsewhere(fullname, path, target, skip=self)
@@ -636,34 +557,6 @@ def _first_line(exc):
     text = ' '.join(str(a) for a in getattr(exc, 'args', ()) if isinstance(a, str)) or repr(exc)
     lines = [l.strip() for l in text.splitlines() if l.strip()]
     return lines[0][:400] if lines else type(exc).__name__
-
-
-def _scan_cython_unbuildable():
-    """Why ``scan_perform.c`` cannot compile here, without running the compiler; else None.
-
-    Theano 1.0.5 ships Cython output that includes ``longintrepr.h``, which Python 3.11
-    moved to ``cpython/``: the compile fails at its first include. Knowing it up front
-    spares every process the compile lock and the failed compile (and its long error).
-    """
-    theano = sys.modules.get('theano')
-    config = getattr(theano, 'config', None)
-    if config is None or not getattr(config, 'cxx', ''):
-        return None                 # no compiler: Theano raises ImportError itself
-    import sysconfig
-    cfile = os.path.join(os.path.dirname(theano.__file__), 'scan_module', 'c_code',
-                         'scan_perform.c')
-    try:
-        with open(cfile) as f:
-            needs = '#include "longintrepr.h"' in f.read()
-    except OSError:
-        return None                 # Theano warns about the missing file itself
-    if not needs:
-        return None
-    paths = sysconfig.get_paths()
-    for key in ('include', 'platinclude'):
-        if os.path.isfile(os.path.join(paths.get(key) or '', 'longintrepr.h')):
-            return None
-    return 'its generated C includes longintrepr.h, which this Python no longer provides'
 
 
 _scan_hook = None
