@@ -319,12 +319,16 @@ def test_op_families_record_into_the_runtime_not_the_executor():
 
 @pytest.mark.parametrize('first', ['theano_ocl.vm', 'theano_ocl.linker', 'theano_ocl.mode',
                                    'theano_ocl.simulator', 'theano_ocl.ops',
+                                   'theano_ocl.ops.elemwise', 'theano_ocl.ops.fusion',
                                    'theano_ocl.runtime.host_tier'])
 def test_any_module_imported_first_registers_the_mode(first):
-    code = ("import warnings; warnings.simplefilter('error', RuntimeWarning)\n"
+    # registered by the time that import is done, and the start-up hook gone
+    code = ("import sys, warnings; warnings.simplefilter('error', RuntimeWarning)\n"
             "import %s\nimport theano\n"
             "assert 'OCL' in theano.compile.mode.predefined_modes\n"
-            "assert 'ocl' in theano.compile.mode.predefined_linkers\n" % first)
+            "assert 'ocl' in theano.compile.mode.predefined_linkers\n"
+            "assert not [f for f in sys.meta_path if getattr(f, '_theano_ocl_hook', False)]\n"
+            % first)
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
                        timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]

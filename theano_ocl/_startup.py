@@ -99,7 +99,8 @@ def _warn(msg, stacklevel=3):
 
 
 class TheanoImportHook(object):
-    """A ``sys.meta_path`` finder that watches the import of ``theano`` and its config.
+    """A ``sys.meta_path`` finder that watches the import of ``theano``, its config and
+    the ``theano_ocl`` submodules.
 
     It finds nothing itself: for ``theano``, ``theano.configparser`` and the ``theano_ocl``
     submodules it asks the other finders and returns their spec with ``exec_module``
@@ -134,8 +135,9 @@ class TheanoImportHook(object):
         if fullname == 'theano.tensor.nnet.abstract_conv':
             return _wrap_exec(spec, before=_before_abstract_conv)
         if ours:
-            return _wrap_exec(spec, _after_theano_ocl_module)
-        after = _after_theano if fullname == 'theano' else _after_configparser
+            after = _after_theano_ocl_module
+        else:
+            after = _after_theano if fullname == 'theano' else _after_configparser
         try:
             return _wrap_exec(spec, after,
                               on_error=_uninstall_on_error if fullname == 'theano' else None)
