@@ -77,6 +77,10 @@ setup(
         'bench': ['tqdm', 'matplotlib'],
         # make docs / tests/test_docs.py (Sphinx 9 needs Python >= 3.11)
         'docs': ['sphinx>=9,<10', 'myst-parser>=5,<6'],
+        # theano_ocl.distributed (several devices and hosts over MPI): needs an MPI library
+        # (Debian: openmpi-bin libopenmpi-dev; or the `mpich` wheel where no system
+        # package can be installed)
+        'mpi': ['mpi4py>=3.1'],
     },
     cmdclass={'build_py': build_py_with_pth},
     classifiers=[

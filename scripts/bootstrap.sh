@@ -9,11 +9,15 @@
 #      copy theano_ocl_startup.pth into .venv's site-packages (an editable install does not
 #      carry it), so THEANO_FLAGS=linker=ocl / mode=OCL work on unchanged scripts;
 #   4. make sure an OpenCL platform is visible; if not, install PoCL with apt-get
-#      (pocl-opencl-icd), else fall back to `pip install pocl-binary-distribution`.
+#      (pocl-opencl-icd), else fall back to `pip install pocl-binary-distribution`;
+#   5. optional, for theano_ocl.distributed (the `mpi` extra): an MPI launcher and library
+#      (Open MPI with apt-get: openmpi-bin libopenmpi-dev, else the `mpich` wheel) and
+#      mpi4py. What cannot be installed is said, and the MPI tests skip; it does not fail.
 # Exits non-zero, after saying what is missing, when any step could not be done.
 #
 # Environment: PYTHON=/path/to/python3.11  VENV=path (default .venv)
 #              BOOTSTRAP_NO_APT=1 (never use apt-get)  BOOTSTRAP_FORCE=1 (reinstall the stack)
+#              BOOTSTRAP_NO_MPI=1 (skip step 5)
 # Theano's compiledir is left at Theano's default (one per machine) unless THEANO_FLAGS
 # sets one.
 set -euo pipefail
@@ -205,6 +209,46 @@ EOF
     else
         missing+=("an OpenCL platform: install pocl-opencl-icd (apt) or a vendor OpenCL driver")
     fi
+fi
+
+# ---- 5. MPI (optional: theano_ocl.distributed) -------------------------------------------------
+have_mpi4py() { "$VPY" -c 'from mpi4py import MPI' >/dev/null 2>&1; }
+mpi_note=""
+if [ "${BOOTSTRAP_NO_MPI:-0}" = 1 ]; then
+    mpi_note="BOOTSTRAP_NO_MPI=1: MPI not set up"
+else
+    if ! command -v mpirun >/dev/null 2>&1 && ! command -v mpiexec >/dev/null 2>&1; then
+        apt_ok=0; SUDO=""
+        if [ "${BOOTSTRAP_NO_APT:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
+            if [ "$(id -u)" = 0 ]; then apt_ok=1
+            elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+                SUDO="sudo -n"; apt_ok=1
+            fi
+        fi
+        if [ $apt_ok = 1 ]; then
+            say "installing Open MPI: apt-get install -y openmpi-bin libopenmpi-dev"
+            { $SUDO apt-get update && $SUDO env DEBIAN_FRONTEND=noninteractive \
+                apt-get install -y openmpi-bin libopenmpi-dev; } \
+                || warn "apt-get install openmpi-bin libopenmpi-dev failed"
+        fi
+    fi
+    if ! command -v mpirun >/dev/null 2>&1 && ! command -v mpiexec >/dev/null 2>&1; then
+        say "no system MPI: installing the mpich wheel into $VENV"
+        "$VPY" -m pip install mpich || warn "pip install mpich failed"
+    fi
+    if ! have_mpi4py; then
+        say "installing mpi4py (the [mpi] extra; version: constraints.txt)"
+        "$VPY" -m pip install -c "$CONSTRAINTS" mpi4py || warn "pip install mpi4py failed"
+    fi
+    if have_mpi4py && { command -v mpirun || command -v mpiexec || [ -x "$VENV/bin/mpiexec" ]; } \
+            >/dev/null 2>&1; then
+        say "MPI: $("$VPY" -c 'from mpi4py import MPI; print(MPI.Get_library_version().split(chr(0))[0].splitlines()[0])' 2>/dev/null)"
+    else
+        mpi_note="MPI (theano_ocl.distributed) is not set up: need mpirun/mpiexec (apt-get install openmpi-bin libopenmpi-dev, or pip install mpich) and mpi4py (pip install mpi4py); tests/test_distributed.py skips"
+    fi
+fi
+if [ -n "$mpi_note" ]; then
+    warn "$mpi_note"
 fi
 
 # ---- summary ---------------------------------------------------------------------------------

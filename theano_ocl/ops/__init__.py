@@ -15,3 +15,4 @@ from . import conv  # noqa: F401
 from . import bn  # noqa: F401
 from . import scan  # noqa: F401
 from . import gemm_search  # noqa: F401  (the tuner gemm_tune runs at first use)
+from . import collective  # noqa: F401

@@ -489,8 +489,10 @@ class Executor(object):
     def _warn_host_steps(self, frame, what, stacklevel):
         from ..report import fallback_nodes          # (report imports theano)
         hsteps = [s for s in frame.steps if s.kind in plans.HOST_KINDS]
-        if hsteps:
-            tasks = self.vm.program.tasks
+        tasks = self.vm.program.tasks
+        # a collective (theano_ocl.distributed) is host work by design: no warning for it
+        if any(not (0 <= s.task < len(tasks) and
+                    getattr(tasks[s.task].node.op, 'collective', False)) for s in hsteps):
             ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
                           if 0 <= s.task < len(tasks)})
             fallbacks = sorted({type(node.op).__name__ for node in fallback_nodes(self.vm)})

@@ -82,7 +82,9 @@ def probes(setting, fgraph):
     needs none; nor does any under 'any'. Under 'exact' one doing float arithmetic needs
     ``PROBES``, and none is taken whose graph destroys a non-shared input (the dry run
     would change what the device then reads)."""
-    if setting == 'off':
+    if setting == 'off' or any(getattr(n.op, 'collective', False) for n in fgraph.apply_nodes):
+        # a collective (theano_ocl.distributed) must run once per call on every rank: never
+        # twice (a probe), never by a choice that could differ between ranks
         return None
     if setting == 'any' or computes_exactly(fgraph):
         return 0

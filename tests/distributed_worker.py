@@ -1,0 +1,127 @@
+"""What tests/test_distributed.py runs under ``mpirun -n K`` (and alone, as the reference).
+
+    python tests/distributed_worker.py train OUT.npz BATCH
+    python tests/distributed_worker.py fail raise|die|mismatch
+
+``train``: every (update rule, mode) case trains a small softmax MLP for STEPS steps,
+rank r taking rows [r*BATCH, (r+1)*BATCH) of each global batch of size*BATCH rows, with
+the gradients averaged by ``data_parallel_updates``; rank 0 writes the final parameters of
+every case to OUT.npz, after checking every rank holds the same. Run alone with
+BATCH = K*b it is the one-process run the K ranks must reach.
+``fail``: one rank fails (raises, dies, or brings a tensor of another shape) while the
+other waits in a collective; the job must end, not hang.
+"""
+import os
+import sys
+
+import numpy as np
+import theano
+import theano.tensor as T
+
+import theano_ocl.distributed as dist
+
+STEPS = 6
+SIZES = (12, 16, 3)
+
+
+def sgd_momentum(grads, params, learning_rate=0.1, momentum=0.9):
+    updates = []
+    for g, p in zip(grads, params):
+        v = theano.shared(np.zeros_like(p.get_value()))
+        v_new = momentum * v - learning_rate * g
+        updates += [(v, v_new), (p, p + v_new)]
+    return updates
+
+
+def adam(grads, params, learning_rate=0.01, b1=0.9, b2=0.999, eps=1e-8):
+    t = theano.shared(np.float32(0))
+    t_new = t + 1
+    a = learning_rate * T.sqrt(1 - b2 ** t_new) / (1 - b1 ** t_new)
+    updates = [(t, t_new)]
+    for g, p in zip(grads, params):
+        m = theano.shared(np.zeros_like(p.get_value()))
+        v = theano.shared(np.zeros_like(p.get_value()))
+        m_new = b1 * m + (1 - b1) * g
+        v_new = b2 * v + (1 - b2) * g ** 2
+        updates += [(m, m_new), (v, v_new), (p, p - a * m_new / (T.sqrt(v_new) + eps))]
+    return updates
+
+
+RULES = {'sgd_momentum': sgd_momentum, 'adam': adam}
+
+
+def model(seed_offset):
+    # rank 0's start is broadcast: other ranks start elsewhere on purpose
+    rng = np.random.RandomState(7 + seed_offset)
+    params = []
+    for i, (n_in, n_out) in enumerate(zip(SIZES[:-1], SIZES[1:])):
+        params.append(theano.shared(
+            (rng.randn(n_in, n_out) / np.sqrt(n_in)).astype('float32'), name='W%d' % i))
+        params.append(theano.shared(np.zeros(n_out, 'float32'), name='b%d' % i))
+    x, y = T.fmatrix('x'), T.ivector('y')
+    h = T.tanh(T.dot(x, params[0]) + params[1])
+    p = T.nnet.softmax(T.dot(h, params[2]) + params[3])
+    cost = T.nnet.categorical_crossentropy(p, y).mean()
+    return x, y, cost, params
+
+
+def data(batch, size):
+    rng = np.random.RandomState(3)
+    n = STEPS * batch * size
+    xs = rng.randn(n, SIZES[0]).astype('float32')
+    ys = rng.randint(0, SIZES[-1], n).astype('int32')
+    # step s, rank r: rows of global batch s, the r-th slice of it
+    xs = xs.reshape(STEPS, size, batch, SIZES[0])[:, dist.rank()]
+    ys = ys.reshape(STEPS, size, batch)[:, dist.rank()]
+    return xs, ys
+
+
+def train(out, batch):
+    results = {}
+    xs, ys = data(batch, dist.size())
+    for rule in sorted(RULES):
+        for how in ('OCL', 'FAST_RUN', 'run_steps'):
+            x, y, cost, params = model(dist.rank())
+            updates = dist.data_parallel_updates(cost, params, RULES[rule])
+            mode = 'OCL' if how == 'OCL' else 'FAST_RUN'
+            f = theano.function([x, y], cost, updates=updates, mode=mode)
+            if how == 'run_steps':
+                import theano_ocl
+                sim = theano_ocl.SimulatorOCL(f)
+                sim.run_steps(STEPS, inputs={'x': xs, 'y': ys})
+                sim.sync_to_theano()
+            else:
+                for s in range(STEPS):
+                    f(xs[s], ys[s])
+            for p in params:
+                value = p.get_value()
+                every = dist.comm().allgather(value) if dist.size() > 1 else [value]
+                for r, v in enumerate(every):
+                    assert np.array_equal(v, value), '%s %s: rank %d holds other %s' % (
+                        rule, how, r, p.name)
+                results['%s/%s/%s' % (rule, how, p.name)] = value
+    if dist.rank() == 0:
+        np.savez(out, **results)
+
+
+def fail(how):
+    x = T.fvector('x')
+    f = theano.function([x], dist.allreduce(x, 'sum'), mode='OCL')
+    n = 4
+    f(np.ones(n, 'float32'))                    # both ranks meet once
+    if dist.rank() == 1:
+        if how == 'raise':
+            raise RuntimeError('rank 1 fails on purpose')
+        if how == 'die':
+            os._exit(3)
+        n = 5
+    f(np.ones(n, 'float32'))                    # rank 0 waits here for rank 1
+    print('rank %d: the collective returned' % dist.rank(), flush=True)
+
+
+if __name__ == '__main__':
+    dist.init()
+    if sys.argv[1] == 'train':
+        train(sys.argv[2], int(sys.argv[3]))
+    else:
+        fail(sys.argv[2])

@@ -1,0 +1,169 @@
+"""theano_ocl.distributed: collectives and data-parallel training over MPI, on CPU devices.
+
+Each test starts ``mpirun -n 2 --oversubscribe`` (and, for the reference, one plain
+process) on ``tests/distributed_worker.py`` as a subprocess under a time bound. Skipped
+where mpi4py or an MPI launcher is missing (``scripts/bootstrap.sh`` installs them where it
+can). The in-process tests need neither: without MPI the world is one rank.
+"""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKER = os.path.join(REPO, 'tests', 'distributed_worker.py')
+RANKS = 2
+BATCH = 8
+#: the bound on one launch: a hang fails the test, it does not stall the suite
+TIMEOUT = 150
+#: how soon the job must end once a rank has failed (the launcher's start and Theano's
+#: import take most of it)
+FAIL_BOUND = 60
+
+
+def _launcher():
+    for name in ('mpirun', 'mpiexec'):
+        path = shutil.which(name) or os.path.join(os.path.dirname(sys.executable), name)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def _have_mpi4py():
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+needs_mpi = pytest.mark.skipif(
+    not (_have_mpi4py() and _launcher()),
+    reason='needs mpi4py and mpirun/mpiexec (scripts/bootstrap.sh, or: apt-get install '
+           'openmpi-bin libopenmpi-dev; pip install mpi4py)')
+
+
+def _env():
+    env = dict(os.environ)
+    env['PYTHONPATH'] = os.pathsep.join(p for p in (REPO, env.get('PYTHONPATH')) if p)
+    env['THEANO_FLAGS'] = ','.join(f for f in (env.get('THEANO_FLAGS'), 'floatX=float32') if f)
+    # Open MPI refuses to start as root without these (CI runs as root)
+    env.setdefault('OMPI_ALLOW_RUN_AS_ROOT', '1')
+    env.setdefault('OMPI_ALLOW_RUN_AS_ROOT_CONFIRM', '1')
+    env.pop('THEANO_OCL_DEVICE', None)
+    return env
+
+
+def _run(args, ranks=None, timeout=TIMEOUT):
+    """Run the worker (under the launcher with ``ranks``); (returncode, output, seconds)."""
+    cmd = [sys.executable, WORKER] + list(args)
+    if ranks:
+        launcher = _launcher()
+        extra = ['--oversubscribe'] if 'mpich' not in _library() else []
+        cmd = [launcher, '-n', str(ranks)] + extra + cmd
+    t0 = time.time()
+    try:
+        p = subprocess.run(cmd, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=timeout, cwd=REPO)
+    except subprocess.TimeoutExpired as e:
+        pytest.fail('%s did not end within %d s (hung?):\n%s' % (
+            ' '.join(cmd), timeout, (e.output or b'').decode(errors='replace')[-4000:]))
+    return p.returncode, p.stdout.decode(errors='replace'), time.time() - t0
+
+
+def _library():
+    from mpi4py import MPI
+    return MPI.Get_library_version().lower()
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    """Final parameters of every case: (RANKS ranks of BATCH, one process of RANKS*BATCH)."""
+    d = tmp_path_factory.mktemp('dist')
+    runs = []
+    for ranks, batch, name in ((RANKS, BATCH, 'ranks.npz'), (None, RANKS * BATCH, 'one.npz')):
+        rc, out, _ = _run(['train', str(d / name), str(batch)], ranks)
+        assert rc == 0, out[-6000:]
+        runs.append(dict(np.load(str(d / name))))
+    return runs
+
+
+CASES = [(rule, how) for rule in ('adam', 'sgd_momentum')
+         for how in ('OCL', 'FAST_RUN', 'run_steps')]
+
+
+@needs_mpi
+@pytest.mark.parametrize('rule,how', CASES)
+def test_k_ranks_reach_what_one_process_reaches_with_k_times_the_batch(trained, rule, how):
+    ranks, one = trained
+    prefix = '%s/%s/' % (rule, how)
+    keys = sorted(k for k in one if k.startswith(prefix))
+    assert keys, 'no parameters recorded for %s' % prefix
+    for k in keys:
+        np.testing.assert_allclose(ranks[k], one[k], rtol=1e-4, atol=1e-5, err_msg=k)
+        # and the case agrees with Theano C's (the same graph on the host)
+        theano_c = one[k.replace(prefix, '%s/FAST_RUN/' % rule)]
+        np.testing.assert_allclose(one[k], theano_c, rtol=1e-4, atol=1e-5, err_msg=k)
+
+
+@needs_mpi
+@pytest.mark.parametrize('how', ['raise', 'die'])
+def test_a_failing_rank_ends_the_job(how):
+    rc, out, seconds = _run(['fail', how], RANKS, timeout=FAIL_BOUND + 30)
+    assert rc != 0, out[-4000:]
+    assert seconds < FAIL_BOUND, 'the job took %.0f s to end:\n%s' % (seconds, out[-4000:])
+    assert 'the collective returned' not in out, out[-4000:]
+    if how == 'raise':
+        assert 'rank 1 fails on purpose' in out, out[-4000:]
+        assert 'aborting every rank' in out, out[-4000:]
+
+
+@needs_mpi
+def test_a_shape_mismatch_names_the_tensor_and_every_rank():
+    rc, out, seconds = _run(['fail', 'mismatch'], RANKS, timeout=FAIL_BOUND + 30)
+    assert rc != 0, out[-4000:]
+    assert 'CollectiveMismatch' in out and "collective on 'x'" in out, out[-4000:]
+    assert "rank 0: 'x' (4,) float32" in out and "rank 1: 'x' (5,) float32" in out, out[-4000:]
+
+
+# ---- one process, no launcher: the world is one rank ----------------------------------------
+
+def test_one_rank_collectives_are_the_identity_under_c_and_ocl():
+    import theano
+    import theano.tensor as T
+    import theano_ocl.distributed as dist
+    from helpers import assert_matches_c
+    x = T.matrix('x')
+    v = np.arange(12.).reshape(3, 4).astype(x.dtype)
+    if dist.size() != 1:
+        pytest.skip('started under an MPI launcher')
+    outs = [dist.allreduce(x, 'sum'), dist.allreduce(x * 2, 'mean'),
+            dist.allreduce(x, 'max'), dist.broadcast(x.T, 0)]
+    f = assert_matches_c([x], outs, [v])
+    got = f(v)
+    for g, want in zip(got, [v, 2 * v, v, v.T]):
+        np.testing.assert_array_equal(g, want)
+    assert theano.grad(outs[1].sum(), x) is not None
+
+
+def test_buckets_group_small_gradients_in_reverse_and_keep_large_ones_alone():
+    import theano
+    from theano_ocl.distributed import buckets
+    shapes = [(1000, 1000), (1000,), (1000, 10), (10,)]
+    grads = [theano.shared(np.zeros(s, 'float32')) for s in shapes]
+    sizes = [int(np.prod(s)) for s in shapes]
+    assert buckets(grads, 1 << 20, sizes) == [[3, 2, 1], [0]]
+    assert buckets(grads, 1, sizes) == [[3], [2], [1], [0]]
+    # sizes unknown (a shared variable's shape is symbolic): each one alone
+    assert buckets(grads, 1 << 20) == [[3], [2], [1], [0]]
+
+
+def test_core_share_gives_every_local_rank_its_own_cores():
+    from theano_ocl.distributed.world import core_share
+    assert [core_share(r, 2, [0, 1]) for r in range(2)] == [[0], [1]]
+    assert [core_share(r, 3, range(8)) for r in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    assert [core_share(r, 4, [0, 1]) for r in range(4)] == [[0], [1], [0], [1]]

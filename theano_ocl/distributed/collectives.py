@@ -1,0 +1,173 @@
+"""Collectives as Theano ops: ``allreduce(x, op)`` and ``broadcast(x, root)``.
+
+Each is an ordinary Theano op with a host ``perform`` (so the same graph runs under Theano C,
+Python or OCL); the device implementation (``ops/collective.py``) records the same
+collective as a step of the frame, on the device's buffers. Both go through
+:func:`reduce_into` / :func:`broadcast_into`, so the two give the same bits.
+
+Every rank must run the same collectives in the same order (MPI's rule): the same graph,
+compiled the same way, runs its nodes in the same order on every rank. Before each
+collective the ranks compare what they are about to exchange (one 18-integer allreduce: the
+tensor's name, dtype and shape); where any differs, every rank raises
+:class:`CollectiveMismatch` naming the tensor and what each rank has, instead of reducing
+garbage or waiting forever.
+"""
+import zlib
+
+import numpy as np
+import theano
+import theano.tensor as T
+from theano.gof import Apply, Op
+
+from . import world
+
+#: dimensions the agreement check compares (more: the shape's product and its last
+#: dimensions stand for the rest)
+CHECK_DIMS = 6
+REDUCTIONS = ('sum', 'mean', 'max')
+
+
+class CollectiveMismatch(ValueError):
+    """Ranks came to a collective with tensors of other names, shapes or dtypes."""
+
+
+def _signature(name, shape, dtype):
+    shape = tuple(int(s) for s in shape)
+    dims = list(shape[-CHECK_DIMS:]) + [0] * (CHECK_DIMS - min(len(shape), CHECK_DIMS))
+    return np.array([zlib.crc32(name.encode()), np.dtype(dtype).num, len(shape),
+                     int(np.prod(shape, dtype=np.int64))] + dims, dtype=np.int64)
+
+
+def check_agreement(comm, name, shape, dtype):
+    """Raise :class:`CollectiveMismatch` on every rank where the ranks' (name, shape, dtype)
+    for this collective differ (one allreduce of the max of each field and of its negation)."""
+    from mpi4py import MPI
+    sig = _signature(name, shape, dtype)
+    both = np.concatenate([sig, -sig])
+    out = np.empty_like(both)
+    comm.Allreduce(both, out, op=MPI.MAX)
+    n = sig.size
+    if np.array_equal(out[:n], -out[n:]):
+        return
+    mine = (comm.Get_rank(), name, tuple(int(s) for s in shape), str(np.dtype(dtype)))
+    everyone = comm.allgather(mine)
+    raise CollectiveMismatch(
+        'collective on %r: the ranks disagree on what they exchange (the same graph must run '
+        'on every rank, with tensors of one shape and dtype):\n%s' % (
+            name, '\n'.join('  rank %d: %r %s %s' % r for r in everyone)))
+
+
+def reduce_into(src, dst, op, name):
+    """``dst[...] = op over ranks of src`` (both C-contiguous host arrays of one shape and
+    dtype; they may be the same array). One rank: a copy."""
+    w = world.init()
+    if w.size == 1:
+        if dst is not src:
+            np.copyto(dst, src)
+        return dst
+    from mpi4py import MPI
+    check_agreement(w.comm, name, src.shape, src.dtype)
+    if src.size:
+        sendbuf = MPI.IN_PLACE if dst is src else src
+        w.comm.Allreduce(sendbuf, dst, op=MPI.MAX if op == 'max' else MPI.SUM)
+    if op == 'mean':
+        dst /= dst.dtype.type(w.size)
+    return dst
+
+
+def broadcast_into(src, dst, root, name):
+    """``dst[...] = src of rank root`` (C-contiguous host arrays, possibly the same)."""
+    w = world.init()
+    if dst is not src:
+        np.copyto(dst, src)
+    if w.size == 1:
+        return dst
+    check_agreement(w.comm, name, src.shape, src.dtype)
+    if dst.size:
+        w.comm.Bcast(dst, root=root)
+    return dst
+
+
+class _Collective(Op):
+    """What the two collectives share: one input, an output of its type, no folding."""
+    #: read by the runtime: the node talks to the other ranks, so it runs exactly once per
+    #: call on every rank (the host tier never takes a function holding one)
+    collective = True
+
+    def make_node(self, x):
+        x = T.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def infer_shape(self, node, shapes):
+        return [shapes[0]]
+
+    def do_constant_folding(self, node):
+        return False          # folding would run it once, at compile time, on some ranks
+
+    def label(self, node):
+        """The name the agreement check and its errors use: the input's name where it has
+        one, else the op and the input's type."""
+        x = node.inputs[0]
+        return x.name or '%s of %s' % (self, x.type)
+
+
+class AllReduce(_Collective):
+    """``op`` ('sum', 'mean', 'max') of ``x`` over every rank, on every rank."""
+    __props__ = ('op',)
+
+    def __init__(self, op='sum'):
+        if op not in REDUCTIONS:
+            raise ValueError('allreduce: op must be one of %s, got %r' % (REDUCTIONS, op))
+        self.op = op
+
+    def make_node(self, x):
+        node = super(AllReduce, self).make_node(x)
+        if self.op == 'mean' and node.inputs[0].dtype not in T.float_dtypes:
+            raise TypeError("allreduce(op='mean') needs a float tensor, got %s"
+                            % node.inputs[0].dtype)
+        return node
+
+    def perform(self, node, inputs, out):
+        x = np.ascontiguousarray(inputs[0])
+        out[0][0] = reduce_into(x, np.empty_like(x), self.op, self.label(node))
+
+    def grad(self, inputs, grads):
+        if self.op == 'max':
+            return [theano.gradient.grad_not_implemented(self, 0, inputs[0])]
+        # every rank's output holds every rank's input: the gradient of one input is the
+        # sum (the mean) of the output gradients of all ranks
+        return [AllReduce(self.op)(grads[0])]
+
+    def __str__(self):
+        return 'AllReduce{%s}' % self.op
+
+
+class Broadcast(_Collective):
+    """Rank ``root``'s ``x`` on every rank."""
+    __props__ = ('root',)
+
+    def __init__(self, root=0):
+        self.root = int(root)
+
+    def perform(self, node, inputs, out):
+        x = np.ascontiguousarray(inputs[0])
+        out[0][0] = broadcast_into(x, np.empty_like(x), self.root, self.label(node))
+
+    def grad(self, inputs, grads):
+        return [theano.gradient.grad_not_implemented(self, 0, inputs[0])]
+
+    def __str__(self):
+        return 'Broadcast{root=%d}' % self.root
+
+
+def allreduce(x, op='sum'):
+    """``op`` ('sum', 'mean' or 'max') of tensor ``x`` over every rank, on every rank: a
+    graph op (host ``perform``; a step of the frame under OCL)."""
+    world.init()
+    return AllReduce(op)(x)
+
+
+def broadcast(x, root=0):
+    """Rank ``root``'s value of tensor ``x`` on every rank (a graph op)."""
+    world.init()
+    return Broadcast(root)(x)
