@@ -82,14 +82,21 @@ def alternate_rounds(fns, runs, iters, pause, args_for, warmup=5):
         for name, f in fns.items():
             time.sleep(pause)
             load.start()
-            times = []
-            for k in range(iters):
-                a = args_for(k)
-                t0 = time.perf_counter()
-                f(*a)
-                times.append(time.perf_counter() - t0)
+            times = step_times(f, args_for, iters)
             rounds[name].append((float(np.median(times)), load.stop()))
     return rounds
+
+
+def step_times(f, args_for, iters):
+    """Seconds of each of ``iters`` calls ``f(*args_for(k))`` (the arguments made untimed)."""
+    import time
+    times = []
+    for k in range(iters):
+        a = args_for(k)
+        t0 = time.perf_counter()
+        f(*a)
+        times.append(time.perf_counter() - t0)
+    return times
 
 
 def report_rounds(rounds, busy, target, base='Theano C', ours='theano_ocl'):

@@ -33,12 +33,14 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
-def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32', batchnorm=False, errors=False):
+def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32', batchnorm=False, errors=False,
+                average=None):
     """(train step, parameters): ``train(x, y) -> loss`` for x (batch, 1, 28, 28), y int32.
 
     ``batchnorm``: each convolution's output normalized per channel (spatial batch
     normalization, a learned scale, running averages updated by the step); ``errors``: the
-    step also returns the error rate of the argmax prediction, ``train(x, y) -> [loss, errors]``.
+    step also returns the error rate of the argmax prediction, ``train(x, y) -> [loss, errors]``;
+    ``average(grads, params)``: the gradients the updates take (data-parallel training).
     """
     rng = np.random.RandomState(seed)
     x = T.tensor4('x', dtype=dtype)
@@ -69,7 +71,10 @@ def build_lenet(mode, batch, lr=0.05, seed=0, dtype='float32', batchnorm=False, 
         h = T.tanh(act) if k == 0 else T.nnet.softmax(act)
     loss = -T.mean(T.log(h)[T.arange(y.shape[0]), y])
     lr = np.asarray(lr, dtype)
-    updates = [(p, p - lr * g) for p, g in zip(params, T.grad(loss, params))]
+    grads = T.grad(loss, params)
+    if average is not None:
+        grads = average(grads, params)
+    updates = [(p, p - lr * g) for p, g in zip(params, grads)]
     outputs = [loss, T.mean(T.neq(T.argmax(h, axis=1), y))] if errors else loss
     return theano.function([x, y], outputs, updates=updates + bn_updates, mode=mode), params
 

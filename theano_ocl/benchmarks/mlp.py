@@ -14,8 +14,10 @@ def make_data(n, n_in, n_classes, rng):
     return x, y
 
 
-def build(mode, sizes, batch, lr, momentum, seed):
-    """The compiled training step ``train(x, y) -> [loss, error]`` and its parameters."""
+def build(mode, sizes, batch, lr, momentum, seed, average=None):
+    """The compiled training step ``train(x, y) -> [loss, error]`` and its parameters.
+    ``average(grads, params)``: the gradients the updates take (data-parallel training:
+    ``theano_ocl.distributed.average_gradients``)."""
     import theano
     import theano.tensor as T
     rng = np.random.RandomState(seed)
@@ -33,7 +35,10 @@ def build(mode, sizes, batch, lr, momentum, seed):
     err = T.mean(T.neq(T.argmax(h, axis=1), y))
     lr, momentum = np.float32(lr), np.float32(momentum)
     updates = []
-    for p, g in zip(params, T.grad(loss, params)):
+    grads = T.grad(loss, params)
+    if average is not None:
+        grads = average(grads, params)
+    for p, g in zip(params, grads):
         v = theano.shared(np.zeros_like(p.get_value()), 'v_' + p.name)
         updates += [(v, momentum * v - lr * g), (p, p + momentum * v - lr * g)]
     train = theano.function([x, y], [loss, err], updates=updates, mode=mode)

@@ -12,6 +12,10 @@
 ``theano_ocl/ops/collective.py``); ``data_parallel``: gradients averaged in buckets,
 initial parameters broadcast. See docs/distributed.md.
 """
+# Theano first: importing it registers theano_ocl's mode, whose op families import
+# .collectives; importing .collectives first would meet itself half made
+import theano  # noqa: F401,E402
+
 from .world import comm, init, info, local_rank, local_size, rank, size  # noqa: F401
 from .collectives import (AllReduce, Broadcast, CollectiveMismatch, allreduce,  # noqa: F401
                           broadcast)

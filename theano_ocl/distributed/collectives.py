@@ -6,11 +6,13 @@ collective as a step of the frame, on the device's buffers. Both go through
 :func:`reduce_into` / :func:`broadcast_into`, so the two give the same bits.
 
 Every rank must run the same collectives in the same order (MPI's rule): the same graph,
-compiled the same way, runs its nodes in the same order on every rank. Before each
-collective the ranks compare what they are about to exchange (one 18-integer allreduce: the
-tensor's name, dtype and shape); where any differs, every rank raises
-:class:`CollectiveMismatch` naming the tensor and what each rank has, instead of reducing
-garbage or waiting forever.
+compiled the same way, runs its nodes in the same order on every rank. At the first call of
+each collective op, and every ``CHECK_EVERY`` calls after, the ranks compare what they are
+about to exchange (one 20-integer allreduce: the tensor's name, dtype and shape); where any
+differs, every rank raises :class:`CollectiveMismatch` naming the tensor and what each rank
+has, instead of reducing garbage or waiting forever. (Not at every call: on a loaded host
+each collective costs a meeting of all ranks, and a gradient's shape does not change. The
+calls are counted per op, so every rank checks at the same calls.)
 """
 import zlib
 
@@ -21,6 +23,8 @@ from theano.gof import Apply, Op
 
 from . import world
 
+#: after its first call, a collective op checks the ranks agree every this many calls
+CHECK_EVERY = 64
 #: dimensions the agreement check compares (more: the shape's product and its last
 #: dimensions stand for the rest)
 CHECK_DIMS = 6
@@ -57,16 +61,18 @@ def check_agreement(comm, name, shape, dtype):
             name, '\n'.join('  rank %d: %r %s %s' % r for r in everyone)))
 
 
-def reduce_into(src, dst, op, name):
+def reduce_into(src, dst, op, name, check=True):
     """``dst[...] = op over ranks of src`` (both C-contiguous host arrays of one shape and
-    dtype; they may be the same array). One rank: a copy."""
+    dtype; they may be the same array). One rank: a copy. ``check``: compare the ranks'
+    (name, shape, dtype) first."""
     w = world.init()
     if w.size == 1:
         if dst is not src:
             np.copyto(dst, src)
         return dst
     from mpi4py import MPI
-    check_agreement(w.comm, name, src.shape, src.dtype)
+    if check:
+        check_agreement(w.comm, name, src.shape, src.dtype)
     if src.size:
         sendbuf = MPI.IN_PLACE if dst is src else src
         w.comm.Allreduce(sendbuf, dst, op=MPI.MAX if op == 'max' else MPI.SUM)
@@ -75,14 +81,15 @@ def reduce_into(src, dst, op, name):
     return dst
 
 
-def broadcast_into(src, dst, root, name):
+def broadcast_into(src, dst, root, name, check=True):
     """``dst[...] = src of rank root`` (C-contiguous host arrays, possibly the same)."""
     w = world.init()
     if dst is not src:
         np.copyto(dst, src)
     if w.size == 1:
         return dst
-    check_agreement(w.comm, name, src.shape, src.dtype)
+    if check:
+        check_agreement(w.comm, name, src.shape, src.dtype)
     if dst.size:
         w.comm.Bcast(dst, root=root)
     return dst
@@ -103,6 +110,13 @@ class _Collective(Op):
 
     def do_constant_folding(self, node):
         return False          # folding would run it once, at compile time, on some ranks
+
+    def due(self):
+        """Whether this call checks the ranks agree (counted per op: the same calls on every
+        rank, which run the same graph)."""
+        calls = self.__dict__.get('_calls', 0)
+        self._calls = calls + 1
+        return calls % CHECK_EVERY == 0
 
     def label(self, node):
         """The name the agreement check and its errors use: the input's name where it has
@@ -129,7 +143,7 @@ class AllReduce(_Collective):
 
     def perform(self, node, inputs, out):
         x = np.ascontiguousarray(inputs[0])
-        out[0][0] = reduce_into(x, np.empty_like(x), self.op, self.label(node))
+        out[0][0] = reduce_into(x, np.empty_like(x), self.op, self.label(node), self.due())
 
     def grad(self, inputs, grads):
         if self.op == 'max':
@@ -151,7 +165,8 @@ class Broadcast(_Collective):
 
     def perform(self, node, inputs, out):
         x = np.ascontiguousarray(inputs[0])
-        out[0][0] = broadcast_into(x, np.empty_like(x), self.root, self.label(node))
+        out[0][0] = broadcast_into(x, np.empty_like(x), self.root, self.label(node),
+                                   self.due())
 
     def grad(self, inputs, grads):
         return [theano.gradient.grad_not_implemented(self, 0, inputs[0])]

@@ -23,9 +23,9 @@ import theano.tensor as T
 from . import world
 from .collectives import allreduce, broadcast_into
 
-#: gradients are sent in messages of about this many bytes: few messages for many small
-#: gradients (biases), one per large one (a 1000x1000 float32 weight is 4 MB)
-BUCKET_BYTES = 4 << 20
+#: gradients are sent in messages of at most this many bytes (or one gradient alone): few
+#: messages for many small gradients (biases), no copy of a large one into a message
+BUCKET_BYTES = 1 << 20
 
 
 def buckets(grads, bucket_bytes=BUCKET_BYTES, sizes=None):

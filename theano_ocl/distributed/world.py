@@ -10,10 +10,13 @@ does anything) decides the device before theano_ocl creates one:
 
 - ``$THEANO_OCL_DEVICE`` (or ``OCLMode(device=...)``) wins, as everywhere in theano_ocl;
 - else where the host has GPUs, local rank k takes GPU k (modulo their number);
-- else (a CPU device: PoCL) rank k of the host's n ranks is bound to its share of the cores
-  (``os.sched_setaffinity``), and PoCL starts as many threads as that share
-  (``POCL_MAX_PTHREAD_COUNT``), as does OpenBLAS (``OPENBLAS_NUM_THREADS``, where numpy has
-  not loaded it yet; the affinity bounds it otherwise).
+- else the CPU device (PoCL).
+
+With n ranks on a host, rank k is bound to its share of the host's cores
+(``os.sched_setaffinity``: on a CPU device, the cores its kernels run on; with GPUs, the
+cores feeding its GPU), and PoCL starts as many threads as that share
+(``POCL_MAX_PTHREAD_COUNT``), as does OpenBLAS (``OPENBLAS_NUM_THREADS``, where numpy has
+not loaded it yet; the affinity bounds its threads otherwise).
 
 With more than one rank, an uncaught exception on any rank calls ``MPI.COMM_WORLD.Abort``
 (``sys.excepthook``): the launcher then ends every rank within seconds, where the others
@@ -142,10 +145,13 @@ def _choose_device(w):
         return 'a device existed before theano_ocl.distributed.init(): left as chosen'
     share = None
     if w.local_size > 1 and hasattr(os, 'sched_getaffinity'):
+        # before the OpenCL platform starts: PoCL sizes its thread pool when it loads, and
+        # every thread started from now on (PoCL's, OpenBLAS's) inherits the affinity
         share = core_share(w.local_rank, w.local_size, os.sched_getaffinity(0))
-        # before the OpenCL platform starts: PoCL sizes its thread pool when it loads
         os.environ.setdefault('POCL_MAX_PTHREAD_COUNT', str(len(share)))
         os.environ.setdefault('OPENBLAS_NUM_THREADS', str(len(share)))
+        os.sched_setaffinity(0, share)
+        limit_blas_threads(len(share))
     try:
         devs = device.list_devices()
     except device.NoOpenCLPlatform:
@@ -154,11 +160,41 @@ def _choose_device(w):
     if gpus:
         pi, di = gpus[w.local_rank % len(gpus)]
         os.environ[device.ENV_VAR] = '%d:%d' % (pi, di)
-        return 'GPU %d:%d (local rank %d of %d GPUs)' % (pi, di, w.local_rank, len(gpus))
+        return 'GPU %d:%d (local rank %d of %d GPUs%s)' % (
+            pi, di, w.local_rank, len(gpus), '' if share is None else ', cores %s' % share)
     if share is not None:
-        os.sched_setaffinity(0, share)
         return 'CPU cores %s (local rank %d of %d)' % (share, w.local_rank, w.local_size)
     return 'the default device (one rank on this host)'
+
+
+def limit_blas_threads(n):
+    """Make every OpenBLAS already loaded (numpy's, scipy's wheels) use ``n`` threads: its
+    threads started before the affinity was set may run on any core. Returns how many
+    libraries were set."""
+    import ctypes
+    import glob
+    import importlib.util
+    done = 0
+    for pkg in ('numpy', 'scipy'):
+        spec = importlib.util.find_spec(pkg)
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        libs = os.path.join(os.path.dirname(list(spec.submodule_search_locations)[0]),
+                            pkg + '.libs')
+        for path in sorted(glob.glob(os.path.join(libs, '*openblas*.so*'))):
+            try:
+                lib = ctypes.CDLL(path, mode=getattr(os, 'RTLD_NOLOAD', 0) | ctypes.RTLD_GLOBAL)
+            except OSError:
+                continue          # not loaded yet: it reads OPENBLAS_NUM_THREADS when it is
+            for name in ('openblas_set_num_threads', 'openblas_set_num_threads64_',
+                         'scipy_openblas_set_num_threads'):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.argtypes = [ctypes.c_int]
+                    fn(int(n))
+                    done += 1
+                    break
+    return done
 
 
 def _install_abort_hook(comm):

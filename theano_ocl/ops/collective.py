@@ -62,13 +62,15 @@ class CollectiveImpl(DeviceImpl):
 @implemented_by(CollectiveImpl)
 def _allreduce(op, node, dev):
     name = op.label(node)
-    return CollectiveImpl(node, dev, lambda src, dst: reduce_into(src, dst, op.op, name))
+    return CollectiveImpl(node, dev, lambda src, dst: reduce_into(src, dst, op.op, name,
+                                                                  op.due()))
 
 
 @ocl_impl.register(Broadcast)
 def _broadcast(op, node, dev):
     name = op.label(node)
-    return CollectiveImpl(node, dev, lambda src, dst: broadcast_into(src, dst, op.root, name))
+    return CollectiveImpl(node, dev, lambda src, dst: broadcast_into(src, dst, op.root, name,
+                                                                     op.due()))
 
 
 _broadcast.impls = (CollectiveImpl,)

@@ -1,0 +1,150 @@
+"""Data-parallel training throughput: K ranks against one, in the same run.
+
+    mpirun -n K python bench/data_parallel.py [--model mlp|lenet] [--batch B] [--json PATH]
+
+Every rank takes its device by local rank (``theano_ocl.distributed.init``: GPU k of the
+host; on a CPU, PoCL on the rank's share of the cores). Each round has two phases:
+
+1. one rank: rank 0 alone runs ``--steps`` training steps of batch B with no collective (the
+   other ranks wait without spinning), on its own device / share of the cores;
+2. K ranks: every rank runs ``--steps`` steps of batch B with its gradients averaged
+   (``theano_ocl.distributed.average_gradients``): K*B samples per step.
+
+Throughput per rank is B over the median step time; the speedup is K ranks' throughput over
+one rank's, and the scaling efficiency that speedup over K. Rounds alternate the phases, so a
+machine shared with other work loads both alike; the median and the range over rounds are
+reported. Models: the MLP 784-1000-1000-10 (SGD with momentum,
+``theano_ocl.benchmarks.mlp.build``) and LeNet (SGD, ``bench/lenet.py``), float32.
+``--json PATH`` (rank 0) writes the run: device, date, commit, per-round samples.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import theano_ocl.distributed as dist
+
+# first: binds this rank to its device and its share of the cores before OpenCL starts
+WORLD = dist.init()
+
+import numpy as np  # noqa: E402
+import theano_ocl  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+
+def build(model, mode, batch, average):
+    if model == 'mlp':
+        from theano_ocl.benchmarks.mlp import build as build_mlp, make_data
+        f, _ = build_mlp(mode, (784, 1000, 1000, 10), batch, 0.01, 0.9, 0, average=average)
+        xs, ys = make_data(batch * 4, 784, 10, np.random.RandomState(1234 + dist.rank()))
+    else:
+        from lenet import build_lenet, make_data
+        f, _ = build_lenet(mode, batch, average=average)
+        xs, ys = make_data(batch * 4, np.random.RandomState(1234 + dist.rank()))
+    return f, lambda k: (xs[(k % 4) * batch:(k % 4 + 1) * batch],
+                         ys[(k % 4) * batch:(k % 4 + 1) * batch])
+
+
+def wait_for_all():
+    """A barrier that sleeps rather than spins (the waiting ranks leave the cores alone)."""
+    if WORLD.size > 1:
+        req = WORLD.comm.Ibarrier()
+        while not req.Test():
+            time.sleep(0.002)
+
+
+def timed(f, args_for, steps):
+    """(median seconds per step, the share of the host's CPUs that processes other than
+    this job's ranks used meanwhile, or None)."""
+    from theano_ocl.benchmarks.timing import OtherLoad
+    t0_load = OtherLoad._read()
+    times = common.step_times(f, args_for, steps)
+    t1_load = OtherLoad._read()
+    mine = None if t0_load is None or t1_load is None else t1_load[2] - t0_load[2]
+    return float(np.median(times)), (t0_load, t1_load, mine)
+
+
+def outside_load(loads):
+    """Other processes' share of the CPUs from every rank's ``timed`` load readings (rank
+    0's /proc/stat, every rank's own CPU time; ranks on one host)."""
+    loads = [ld for ld in loads if ld is not None]
+    if not loads or loads[0][0] is None or loads[0][1] is None:
+        return None
+    (b0, t0, _), (b1, t1, _) = loads[0][0], loads[0][1]
+    mine = sum(ld[2] for ld in loads if ld[2] is not None)
+    return max(0.0, (b1 - b0 - mine) / float(max(t1 - t0, 1)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument('--model', choices=('mlp', 'lenet'), default='mlp')
+    ap.add_argument('--batch', type=int, default=128, help='samples per rank and step')
+    ap.add_argument('--steps', type=int, default=10, help='timed steps per phase and round')
+    ap.add_argument('--rounds', type=int, default=5)
+    ap.add_argument('--warmup', type=int, default=3)
+    ap.add_argument('--mode', default='OCL', help="'OCL' or a Theano mode ('FAST_RUN')")
+    ap.add_argument('--json', default=None, help='write the run to this file (rank 0)')
+    args = ap.parse_args()
+    K, rank = WORLD.size, WORLD.rank
+    dev = theano_ocl.get_device() if args.mode == 'OCL' else None
+    lines = dist.comm().allgather(dist.info()) if K > 1 else [dist.info()]
+    if rank == 0:
+        print('# data-parallel %s, batch %d per rank, float32, %s: %d ranks, %d rounds x %d '
+              'steps per phase' % (args.model, args.batch, args.mode, K, args.rounds, args.steps))
+        if dev is not None:
+            common.header('data_parallel', dev)
+        for ln in lines:
+            print('#   %s' % ln)
+    one, one_args = build(args.model, args.mode, args.batch, None)
+    par, par_args = build(args.model, args.mode, args.batch, dist.average_gradients)
+    for k in range(args.warmup):
+        one(*one_args(k))
+        par(*par_args(k))
+    rounds = []
+    for r in range(args.rounds):
+        wait_for_all()
+        t_one, load_one = timed(one, one_args, args.steps) if rank == 0 else (None, None)
+        wait_for_all()
+        t_par, load_par = timed(par, par_args, args.steps)
+        every = dist.comm().allgather((t_par, load_par)) if K > 1 else [(t_par, load_par)]
+        slowest = max(t for t, _ in every)
+        if rank == 0:
+            speedup = K * t_one / slowest
+            other = (outside_load([load_one]), outside_load([ld for _, ld in every]))
+            rounds.append(dict(one_ms=t_one * 1e3, ranks_ms=slowest * 1e3, speedup=speedup,
+                               other_load=other))
+            print('round %d: one rank %.1f ms/step (%.0f samples/s); %d ranks %.1f ms/step '
+                  '(%.0f samples/s per rank): %.2fx, efficiency %.0f%%; other processes: '
+                  '%s of the CPUs' % (
+                      r, t_one * 1e3, args.batch / t_one, K, slowest * 1e3,
+                      args.batch / slowest, speedup, 100 * speedup / K,
+                      '/'.join('?' if o is None else '%.0f%%' % (100 * o) for o in other)))
+    if rank != 0:
+        return 0
+    sp = np.array([x['speedup'] for x in rounds])
+    one_ms = np.median([x['one_ms'] for x in rounds])
+    par_ms = np.median([x['ranks_ms'] for x in rounds])
+    print('\nthroughput per rank: one rank %.0f samples/s, %d ranks %.0f samples/s each' % (
+        args.batch / one_ms * 1e3, K, args.batch / par_ms * 1e3))
+    print('speedup of %d ranks over one: median %.2fx (range %.2f..%.2f), scaling efficiency '
+          '%.0f%% (%.0f..%.0f%%)' % (K, np.median(sp), sp.min(), sp.max(),
+                                     100 * np.median(sp) / K, 100 * sp.min() / K,
+                                     100 * sp.max() / K))
+    if args.json:
+        record = dict(bench='data_parallel', model=args.model, batch=args.batch, ranks=K,
+                      mode=args.mode, date=time.strftime('%Y-%m-%dT%H:%M', time.gmtime()),
+                      commit=common.commit(), placement=lines,
+                      device=None if dev is None else dev.name,
+                      platform=None if dev is None else dev.platform_name,
+                      rounds=rounds, speedup_median=float(np.median(sp)),
+                      efficiency_median=float(np.median(sp) / K))
+        with open(args.json, 'w') as fh:
+            json.dump(record, fh, indent=1)
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
