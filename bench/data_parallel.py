@@ -16,6 +16,8 @@ machine shared with other work loads both alike; the median and the range over r
 reported. Models: the MLP 784-1000-1000-10 (SGD with momentum,
 ``theano_ocl.benchmarks.mlp.build``) and LeNet (SGD, ``bench/lenet.py``), float32.
 ``--json PATH`` (rank 0) writes the run: device, date, commit, per-round samples.
+``--cost-model`` (no MPI needed) prints the ring allreduce's predicted time per step for
+both models over 2, 8 and 64 hosts (docs/distributed.md).
 """
 import argparse
 import json
@@ -78,7 +80,37 @@ def outside_load(loads):
     return max(0.0, (b1 - b0 - mine) / float(max(t1 - t0, 1)))
 
 
+#: gradient bytes per step (float32): the MLP's (W, b) per layer; LeNet's two convolutions
+#: (20x1x5x5, 50x20x5x5), dense 800x500 and 500x10, with their biases
+GRADIENT_BYTES = {
+    'mlp': 4 * sum(a * b + b for a, b in zip((784, 1000, 1000), (1000, 1000, 10))),
+    'lenet': 4 * (20 * 25 + 20 + 50 * 20 * 25 + 50 + 800 * 500 + 500 + 500 * 10 + 10),
+}
+#: links of the cost model: (name, bytes per second one way, latency per message in s)
+LINKS = (('100 Gb/s InfiniBand', 12.5e9, 5e-6), ('25 Gb/s Ethernet', 3.125e9, 25e-6))
+
+
+def ring_allreduce_seconds(nbytes, k, bandwidth, latency):
+    """A ring allreduce of ``nbytes`` over ``k`` hosts: 2(k-1) steps (reduce-scatter, then
+    allgather), each sending nbytes/k over the link and paying one latency."""
+    return 2.0 * (k - 1) / k * nbytes / bandwidth + 2 * (k - 1) * latency
+
+
+def cost_model(hosts=(2, 8, 64)):
+    """Print the ring allreduce's predicted time per step for each model, link and host
+    count (docs/distributed.md quotes this table)."""
+    print('| model | gradient bytes | link | ' + ' | '.join('K=%d' % k for k in hosts) + ' |')
+    print('|---|---|---|' + '---|' * len(hosts))
+    for model, nbytes in sorted(GRADIENT_BYTES.items()):
+        for link, bw, lat in LINKS:
+            print('| %s | %.2f MB | %s | %s |' % (model, nbytes / 1e6, link, ' | '.join(
+                '%.2f ms' % (1e3 * ring_allreduce_seconds(nbytes, k, bw, lat)) for k in hosts)))
+
+
 def main():
+    if '--cost-model' in sys.argv:
+        cost_model()
+        return 0
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument('--model', choices=('mlp', 'lenet'), default='mlp')
     ap.add_argument('--batch', type=int, default=128, help='samples per rank and step')

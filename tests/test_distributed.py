@@ -132,18 +132,27 @@ def test_a_shape_mismatch_names_the_tensor_and_every_rank():
 
 # ---- one process, no launcher: the world is one rank ----------------------------------------
 
-def test_one_rank_collectives_are_the_identity_under_c_and_ocl():
+@pytest.mark.parametrize('staged', [False, True], ids=['mapped', 'staged'])
+def test_one_rank_collectives_are_the_identity_under_c_and_ocl(monkeypatch, staged):
+    """Both device paths: buffers mapped (a CPU device) and staged through a page-locked
+    block (a GPU's, taken here on the CPU device by hiding its shared memory)."""
     import theano
     import theano.tensor as T
+    import theano_ocl
     import theano_ocl.distributed as dist
     from helpers import assert_matches_c
     x = T.matrix('x')
     v = np.arange(12.).reshape(3, 4).astype(x.dtype)
     if dist.size() != 1:
         pytest.skip('started under an MPI launcher')
+    if staged:
+        monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
     outs = [dist.allreduce(x, 'sum'), dist.allreduce(x * 2, 'mean'),
             dist.allreduce(x, 'max'), dist.broadcast(x.T, 0)]
     f = assert_matches_c([x], outs, [v])
+    impls = [impl for node, where, impl in theano_ocl.placements(f)
+             if type(node.op).__name__ in ('AllReduce', 'Broadcast')]
+    assert len(impls) == 4 and all(('staged' if staged else 'mapped') in i for i in impls), impls
     got = f(v)
     for g, want in zip(got, [v, 2 * v, v, v.T]):
         np.testing.assert_array_equal(g, want)
