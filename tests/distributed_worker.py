@@ -2,6 +2,7 @@
 
     python tests/distributed_worker.py train OUT.npz BATCH
     python tests/distributed_worker.py fail raise|die|mismatch
+    python tests/distributed_worker.py caught
 
 ``train``: every (update rule, mode) case trains a small softmax MLP for STEPS steps,
 rank r taking rows [r*BATCH, (r+1)*BATCH) of each global batch of size*BATCH rows, with
@@ -10,6 +11,7 @@ every case to OUT.npz, after checking every rank holds the same. Run alone with
 BATCH = K*b it is the one-process run the K ranks must reach.
 ``fail``: one rank fails (raises, dies, or brings a tensor of another shape) while the
 other waits in a collective; the job must end, not hang.
+``caught``: every rank catches a mismatch; no rank commits that call's update.
 """
 import os
 import sys
@@ -120,9 +122,31 @@ def fail(how):
     print('rank %d: the collective returned' % dist.rank(), flush=True)
 
 
+def caught():
+    """A mismatch every rank catches: no rank commits its update; the next call, whose
+    shapes agree, commits it on every rank."""
+    x = T.fvector('x')
+    w = theano.shared(np.float32(1), name='w')
+    s = dist.allreduce(x, 'sum').sum()
+    f = theano.function([x], s, updates=[(w, w + s)], mode='OCL')
+    try:
+        f(np.ones(4 + dist.rank(), 'float32'))
+    except dist.CollectiveMismatch:
+        pass
+    else:
+        raise AssertionError('rank %d: no CollectiveMismatch' % dist.rank())
+    assert w.get_value() == 1, 'rank %d committed %r' % (dist.rank(), w.get_value())
+    f(np.ones(4, 'float32'))
+    values = dist.comm().allgather(float(w.get_value()))
+    assert values == [1.0 + 4 * dist.size()] * dist.size(), values
+    print('rank %d: all or nothing on every rank' % dist.rank(), flush=True)
+
+
 if __name__ == '__main__':
     dist.init()
     if sys.argv[1] == 'train':
         train(sys.argv[2], int(sys.argv[3]))
+    elif sys.argv[1] == 'caught':
+        caught()
     else:
         fail(sys.argv[2])

@@ -130,6 +130,13 @@ def test_a_shape_mismatch_names_the_tensor_and_every_rank():
     assert "rank 0: 'x' (4,) float32" in out and "rank 1: 'x' (5,) float32" in out, out[-4000:]
 
 
+@needs_mpi
+def test_a_caught_mismatch_commits_nothing_on_any_rank():
+    rc, out, _ = _run(['caught'], RANKS, timeout=FAIL_BOUND + 30)
+    assert rc == 0, out[-4000:]
+    assert out.count('all or nothing on every rank') == RANKS, out[-4000:]
+
+
 # ---- one process, no launcher: the world is one rank ----------------------------------------
 
 @pytest.mark.parametrize('staged', [False, True], ids=['mapped', 'staged'])
