@@ -126,3 +126,39 @@ def test_few_values_go_one_by_one(monkeypatch):
     got = sim.run_steps(1, inputs={'x': np.full(1, 3.0, 'float32')}, probes=[0])[0]
     np.testing.assert_allclose(got, [3 * 30.0])
     np.testing.assert_allclose(ss[0].get_value(), np.full(5, 5.0))
+
+
+def test_step0_after_set_value_uploads_only_what_changed():
+    """A simulator's reset of its state variables (``set_value`` on some shared variables,
+    the same shapes) keeps step 0 of the next ``run_steps`` on the steady path: the values
+    set, and only those, go to the device in one packed transfer; the parameters and the
+    inputs of the frame are not looked at one by one (the general path computes the key,
+    looks the frame up and re-binds every input: its cost grows with all the shared
+    variables, changed or not)."""
+    rng = np.random.RandomState(3)
+    x = T.scalar('x', dtype='float32')
+    params = [theano.shared(rng.uniform(0, 1, 16).astype('float32'), name='w%d' % k)
+              for k in range(12)]
+    state = [theano.shared(np.zeros(16, 'float32'), name='v%d' % k) for k in range(12)]
+    upd = [(v, v * np.float32(0.9) + w * x) for v, w in zip(state, params)]
+    f = theano.function([x], sum(v.sum() for v in state), updates=upd, mode='FAST_RUN')
+    xs = rng.uniform(0, 1, 5).astype('float32')
+    sim = theano_ocl.SimulatorOCL(f)
+    sim.run_steps(5, inputs={'x': xs}, probes=[0])
+    sim.run_steps(5, inputs={'x': xs}, probes=[0])
+    start = [rng.uniform(0, 1, 16).astype('float32') for _ in state[:9]]
+    for v, s0 in zip(state[:9], start):           # 9 of the 24 shared variables
+        v.set_value(s0)
+    kept = [v.get_value() for v in state[9:]]
+    got = sim.run_steps(len(xs), inputs={'x': xs}, probes=[0])[0]
+    last = theano_ocl.stats(sim)['last_call']     # step 0 is the simulator's last call
+    assert last == dict(steady=True, uploads=9, upload_bytes=9 * 16 * 4, upload_transfers=1)
+    # the values computed are those of the state set (Theano C from the same state)
+    for v, s0 in zip(state, start + kept):
+        v.set_value(s0)
+    want = [f(xv) for xv in xs]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    # a value of another shape cannot stay in its place: the general path, planned anew
+    state[0].set_value(np.zeros(8, 'float32'))
+    with pytest.raises(ValueError):
+        sim.run_steps(2, inputs={'x': xs[:2]}, probes=[0])   # (the graph's shapes differ)

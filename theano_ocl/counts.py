@@ -34,6 +34,13 @@ def stats(f):
     ``checks``            device error flags read after the call (bad index, division by 0)
     ``on_host``           whether the call runs on the host (Theano's own VM: a tiny frame
                           or one larger than the device allows)
+    ``last_call``         the last call's path and uploads: ``steady`` (it came back to
+                          its last frame and skipped the key, the lookup and the re-binding
+                          of every input; a shared variable set with a value of the same
+                          shape and dtype keeps it there), ``uploads``, ``upload_bytes`` and
+                          ``upload_transfers`` (shared variables' values sent to the device:
+                          after ``set_value`` only those set, packed into one transfer where
+                          they share a buffer); None until a call ran on the device
     ``run_steps``         for a simulator: the facts of its last ``run_steps`` (launches per
                           step batched and not, host steps, steps run as calls)
     ``scans``             one dict per device Scan node, of its last loop: ``node``,
@@ -60,6 +67,9 @@ def stats(f):
     out['scans'] = [dict(node=str(task.node.op), **task.impl.last_run)
                     for task in fn.program.tasks
                     if task.kind == 'dev' and getattr(task.impl, 'last_run', None)]
+    last = fn.last_call
+    out['last_call'] = None if last is None else dict(
+        steady=last[0], uploads=last[1], upload_bytes=last[2], upload_transfers=last[3])
     if hasattr(f, 'run_steps'):
         out['run_steps'] = dict(getattr(f, 'stats', None) or {})
     return out

@@ -277,6 +277,8 @@ class OCLDevice(object):
         # waited for once at the end of the call that made them (settle_uploads); one list
         # per thread, so a call never returns before its own uploads are done
         self._tls = threading.local()
+        # shared variables' values uploaded: [values, bytes, transfers] (runtime/uploads.py)
+        self.upload_tally = [0, 0, 0]
         self._profiling_queue = None
         ext = dev.extensions.split()
         self.extensions = set(ext)

@@ -17,7 +17,7 @@ seen too: the VM compares the cell's object with the one it last synchronised.
 import numpy as np
 
 from .darray import DArray, Root
-from .runtime import commit
+from .runtime import commit, uploads
 
 _residents = {}          # id(storage cell) -> Resident
 
@@ -44,6 +44,16 @@ class Resident(object):
                 self.cell[0] is not self.host_obj:
             return None
         return d
+
+    def refillable(self, dev, shape, buf):
+        """Whether the host value, newer than the device copy, fits that copy's place as
+        it is (``shape``, the dtype, in ``buf`` on ``dev``): uploading it there is then all
+        a call needs (``runtime.uploads.refill``), its frame's plans stay bound."""
+        d = self.darr
+        v = self.cell[0]
+        return (d is not None and self.dev is dev and self.root.buf is buf and
+                d.shape == shape and type(v) is np.ndarray and v.shape == shape and
+                v.dtype == d.dtype)
 
     def device_shape(self, dev):
         d = self.current(dev)
@@ -75,6 +85,7 @@ class Resident(object):
                 return self.darr
             ev = dev.cl.enqueue_copy(queue, self.root.buf, value, dst_offset=self.root.origin,
                                      is_blocking=blocking)
+            uploads.counted(dev, 1, value.nbytes, 1)
             if not blocking:
                 dev.pending_upload(ev)
             elif queue is dev._profiling_queue:     # profile hook (profiling.py)

@@ -91,6 +91,7 @@ class OCLFunction(object):
             from .profiling import Profiler
             self.profiler = Profiler(self, profile)
         self.last_frame = None
+        self.last_call = None      # (steady state, values, bytes, transfers uploaded)
         self.replans = 0
         self.queue = dev.profiling_queue if profile else dev.queue
         self.const_dvals = {}
@@ -164,8 +165,10 @@ class OCLFunction(object):
         for cell in self._host_output_cells:
             cell[0] = None    # a host thunk must not write into an array returned before
         hooked = faults.hook is not None
+        up0 = tuple(self.dev.upload_tally)
         guard = self._hot
         frame = guard() if guard is not None else None
+        steady = frame is not None
         reads = None        # the host outputs' downloads, waited for once with the checks'
         probe = None        # what Theano's VM gave for this call (_tier_probe), if it ran
         self.executor.armed = hand_over
@@ -255,6 +258,8 @@ class OCLFunction(object):
         if dev.pending_uploads:
             dev.settle_uploads()
         self.last_frame = frame
+        up = dev.upload_tally      # (theano_ocl.stats: the facts of the last call)
+        self.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         if hand_over:
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]

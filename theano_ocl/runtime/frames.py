@@ -6,11 +6,15 @@ host values that decide shapes (:func:`frame_key`). A call that comes back to th
 call's frame with its inputs as planned (the steady state) need not compute the key nor
 look it up: the frame's *guard* (:func:`make_guard`) tests, in a fraction of that time,
 what the key and the executor's re-binding (``runtime.executor.Executor.replay``) would
-read. Frames whose calls run in the in-thread host tier get :func:`tier_guard`.
+read. A shared variable set on the host since the last call with a value that fits its
+device copy's place does not break the steady state: the guard uploads the changed values
+alone, packed (``runtime.uploads.refill``). Frames whose calls run in the in-thread host
+tier get :func:`tier_guard`.
 """
 import numpy as np
 
 from .. import darray as da
+from . import uploads
 
 
 def arrays_match(arrays):
@@ -61,7 +65,9 @@ def make_guard(vm, frame):
 
     It tests what the key and the re-binding read, for each keyed input: a shared variable's
     device copy current (Resident.ensure_device's tests), of the planned shape, in the
-    planned buffer; an input array of the planned shape. Whoever drops a frame or
+    planned buffer, or its host value newer and fitting that place (uploaded once the guard
+    holds: the only side effect, and only when it returns the frame); an input array of the
+    planned shape. Whoever drops a frame or
     plans one clears the function's ``_hot`` (_drop, _plan); every general call sets it."""
     if frame.key is None or vm.profile:
         return False
@@ -91,16 +97,29 @@ def make_guard(vm, frame):
 
     def guard():
         bufs = frame.input_bufs
+        stale = None
         for res, shape, i in residents:
             d = res.current(dev)
-            if d is None or d.shape != shape or d.root.buf is not bufs[i]:
+            if d is None:
+                # set on the host since (same shape, dtype and place): uploaded below,
+                # once the call is known to replay this frame
+                if not res.refillable(dev, shape, bufs[i]):
+                    return None
+                if stale is None:
+                    stale = []
+                stale.append(res)
+            elif d.shape != shape or d.root.buf is not bufs[i]:
                 return None
         for cell, shape, strides, offset, i in devarrays:
             v = cell[0]
             if type(v) is not device_array or v.base_data is not bufs[i] or \
                     v.shape != shape or v.strides != strides or v.offset != offset:
                 return None
-        return frame if arrays_match(arrays) else None
+        if not arrays_match(arrays):
+            return None
+        if stale is not None:
+            uploads.refill(dev, vm.queue, stale)
+        return frame
     return guard
 
 def tier_guard(vm, frame, residents, arrays):

@@ -20,6 +20,13 @@ it: a loop that raises, or is interrupted, drops its batch, and the next call up
 those values again. Values into a buffer that receives fewer than ``GROUP_MIN`` of them,
 values over ``VALUE_MAX`` bytes, and every upload outside such a loop go on their own, as
 before.
+
+A call that comes back to its last frame after ``set_value`` on some of its shared
+variables (a simulator's reset before ``run_steps``: its step 0) uploads those alone
+(:func:`refill`, from the frame's steady-state guard, ``runtime.frames.make_guard``): not
+the general path's key, lookup and re-binding of every input, whose cost grows with all
+the shared variables, changed or not. Every upload of a shared variable's value is counted
+on its device (:func:`counted`); a call's share is ``theano_ocl.stats(f)['last_call']``.
 """
 import numpy as np
 
@@ -35,6 +42,33 @@ _ALIGN = 16
 _ZEROS = np.zeros(_ALIGN, np.uint8)
 
 _staging = {}      # id(queue) -> (queue, device buffer, bytes): reused, one per queue
+
+
+def counted(dev, values, nbytes, transfers):
+    """Count uploads of shared variables' values on ``dev``: values, their bytes, and the
+    host-to-device transfers that carried them (``dev.upload_tally``)."""
+    t = dev.upload_tally
+    t[0] += values
+    t[1] += nbytes
+    t[2] += transfers
+
+
+def refill(dev, queue, residents):
+    """Upload the host values of ``residents`` (``shared.Resident``: set on the host since
+    the device copy was last current, the same shape, dtype and place) into their places,
+    packed as one transfer where they share a buffer."""
+    batch = UploadBatch(dev, queue)
+    add = batch.add
+    for res in residents:
+        # (what Resident.ensure_device would do, its tests already passed: refillable)
+        host = res.cell[0]
+        value = host if host.flags.c_contiguous else np.ascontiguousarray(host)
+        root = res.root
+        if not value.size:
+            res._uploaded(host)
+        elif not add(root.buf, root.origin, value, res._uploaded, host):
+            res.ensure_device(dev, queue)          # too large to pack: on its own
+    batch.flush()
 
 
 class UploadBatch(object):
@@ -77,6 +111,7 @@ class UploadBatch(object):
         ev = dev.cl.enqueue_copy(self.queue, buf, value, dst_offset=offset,
                                  is_blocking=False)
         dev.pending_upload(ev)
+        counted(dev, 1, value.nbytes, 1)
 
     def _scatter(self, group):
         """One transfer of the packed values and one launch putting them in place."""
@@ -102,6 +137,7 @@ class UploadBatch(object):
         staging = self._staging(total)
         ev = cl.enqueue_copy(queue, staging, host, is_blocking=False)
         dev.pending_upload(ev)
+        counted(dev, n, int(sizes.sum()), 1)
         src, name = kernels.render('upload_scatter.cl.mako', 'upload_scatter')
         kernel = cl.Kernel(dev.build(src), name)
         kernel.set_args(group[0][0], staging, np.int32(n))
