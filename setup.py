@@ -75,6 +75,9 @@ setup(
         # python -m theano_ocl bench's progress bar and the plots of --plot / render (bench
         # itself runs without them: plain progress lines, tables only)
         'bench': ['tqdm', 'matplotlib'],
+        # python -m theano_ocl bench's nengo_ocl case and bench/nengo_compare.py: the same
+        # Nengo network run by nengo-ocl (3.0 supports nengo up to 3.1; it warns on later)
+        'nengo': ['nengo>=3.1,<3.2', 'nengo-ocl>=3.0,<3.1'],
         # make docs / tests/test_docs.py (Sphinx 9 needs Python >= 3.11)
         'docs': ['sphinx>=9,<10', 'myst-parser>=5,<6'],
         # theano_ocl.distributed (several devices and hosts over MPI): needs an MPI library
