@@ -20,7 +20,13 @@ BASELINE = 'Theano C'
 OCL = 'theano_ocl'
 
 # the family modules, imported on first use of the registry
-FAMILIES = ('elemwise', 'overhead', 'reduce', 'gemm', 'mlp', 'nengo')
+FAMILIES = ('elemwise', 'overhead', 'reduce', 'gemm', 'mlp', 'nengo', 'nengo_compare')
+
+
+class Skip(Exception):
+    """Raised by a benchmark function that cannot run here (an optional package missing):
+    its message says why and how to install what it needs; the run records and prints
+    it, and goes on."""
 
 Benchmark = collections.namedtuple('Benchmark', 'name fn quick full doc')
 

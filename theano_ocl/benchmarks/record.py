@@ -146,6 +146,10 @@ def markdown(record):
             cell(variant_spread(c, OCL)),
             '%.2fx (%.2f..%.2f)' % ((ratio,) + span) if ratio and span else '',
             '' if launches is None else launches, '; '.join(also)))
+    for b in record.get('benchmarks', ()):
+        if b.get('skipped'):
+            lines.append('| %s | | | | | skipped | | %s |' % (
+                b['name'], b['skipped'].replace('|', '/')))
     lines += ['', 'Times: median (first..third quartile) of the samples. C / OCL: Theano C\'s '
               'median time over theano_ocl\'s (above 1: theano_ocl is faster), both measured in '
               'the same process; in brackets the lowest and highest ratio of the two '

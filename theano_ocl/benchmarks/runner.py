@@ -16,7 +16,7 @@ pause before each sample) or taken ``MAX_SAMPLES``.
 import time
 import traceback
 
-from . import BASELINE, OCL, Context, registry
+from . import BASELINE, OCL, Context, Skip, registry
 from .progress import bar
 from .stats import fmt_time, spread
 from .timing import OtherLoad, environment
@@ -99,11 +99,18 @@ def run(names=None, device=None, quick=False, repeat=5, min_time=0.0, progress=T
     for name in names:
         b = reg[name]
         params = dict(b.quick if quick else b.full, **(overrides or {}).get(name, {}))
-        todo.append((b, params, b.fn(ctx, **params)))
-    with bar(sum(len(cases) for _, _, cases in todo), progress) as shown:
-        for b, params, cases in todo:
+        try:
+            todo.append((b, params, b.fn(ctx, **params), None))
+        except Skip as e:            # an optional package missing: said, and recorded
+            todo.append((b, params, [], str(e)))
+    with bar(sum(len(cases) for _, _, cases, _ in todo), progress) as shown:
+        for b, params, cases, skipped in todo:
             entry = dict(name=b.name, doc=b.doc, params=params, cases=[])
             record['benchmarks'].append(entry)
+            if skipped:
+                entry['skipped'] = skipped
+                if log:
+                    shown.write('%s | skipped: %s' % (b.name, skipped))
             for case in cases:
                 shown.set_description('%s: %s' % (b.name, case.name))
                 try:
