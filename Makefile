@@ -3,8 +3,9 @@
 # stack and this checkout, the start-up hook, and PoCL if no OpenCL platform is visible).
 #
 #   make demo        bench/demo.py in .venv
-#   make test        the CI suite: pytest tests/ + the quick Theano conformance subset
-#   make test-full   pytest tests/ + the full Theano conformance run (hours on 2 cores)
+#   make test        the CI suite: pytest tests/ (less the tests marked full) + the quick
+#                    Theano conformance subset
+#   make test-full   pytest tests/ (all of it) + the full Theano conformance run (hours on 2 cores)
 #   make info        python -m theano_ocl info (the OpenCL devices)
 #   make bench       python -m theano_ocl bench $(BENCH_ARGS) (e.g. BENCH_ARGS='--quick --record')
 #   make sanitize    the kernel families' tests (small sizes) on Oclgrind, the OpenCL device
@@ -34,8 +35,8 @@ demo: bootstrap
 # Runs both parts even when the first fails; exits non-zero when either failed.
 test: bootstrap
 	@rc=0; \
-	echo "== pytest tests/"; \
-	$(PY) -m pytest -q tests || rc=1; \
+	echo "== pytest tests/ (less those marked full)"; \
+	$(PY) -m pytest -q -m "not full" tests || rc=1; \
 	if [ -f $(CONFORMANCE) ]; then \
 	    echo "== $(CONFORMANCE) --quick"; \
 	    $(PY) $(CONFORMANCE) --quick || rc=1; \

@@ -16,6 +16,9 @@ import textwrap
 
 import pytest
 
+# many fresh interpreters (3-7 min on 2 cores): `make test-full` runs it, not CI's `make test`
+pytestmark = pytest.mark.full
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = 600
 SELECTION_VARS = ('THEANO_OCL_DEVICE', 'PYOPENCL_CTX', 'THEANO_FLAGS')
