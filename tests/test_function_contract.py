@@ -305,7 +305,7 @@ def test_steady_state_calls_follow_every_change_of_their_inputs():
     f = theano.function([], T.exp(x * np.float32(1e-4)), updates={x: x + 1},
                         mode=ocl(outputs='device'))
     rs = [f() for _ in range(8)]
-    assert f.fn._hot is not None
+    assert f.fn.hot_guard is not None
     for k, r in enumerate(rs):                      # donated outputs are never overwritten
         assert_close(r.get(), want(np.arange(5000) + k), what='call %d' % k)
     for new, what in ((np.full(5000, 2, 'f4'), 'set_value'), (np.ones(70, 'f4'), 'new shape')):

@@ -130,10 +130,10 @@ class OCLFunction(object):
         # what every call reads, looked up once (a call costs a few microseconds of host
         # time: each attribute chain and method call in it shows)
         prog = program
-        self._inputs = [(cell, prog.residents.get(i)) for i, cell in enumerate(prog.input_cells)]
-        self._key_plan = [(kind,) + self._inputs[i] + (i,) for i, kind in prog.input_plan]
-        self._hot = None           # the guard of the last call's frame (runtime.frames.make_guard)
-        self._host_output_cells = list(prog.host_output_cells)
+        self.input_slots = [(cell, prog.residents.get(i)) for i, cell in enumerate(prog.input_cells)]
+        self.key_plan = [(kind,) + self.input_slots[i] + (i,) for i, kind in prog.input_plan]
+        self.hot_guard = None           # the guard of the last call's frame (runtime.frames.make_guard)
+        self.host_output_cells = list(prog.host_output_cells)
         self._output_cells = [(j, cell) for j, cell in enumerate(prog.computed_output_cells)
                               if cell is not None]
 
@@ -162,11 +162,11 @@ class OCLFunction(object):
     def _pass(self, hand_over):
         if commit._pending:
             commit.finish_pending()     # an interrupted call's commit, finished first
-        for cell in self._host_output_cells:
+        for cell in self.host_output_cells:
             cell[0] = None    # a host thunk must not write into an array returned before
         hooked = faults.hook is not None
         up0 = tuple(self.dev.upload_tally)
-        guard = self._hot
+        guard = self.hot_guard
         frame = guard() if guard is not None else None
         steady = frame is not None
         reads = None        # the host outputs' downloads, waited for once with the checks'
@@ -182,7 +182,7 @@ class OCLFunction(object):
                     return self._run_in_thread()
                 frame = self._run_or_replan(frame, self.executor.run_steps)
             else:
-                self._hot = None      # set again once this call's frame has run
+                self.hot_guard = None      # set again once this call's frame has run
                 key = frame_key(self)
                 frame = self.frames.get(key) if key is not None else None
                 if frame is not None:
@@ -206,7 +206,7 @@ class OCLFunction(object):
                 guard = frame.guard
                 if guard is None:
                     guard = frame.guard = make_guard(self, frame)
-                self._hot = guard or None
+                self.hot_guard = guard or None
             if hooked:
                 faults.at('outputs')
             if hand_over:
@@ -246,7 +246,7 @@ class OCLFunction(object):
             # output buffer handed over and kernels half re-pointed, an input re-bound):
             # the next call plans afresh; nothing was committed (or all was: commit.py)
             if frame is not None:
-                self._drop(frame.key)
+                self.drop_frame(frame.key)
             raise
         finally:
             self.executor.armed = False
@@ -291,7 +291,7 @@ class OCLFunction(object):
         except BranchFlip:
             return self._other_branch(frame)
         except Replan:
-            self._drop(frame.key)
+            self.drop_frame(frame.key)
             self.replans += 1
             return self._plan(frame.key)
 
@@ -341,7 +341,7 @@ class OCLFunction(object):
         if not agree:
             frame.tiny = False
             frame.tier_probes = 0
-            frame.guard = self._hot = None
+            frame.guard = self.hot_guard = None
 
     def _tier(self):
         if self._host_tier is None:
@@ -357,8 +357,8 @@ class OCLFunction(object):
         return cla.to_device(self.queue, np.ascontiguousarray(value))
 
     # ---------------------------------------------------------------- keys
-    def _drop(self, key):
-        self._hot = None
+    def drop_frame(self, key):
+        self.hot_guard = None
         frame = self.frames.pop(key, None)
         if frame is not None:
             frame.release()
@@ -410,7 +410,7 @@ class OCLFunction(object):
         planned for the branches this call takes, planning one the first time. Frames of
         one key keep one another as alternates (``max_alternates``), so alternating calls
         re-run only the tasks before the condition, never re-plan. Returns the frame run."""
-        self._hot = None
+        self.hot_guard = None
         key = frame.key
         tried = [frame]
         alternates, frame.alternates = frame.alternates, []
@@ -465,7 +465,7 @@ class OCLFunction(object):
             del frames[key]
             old.release()
             dropped = True
-            self._hot = None
+            self.hot_guard = None
         if dropped:
             self.dev.trim()
 
@@ -477,7 +477,7 @@ class OCLFunction(object):
         try:
             for key, frame in list(self.frames.items()):
                 if frame is not self.last_frame:
-                    self._drop(key)
+                    self.drop_frame(key)
         finally:
             self._lock.release()
         return None
@@ -495,7 +495,7 @@ class OCLFunction(object):
         if key is not None:
             self.frames[key] = frame
             self._evict(keep=frame)
-        self._hot = None
+        self.hot_guard = None
         raise RunOnHost()
 
     # ---------------------------------------------------------------- profile
@@ -511,7 +511,7 @@ class OCLFunction(object):
     def free(self):
         """Drop every frame (their buffers go back to the device)."""
         for key in list(self.frames):
-            self._drop(key)
+            self.drop_frame(key)
         self.last_frame = None
         self.dev.trim()
 

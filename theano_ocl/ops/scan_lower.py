@@ -41,7 +41,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs):
             frame.tiny or frame.on_host or frame.commits or inner.profile or \
             inner.profiler is not None:
         return None, 0
-    guard = inner._hot
+    guard = inner.hot_guard
     if not guard or guard() is not frame:
         return None, 0         # (the next pass would not find this very frame as it is)
     n_kept = lay.n_outs + lay.n_nit_sot
@@ -113,7 +113,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs):
     launches += sum(1 for m in feeds + sinks
                     if type(m) is RowLaunch or (type(m) is Copy and m.nbytes))
     loop = Loop(frame, fns, 'scan', scan.dev, scan.queue, feeds=feeds, sinks=sinks,
-                cells=cells, clear=inner._host_output_cells)
+                cells=cells, clear=inner.host_output_cells)
     return loop, launches
 
 

@@ -52,7 +52,7 @@ class Executor(object):
     def replay(self, frame):
         """One pass of ``frame`` with its input buffers re-bound to this call's."""
         vm = self.vm
-        inputs = vm._inputs
+        inputs = vm.input_slots
         dev, queue = vm.dev, vm.queue
         roots = frame.input_roots
         # (many shared variables set on the host: their uploads as one, runtime/uploads.py)
@@ -372,7 +372,7 @@ class Executor(object):
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
-            inputs = vm._inputs
+            inputs = vm.input_slots
             # each step starts as a call does: host output cells cleared (a host thunk must
             # not write into an array an earlier step handed on), fed inputs back in their
             # staging arrays, and shared variables whose update the frame computes on the
@@ -440,7 +440,7 @@ class Executor(object):
                         stats['steps_done'] = step + 1
             except BaseException as e:
                 if not isinstance(e, Exception):
-                    vm._drop(frame.key)     # interrupted mid-way: plan afresh next time
+                    vm.drop_frame(frame.key)     # interrupted mid-way: plan afresh next time
                 raise
             finally:
                 home(loop)      # the frame's kernels point at its input buffers again

@@ -33,7 +33,7 @@ def frame_key(vm):
     host value's bytes; None where a host value is too large to key on."""
     parts = [vm.output_mode]
     dev = vm.dev
-    for kind, cell, res, _ in vm._key_plan:
+    for kind, cell, res, _ in vm.key_plan:
         if kind == 'resident':
             parts.append(res.device_shape(dev))
             continue
@@ -68,11 +68,11 @@ def make_guard(vm, frame):
     planned buffer, or its host value newer and fitting that place (uploaded once the guard
     holds: the only side effect, and only when it returns the frame); an input array of the
     planned shape. Whoever drops a frame or
-    plans one clears the function's ``_hot`` (_drop, _plan); every general call sets it."""
+    plans one clears the function's ``hot_guard`` (drop_frame, _plan); every general call sets it."""
     if frame.key is None or vm.profile:
         return False
     residents, arrays, devarrays = [], [], []
-    for (kind, cell, res, i), part in zip(vm._key_plan, frame.key[1:]):
+    for (kind, cell, res, i), part in zip(vm.key_plan, frame.key[1:]):
         if kind == 'resident':
             residents.append((res, part, i))
         elif kind == 'dev' and type(part) is tuple and \
