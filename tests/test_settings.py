@@ -32,6 +32,9 @@ BAD = [
     ('host_tier', 'all', "one of 'exact', 'any', 'off'"),
     ('pinned', 'never', "one of 'gpu', 'always', 'off'"),
     ('stage_inputs', 'gpus', "one of 'gpu', 'always', 'off'"),
+    ('batch_after', 'soon', "an integer >= 0 or 'never'"),
+    ('max_frames', -1, 'an integer >= 0'),
+    ('reuse_min_bytes', 'big', 'an integer >= 0'),
 ]
 
 #: variables other modules read at link time: (variable, a value it refuses, what it takes)
@@ -104,3 +107,30 @@ def test_bad_variables_keep_mode_ocl_and_are_named_when_a_function_links(tmp_pat
             wrong.append(dict(expected=want, got=got))
     assert len(out['errors']) == len(cases) and not wrong, wrong
     assert out['after'] == ['OCLLinker', [2.0, 4.0]]
+
+
+def test_the_function_knobs_are_settings():
+    """What a function's runtime decides by counts (when a frame's calls take its batched
+    plan, how many plans it keeps) comes from its settings, observed through stats()."""
+    import numpy as np
+    import theano
+    import theano.tensor as T
+    x = T.vector('x')
+    outs = [x * np.asarray(k, x.dtype) + 1 for k in range(20)]    # 20 launches of one kind
+    v = np.arange(5, dtype=x.dtype)
+    facts = {}
+    for after in (3, 'never'):
+        f = theano.function([x], outs, mode=theano_ocl.OCLMode(batch_after=after))
+        for _ in range(6):
+            f(v)
+        facts[after] = theano_ocl.stats(f)
+    assert facts[3]['batched_launches'] < facts[3]['launches'], facts[3]
+    assert facts['never']['batched_launches'] == facts['never']['launches'], facts['never']
+    g = theano.function([x], x.sum() * 2, mode=theano_ocl.OCLMode(max_frames=2))
+    for n in range(1, 7):
+        g(np.ones(n, x.dtype))
+    assert theano_ocl.stats(g)['frames'] <= 3, theano_ocl.stats(g)
+    h = theano.function([x], x.sum() * 2, mode=theano_ocl.OCLMode())
+    for n in range(1, 7):
+        h(np.ones(n, x.dtype))
+    assert theano_ocl.stats(h)['frames'] == 6, theano_ocl.stats(h)

@@ -104,17 +104,21 @@ class OCLFunction(object):
         # (where the host_tier setting lets it, after tier_probes calls run both ways
         # agreed: runtime/host_tier.py's probes)
         self.tier_probes = host_tier.probes(self.settings.host_tier, program.fgraph)
-        self.host_tier_after = None if self.tier_probes is None else 20
+        settings = self.settings
+        self.host_tier_after = None if self.tier_probes is None else settings.host_tier_after
         self.tiny_size = 4096
         # buffers of dead intermediates smaller than this are not reused: they cost little
         # memory, and reusing them would chain independent small ops through false
         # (write-after-read) dependencies that stop the planner from batching them
-        self.reuse_min_bytes = 1 << 16
+        self.reuse_min_bytes = settings.reuse_min_bytes
         # one-step calls replay a batched plan (runtime/planner.py) once a frame has been replayed
         # batch_after times, when it has batch_min_launches launches and batching removes
         # at least a quarter of them; None turns this off
-        self.batch_after = 3
-        self.batch_min_launches = 16
+        self.batch_after = settings.batch_after
+        self.batch_min_launches = settings.batch_min_launches
+        # plans kept (LRU, under max_cached_bytes), and per key for other IfElse outcomes
+        self.max_frames = settings.max_frames
+        self.max_alternates = settings.max_alternates
         # a device Scan's inner function (set by ops/scan.py when it links the node): its
         # frames replay once a step, so a batched plan pays for any launch it saves
         self.loop_step = False

@@ -43,6 +43,20 @@ argument           default (environment)   meaning
                                            on a GPU with none, tunes at the first large
                                            product; 'cached' uses stored ones, else warns
                                            once per device; 'off' the built-in choices
+``batch_after``    THEANO_OCL_BATCH_AFTER  calls of a frame after which its calls run its
+                   =3                      batched plan (``runtime/planner.py``), where
+                                           it pays; 'never': no batched plan
+``batch_min_``     THEANO_OCL_BATCH_MIN_   launches a frame needs before a call batches
+``launches``       LAUNCHES=16             them (a device Scan's inner frame: any)
+``host_tier_``     THEANO_OCL_HOST_TIER_   calls of a tiny frame after which the host tier
+``after``          AFTER=20                may take it (``runtime/host_tier.py``)
+``reuse_min_``     THEANO_OCL_REUSE_MIN_   dead intermediates of at least this many bytes
+``bytes``          BYTES=65536             are reused later in the frame (smaller ones
+                                           would chain independent small launches)
+``max_frames``     THEANO_OCL_MAX_FRAMES   device plans a function keeps besides the one
+                   =256                    in use (LRU, under a byte bound)
+``max_``           THEANO_OCL_MAX_         plans kept per key for other IfElse branch
+``alternates``     ALTERNATES=3            outcomes
 =================  ======================  ===============================================
 
 An argument given to the mode wins; one left out takes its environment variable, read
@@ -112,6 +126,16 @@ def count(value):
     return n
 
 
+def count_or_never(value):
+    """An int >= 0 from an int or its decimal digits, or None for 'never'."""
+    if isinstance(value, str) and value.strip().lower() == 'never':
+        return None
+    try:
+        return count(value)
+    except ValueError:
+        raise ValueError("an integer >= 0 or 'never'") from None
+
+
 def writable_file(value):
     """A file path whose directory exists and is writable, or None for ''."""
     if not isinstance(value, str):
@@ -145,6 +169,12 @@ SPECS = collections.OrderedDict([
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
     ('tune', Spec('THEANO_OCL_TUNE', 'auto', choice('auto', 'cached', 'off', empty='auto'))),
+    ('batch_after', Spec('THEANO_OCL_BATCH_AFTER', 3, count_or_never)),
+    ('batch_min_launches', Spec('THEANO_OCL_BATCH_MIN_LAUNCHES', 16, count)),
+    ('host_tier_after', Spec('THEANO_OCL_HOST_TIER_AFTER', 20, count)),
+    ('reuse_min_bytes', Spec('THEANO_OCL_REUSE_MIN_BYTES', 1 << 16, count)),
+    ('max_frames', Spec('THEANO_OCL_MAX_FRAMES', 256, count)),
+    ('max_alternates', Spec('THEANO_OCL_MAX_ALTERNATES', 3, count)),
 ])
 NAMES = tuple(SPECS)
 
