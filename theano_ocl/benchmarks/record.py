@@ -291,7 +291,7 @@ def render(data_dir=None, out_dir=None, plots=True):
                                 title=device_label(rec)))
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
-    index += _script_runs(scripts) + _torch_runs(scripts)
+    index += _script_runs(scripts) + _torch_runs(scripts) + _keras_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -353,6 +353,36 @@ def _torch_runs(scripts_dir):
             'median per step or call over the runs, and their range.', '',
             '| run | device | version | case | median (min..max) |',
             '|---|---|---|---|---:|'] + rows + ['']
+
+
+def _keras_runs(scripts_dir):
+    """A table of ``bench/keras_mlp.py --json`` records (Keras' MLP example trained under
+    Theano C and theano_ocl, and Theano C again on inputs one ulp away), newest first: the
+    lines of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('keras_mlp',)):
+        commit = rec.get('commit')
+        commit = commit.get('commit', '?')[:7] if isinstance(commit, dict) else str(commit)
+        for r in rec.get('rows', []):
+            rows.append('| %s | %s | %s | %s | %.3g | %.3g | %.3g | %d | %d |' % (
+                name, rec['device'], commit, r['variant'], r['C vs OCL'], r['C vs C(x+1ulp)'],
+                r['ratio'], r['first batch apart (OCL)'], r['first batch apart (ulp)']))
+    if not rows:
+        return []
+    return ['## Keras\' MLP example against Theano C', '',
+            'The `--json` records of `bench/keras_mlp.py` (784-512-512-10, relu, dropout 0.2, '
+            'Adam, batch 128, synthetic digits; the record says epochs and samples): the '
+            'largest weight difference between theano_ocl and Theano C after training, beside '
+            'the one between Theano C and Theano C on inputs moved by one ulp (how far the '
+            'reference moves by itself), and the first batch whose losses differ by more than '
+            '1e-6 (relative; -1: none). Variants: `base` as shipped at that commit; `nodrop`, '
+            '`sgd` without dropout or with SGD; `nocontract`, `divsqrt`, `pow64`, `exact` '
+            'with a device-side change made for the run only (contraction off, correctly '
+            'rounded division and square root, float32 `pow` in double, both of the last '
+            'two).', '',
+            '| run | device | commit | variant | C vs OCL | C vs C (1 ulp) | ratio | first '
+            'batch apart | first batch apart (1 ulp) |',
+            '|---|---|---|---|---:|---:|---:|---:|---:|'] + rows + ['']
 
 
 def _scripts(scripts_dir, benches):

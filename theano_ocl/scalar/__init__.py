@@ -52,6 +52,10 @@ declares:
 * Float kernels stay in float: no double literal or operation appears unless a dtype involved is
   float64, so float32 code builds without cl_khr_fp64. Where Theano's C code computes a float32
   op in double (``1.0 / x``, the ultra-fast sigmoid, psi) results may differ in the last bits.
+  The one exception is float32 ``pow``: computed in double and rounded once where the device
+  has doubles (``#ifdef cl_khr_fp64``), as glibc's powf does, so it stays within one ulp of
+  Theano C's (an OpenCL float pow may be 16 ulp off, and Adam's ``1 - beta_2 ** t`` magnifies
+  that a thousandfold).
 * psi and tri_gamma use Theano's C algorithms (~1e-10 accurate, 0 for x <= 0); erfcx, erfinv and
   erfcinv, which Theano computes with scipy, are computed here to full precision.
 """

@@ -356,10 +356,27 @@ def _int_pow_helper(gen, od):
     return gen.helper('ipow_' + T, _INT_POW, T=T, **subs)
 
 
+# float pow as Theano's C code gets it: glibc's powf works in double and rounds once, which
+# an OpenCL float pow need not (16 ulp allowed; NVIDIA's differs from it in the last bits,
+# and 1 - pow(0.999f, t), Adam's bias correction, turns that into a 1e-4 relative change
+# of every step). Where the device has doubles the float pow is one; float code still
+# builds without cl_khr_fp64.
+_POWF = string.Template('''
+#ifdef cl_khr_fp64
+#pragma OPENCL EXTENSION cl_khr_fp64 : enable
+inline float th_powf(float x, float y) { return (float)pow((double)x, (double)y); }
+#else
+inline float th_powf(float x, float y) { return pow(x, y); }
+#endif
+''')
+
+
 @register(scal.Pow)
 def _pow(op, c):
     x, y = c.xs()
     if c.od in FLOATS:
+        if c.T == 'float':
+            return c.set('%s(%s, %s)' % (c.gen.helper('th_powf', _POWF), x, y))
         return c.set('pow(%s, %s)' % (x, y))
     return c.set('th_%s(%s, %s)' % (_int_pow_helper(c.gen, c.od), x, y))
 
