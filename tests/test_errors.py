@@ -125,3 +125,28 @@ def test_failed_call_keeps_last_good_shared_values(exc):
     assert_close(f(np.ones(4, 'f4')), np.arange(4, dtype='f4') + 1 + 2)
     assert_close(a.get_value(), np.arange(4, dtype='f4') + 2)
     assert_close(b.get_value(), np.full(4, 4, 'f4'))
+
+
+@pytest.mark.parametrize('profile', [False, True])
+def test_an_error_in_a_calls_pass_names_its_node(profile):
+    """A host node raising in a replayed call (its pass: a one-step loop of the driver,
+    the profiler's timed plans when profiled) gives Theano's error naming that node, not
+    the last one, with its position; the function stays usable."""
+    x = T.fvector('x')
+    mid = Interrupt()(x * 2)
+    f = theano.function([x], T.tanh(mid) + 1, mode=ocl(), profile=profile)
+    topo = f.maker.fgraph.toposort()
+    k = [i for i, node in enumerate(topo) if isinstance(node.op, Interrupt)][0]
+    assert k < len(topo) - 1                  # (an unknown position names the last node)
+    v = np.ones(4, 'f4')
+    for _ in range(4):
+        assert_close(f(v), np.tanh(2 * v) + 1)
+    st = theano_ocl.stats(f)
+    assert st['frames'] == 1 and st['replans'] == 0 and st['host_steps'], st   # replays
+    Interrupt.raise_next = ValueError('stop here')
+    with pytest.raises(ValueError, match='stop here') as e:
+        f(v)
+    msg = str(e.value)
+    assert 'Apply node that caused the error: %s' % (topo[k],) in msg, msg
+    assert 'Toposort index: %d' % k in msg, msg
+    assert_close(f(v), np.tanh(2 * v) + 1)

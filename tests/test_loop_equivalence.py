@@ -7,7 +7,8 @@ Theano C's. The graphs are the ones where a loop may go wrong where a call does 
 integer and float counters of every width read directly and through casts (host shape
 arithmetic on the host, their readers on the device), per-step scalar and vector inputs of
 every dtype, updates reading other updates' variables, IfElse, a scan inside, and an
-error flag raised on a chosen step.
+error flag raised on a chosen step. And one step function run as calls, by ``run_steps``
+and as a device Scan, batched and not: every pass of each is run by the one loop driver.
 """
 import warnings
 
@@ -171,3 +172,52 @@ def test_error_flag_on_a_chosen_step():
     want = table0[idx[:3]].sum(axis=(0, 1))
     for way, got in finals.items():
         assert_close(got, want, what='%s: acc after the failing step' % way, rtol=1e-6)
+
+
+@pytest.mark.parametrize('batched', [False, True])
+def test_a_call_run_steps_and_a_device_scan_agree(batched):
+    """One step function run on the device three ways, each a loop of the one driver
+    (``runtime.loop.drive``): called once per step (a call's pass is a loop of one step),
+    ``SimulatorOCL.run_steps`` (steps 1..n-1 one loop) and a device Scan of the same step
+    (its steps after the first lowered). Every step's values equal Theano C's. Batched:
+    the step's three like updates are one launch in the calls' hot pass too."""
+    n, m = 7, 6
+    rng = np.random.RandomState(5)
+    xs = rng.uniform(-1, 1, (n, m)).astype('float32')
+    h0 = [rng.uniform(-1, 1, m).astype('float32') for _ in range(3)]
+    mode = theano_ocl.OCLMode(batch_after=1, batch_min_launches=2) if batched else \
+        theano_ocl.OCLMode(batch_after='never')
+
+    def step(x, *hs):
+        return [T.tanh(h * np.float32(0.5) + x) for h in hs]
+
+    def stepper(mode):
+        hs = [theano.shared(v.copy(), name='h%d' % k) for k, v in enumerate(h0)]
+        x = T.vector('x', dtype='float32')
+        new = step(x, *hs)
+        return theano.function([x], new, updates=list(zip(hs, new)), mode=mode)
+    f_c = stepper('FAST_RUN')
+    want = np.array([f_c(x) for x in xs])                   # (step, state, m)
+    f_call = stepper(mode)
+    got = {'calls': np.array([f_call(x) for x in xs])}
+    sim = theano_ocl.SimulatorOCL(stepper(mode))
+    got['run_steps'] = np.stack(sim.run_steps(n, inputs={'x': xs}, probes=[0, 1, 2]), axis=1)
+    X = T.matrix('X', dtype='float32')
+    H = [T.vector('h%d' % k, dtype='float32') for k in range(3)]
+    outs, _ = theano.scan(step, sequences=X, outputs_info=H)
+    f_scan = theano.function([X] + H, outs, mode=mode)
+    got['scan'] = np.stack(f_scan(xs, *h0), axis=1)
+    for way, values in got.items():
+        for t in range(n):
+            assert_close(values[t], want[t], what='%s: step %d' % (way, t))
+    call = theano_ocl.stats(f_call)
+    assert call['frames'] == 1 and call['replans'] == 0 and call['launches'] >= 3, call
+    if batched:
+        assert call['batched_launches'] < call['launches'], call
+    else:
+        assert call['batched_launches'] == call['launches'], call
+    run = theano_ocl.stats(sim)['run_steps']
+    assert run['steps_done'] == n and run['call_steps'] == 0, run
+    scans = theano_ocl.stats(f_scan)['scans']
+    assert len(scans) == 1 and scans[0]['steps'] == n, scans
+    assert scans[0]['lowered_steps'] == n - 1, scans

@@ -26,6 +26,7 @@ nodes by Theano's own rule (``hasattr(thunk, 'cthunk')``), as ``theano_ocl.repor
 them, and ``summary()`` adds the device, builds and transfers to the function's section.
 """
 import collections
+import functools
 import json
 import threading
 import time
@@ -156,11 +157,10 @@ class Profiler(object):
         the call that plans it)."""
         self.times[task] += seconds
 
-    def run_steps(self, frame):
-        fn = self.fn
-        for step in frame.steps:
-            fn.position_of_error = step.task
-            self.run(step)
+    def fns(self, steps):
+        """The callables of a profiled call's pass over the recorded ``steps``, each timed
+        by :meth:`run` (``Executor.pass_loop``: the loop driver runs them)."""
+        return [functools.partial(self.run, step) for step in steps]
 
     def end_call(self):
         """Once the call's outputs are back: device times from the events (each read once,

@@ -184,7 +184,7 @@ class OCLFunction(object):
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
                     return self._run_in_thread()
-                frame = self._run_or_replan(frame, self.executor.run_steps)
+                frame = self._run_or_replan(frame, self.executor.run_pass)
             else:
                 self.hot_guard = None      # set again once this call's frame has run
                 key = frame_key(self)

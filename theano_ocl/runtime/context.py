@@ -91,6 +91,9 @@ class Frame(object):
         self.skipped = set()       # task indices of the IfElse branches it does not take
         self.zeros = {}            # id(root) -> _Zeros, while planning (PlanContext.zeros_written)
         self.early_reads = None    # runtime.early.Reads, once a call ran it
+        # a call's pass as a one-step runtime.loop.Loop, unarmed and armed (outputs handed
+        # over, read early): Executor.pass_loop's (plans, their number, Loop, Reads or None)
+        self.passes = [None, None]
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
@@ -112,6 +115,7 @@ class Frame(object):
         self.steps = []
         self.dvals = {}
         self.batched = False
+        self.passes = [None, None]
 
 
 class PlanContext(object):

@@ -15,7 +15,8 @@ changes: a later call, ``get_value`` and every transfer go through the same in-o
 queue; the updates are committed on the host (``runtime.commit``) after the checks, as
 before; buffers stay the frame's.
 
-Only ordinary calls read early (:meth:`Executor.run_steps` with ``armed``): the passes of
+Only ordinary calls read early (``Executor.run_pass`` with ``armed``: the callables of
+its pass loop, ``Executor.pass_loop``, have the reads interleaved): the passes of
 ``run(n)`` and of a device Scan fetch their outputs otherwise and queue no read.
 """
 from .plans import Fetch
@@ -32,17 +33,15 @@ def _last_writer(plans_, root):
 
 
 class Reads(object):
-    """A frame's early reads: the callables that queue them, the step lists with them
-    interleaved (per list of plans: the frame's steps, its batched plan's), and what the
-    current pass queued: ``outputs`` {output index: (host array, event)}, ``checks``
-    {Check: event}, valid while ``live`` (from :meth:`start` to the end of the call)."""
+    """A frame's early reads: the callables that queue them, and what the current pass
+    queued: ``outputs`` {output index: (host array, event)}, ``checks`` {Check: event},
+    valid while ``live`` (from :meth:`start` to the end of the call)."""
 
     def __init__(self, frame):
         self.outputs = {}
         self.checks = {}
         self.live = False
         self._reads = _readers(frame, self)
-        self._fns = {}          # id(plans) -> (plans, len(plans), fns or None)
 
     def start(self):
         """A pass begins: forget what an earlier one queued."""
@@ -52,18 +51,11 @@ class Reads(object):
             self.checks = {}
         self.live = True
 
-    def fns(self, plans_, fns=None):
-        """The callables of ``plans_`` (``fns``, else the plans' own) with the reads
-        interleaved; None: read at the end as before. Built once per list of plans."""
-        got = self._fns.get(id(plans_))
-        if got is None or got[0] is not plans_ or got[1] != len(plans_):
-            interleaved = None
-            if self._reads:
-                interleaved = interleave(plans_, fns if fns is not None else
-                                         [p.fn for p in plans_], self._reads)
-            got = (plans_, len(plans_), interleaved)
-            self._fns[id(plans_)] = got
-        return got[2]
+    def fns(self, plans_, fns):
+        """``fns`` (the callables of ``plans_``: the frame's steps, its batched plan's) with
+        the reads interleaved; None: read at the end as before (``Executor.pass_loop``
+        keeps the result with the frame's pass loop)."""
+        return interleave(plans_, fns, self._reads) if self._reads else None
 
 
 def producers(frame):

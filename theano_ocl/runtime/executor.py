@@ -2,8 +2,9 @@
 
 Every way of running a frame goes through :class:`Executor`:
 
-* ``replay(frame)`` / ``run_steps(frame)``: one pass of the frame's plans (its batched
-  plan once hot), after re-pointing kernels at inputs that arrived in other buffers;
+* ``replay(frame)`` / ``run_pass(frame)``: one pass of the frame's plans (its batched
+  plan once hot), after re-pointing kernels at inputs that arrived in other buffers: a
+  loop of one step (``pass_loop``) run by ``runtime.loop.drive``, as the loops are;
 * ``run_checks(frame)``: the device error flags of that pass (bad index, division by zero);
 * ``commit(frame)``: the updates, all or none (``runtime.commit``);
 * ``run(n, feeds=..., probes=...)``: ``n`` passes with no host round trip. Pass 0 is an
@@ -24,7 +25,7 @@ import warnings
 import numpy as np
 
 from . import commit, early, faults, plans, uploads
-from .context import Replan, family
+from .context import family
 from .frames import frame_key
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home
 from .memory import buffer_copier
@@ -58,15 +59,10 @@ class Executor(object):
         # (many shared variables set on the host: their uploads as one, runtime/uploads.py)
         batch = uploads.UploadBatch(dev, queue) if len(roots) >= uploads.GROUP_MIN else None
         for i, root in roots.items():
-            self.bind_input(frame, i, root, inputs[i], batch)
+            bind_input(dev, queue, frame, i, root, inputs[i], batch)
         if batch is not None:
             batch.flush()
-        self.run_steps(frame)
-
-    def bind_input(self, frame, i, root, cell_res, batch=None):
-        """Bring input ``i`` of ``frame`` to the device as a pass reads it
-        (``runtime.loop.bind_input``)."""
-        bind_input(self.vm.dev, self.vm.queue, frame, i, root, cell_res, batch)
+        self.run_pass(frame)
 
     def host_committed(self, frame):
         """The device inputs of ``frame`` that are shared variables whose update the frame
@@ -105,60 +101,51 @@ class Executor(object):
             return plan.fns, plan.n_launches_after
         return [s.fn for s in frame.steps], plans.launches(frame.steps)
 
-    def run_steps(self, frame):
-        """One pass of the frame's recorded plans (or its batched plan) as they are bound."""
-        vm = self.vm
+    def run_pass(self, frame):
+        """One pass of the frame's recorded plans (or its batched plan) as they are bound:
+        the frame's pass loop, one step of ``runtime.loop.drive`` (see :meth:`pass_loop`).
+        A plan finding the frame's assumptions broken raises its ``Replan``."""
         plan = self.batched(frame)
+        plans_ = frame.steps if plan is None else plan.plans
+        armed = self.armed
+        got = frame.passes[armed]
+        if got is None or got[0] is not plans_ or got[1] != len(plans_):
+            got = self.pass_loop(frame, plan, armed)
+        elif got[3] is not None:
+            got[3].start()              # (early reads: this pass's, runtime/early.py)
+        loop = got[2]
+        if drive(loop, 0, 1, None) == 0:
+            replan, loop.replan = loop.replan, None
+            raise replan
+
+    def pass_loop(self, frame, plan, armed):
+        """A call's pass of ``frame`` as a one-step ``runtime.loop.Loop``, kept in
+        ``frame.passes[armed]`` as (plans, their number, loop, early reads or None): the
+        callables of its recorded steps (``plan`` None; wrapped by the profiler when the
+        function is profiled) or of the batched ``plan``; for a call that hands its
+        outputs over (``armed``), its host outputs and flags read as soon as their values
+        are final (``runtime/early.py``). A failing recorded step sets the function's
+        ``position_of_error`` to its task (a batched plan's: -1); the fault hook sees
+        ``'step k'`` / ``'batched step k'`` before each."""
+        vm = self.vm
+        profiler = vm.profiler
         if plan is not None:
-            fns = plan.fns
-            if self.armed:
-                fns = self._early(frame, plan.plans, fns) or fns
-            return self._call_all(fns, 'batched step %d')
-        if vm.profiler is not None:              # profile hook (profiling.py)
-            return vm.profiler.run_steps(frame)
-        steps = frame.steps
-        fns = self._early(frame, steps) if self.armed else None
-        if fns is not None:
-            return self._call_all(fns, 'step %d', steps)
-        hooked = faults.hook is not None
-        step = None
-        try:
-            for k, step in enumerate(steps):
-                if hooked:
-                    faults.at('step %d' % k)
-                step.fn()
-        except Replan:
-            raise
-        except BaseException:
-            if step is not None:
-                vm.position_of_error = step.task
-            raise
-
-    def _call_all(self, fns, label, plans_=None):
-        """Call ``fns`` in order (the fault hook at each: ``label % k``); on an error the
-        function's position is the failing plan's task (``plans_[k]``; else unknown)."""
-        hooked = faults.hook is not None
-        k = -1
-        try:
-            for k, fn in enumerate(fns):
-                if hooked:
-                    faults.at(label % k)
-                fn()
-        except Replan:
-            raise
-        except BaseException:
-            self.vm.position_of_error = plans_[k].task if plans_ is not None and k >= 0 else -1
-            raise
-
-    def _early(self, frame, plans_, fns=None):
-        """The callables of ``plans_`` (``fns``, or the plans' own) with the call's host
-        outputs and flags read as soon as their values are final (``runtime/early.py``),
-        or None where none would be; the frame's reads start a new pass."""
-        reads = frame.early_reads
-        if reads is None:
-            reads = frame.early_reads = early.Reads(frame)
-        reads.start()
-        return reads.fns(plans_, fns)
+            plans_, fns, tasks, label = plan.plans, plan.fns, None, 'batched step %d'
+        else:
+            plans_, label = frame.steps, 'step %d'
+            tasks = [s.task for s in plans_]
+            fns = profiler.fns(plans_) if profiler is not None else [s.fn for s in plans_]
+        reads = None
+        if armed and profiler is None:
+            reads = frame.early_reads
+            if reads is None:
+                reads = frame.early_reads = early.Reads(frame)
+            reads.start()
+            fns = reads.fns(plans_, fns) or fns
+        loop = Loop(frame, fns, None, vm.dev, vm.queue, tasks=tasks, plan_label=label,
+                    owner=vm)
+        got = frame.passes[armed] = (plans_, len(plans_), loop, reads)
+        return got
 
     def run_checks(self, frame, events=None):
         """Read the frame's device error flags (see PlanContext.deferred_check), the reads

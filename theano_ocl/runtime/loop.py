@@ -5,8 +5,11 @@ A frame is run many times in two places: ``OCLFunction.run`` (``SimulatorOCL.run
 from an output to an input) and a device Scan (``ops/scan.py``: the inner function once
 per step, its sequences' rows and state taps in, its outputs into the slots of the outer
 buffers). Both declare what a step moves as a :class:`Loop` and hand it to :func:`drive`,
-the only code that runs a frame's plans step after step and re-points kernel arguments
-at rows; a call's single pass (``Executor.run_steps``) walks the same plans once.
+the only code that walks a frame's plans and re-points kernel arguments at rows. A call's
+single pass is a loop too: one step with nothing fed, sunk or committed
+(``Executor.run_pass``; the call fetches its outputs, reads its checks and commits after
+it), whose plans name their tasks (``tasks``, ``owner``: a failing plan's task becomes the
+function's ``position_of_error``) and their fault hook boundaries (``plan_label``).
 
 What a loop says, each part data rather than code:
 
@@ -19,7 +22,9 @@ What a loop says, each part data rather than code:
   array's row put in an input cell (:class:`HostRow`); cells set every step
   (``cells``), host output cells cleared (``clear``), shared variables committed on the
   host brought to the device (``restage``);
-* the pass: the frame's plans (``fns``: its recorded steps, or its batched plan);
+* the pass: the frame's plans (``fns``: its recorded steps, or its batched plan; for a
+  call, with its early reads interleaved, ``runtime/early.py``, or wrapped by the
+  profiler, ``profiling.Profiler.fns``);
 * after the pass (``sinks``): a frame value copied into a row (:class:`Copy`), a strided
   one by its copy kernel (:class:`Strided`), a host value appended (:class:`HostRow`);
   each sink every ``every`` steps;
@@ -29,6 +34,8 @@ What a loop says, each part data rather than code:
 at which a plan found its frame's assumptions broken (``Replan``: an IfElse's other
 branch, a host value the plan relied on), nothing of which was committed.
 """
+from operator import length_hint
+
 from . import commit as commit_mod
 from . import faults
 from .context import Replan, bind_site
@@ -64,11 +71,12 @@ class Follow(object):
     """The frame's ``root`` pointed at ``rows`` each step, ``shift`` bytes before them;
     ``sites`` (kernel, argument, element offset, item size) are the kernel arguments
     bound to the root. :func:`home` puts the root and its arguments back."""
-    __slots__ = ('root', 'sites', 'rows', 'shift', 'home')
+    __slots__ = ('root', 'sites', 'rows', 'shift', 'home', 'base')
 
     def __init__(self, root, sites, rows, shift=0):
         self.root, self.sites, self.rows, self.shift = root, sites, rows, shift
         self.home = (root.buf, root.origin)
+        self.base = rows.base + shift     # the root's origin at row 0 (place)
 
 
 class RowLaunch(object):
@@ -104,16 +112,26 @@ class Loop(object):
     root, (cell, Resident)) of shared variables whose update the frame computes on the
     host; ``checks(t)``: the frame's device error flags read after step ``t`` (when the
     driver is asked to read them every step); ``label`` names the loop at the fault
-    hook's boundaries."""
+    hook's boundaries of each step (``'<label> step t'``; None: none per step).
+
+    ``plan_label``: a fault hook boundary before each of ``fns`` (``plan_label % k``);
+    ``owner``: the ``OCLFunction`` whose ``position_of_error`` a failing plan sets:
+    ``tasks[k]``, the task of ``fns[k]`` (``tasks`` None: -1, unknown). A call's pass sets
+    these; the loops of ``run`` and of a device Scan do not."""
 
     def __init__(self, frame, fns, label, dev, queue, feeds=(), sinks=(), cells=(),
-                 clear=(), restage=(), commit=None, checks=None, every=1):
+                 clear=(), restage=(), commit=None, checks=None, tasks=None,
+                 plan_label=None, owner=None):
         self.frame, self.fns, self.label = frame, fns, label
         self.dev, self.queue = dev, queue
         self.feeds, self.sinks = list(feeds), list(sinks)
         self.cells, self.clear, self.restage = list(cells), list(clear), list(restage)
-        self.commit, self.checks, self.every = commit, checks, every
+        self.commit, self.checks = commit, checks
+        self.tasks, self.plan_label, self.owner = tasks, plan_label, owner
         self.follows = [f for f in self.feeds if type(f) is Follow]
+        # whether a step moves anything besides its plans (a call's pass does not)
+        self.moves = bool(self.feeds or self.sinks or self.cells or self.clear or
+                          self.restage)
         self.replan = None       # the Replan that ended the last drive early
 
 
@@ -145,7 +163,7 @@ def place(follow, t):
     """Point ``follow``'s root (and its kernel arguments) at step ``t``'s row."""
     rows = follow.rows
     root = follow.root
-    origin = rows.base + follow.shift + rows.row(t) * rows.stride
+    origin = follow.base + rows.row(t) * rows.stride
     if root.buf is not rows.buf:
         root.buf = rows.buf
         for site in follow.sites:
@@ -168,70 +186,83 @@ def home(loop):
 
 
 def drive(loop, first, n, copy, check_each=False, stats=None):
-    """Run steps ``first .. n-1`` of ``loop`` (``copy``: ``runtime.memory.buffer_copier``);
-    the number of steps run: ``n``, or the step whose plans raised ``Replan`` (nothing of
-    it committed). With ``check_each`` the frame's error flags are read after every step
-    (a failing step raises before its commit)."""
-    frame = loop.frame
-    queue = loop.queue
+    """Run steps ``first .. n-1`` of ``loop`` (``copy``: ``runtime.memory.buffer_copier``;
+    None where the loop copies nothing); the number of steps run: ``n``, or the step whose
+    plans raised ``Replan`` (nothing of it committed, the exception in ``loop.replan``).
+    With ``check_each`` the frame's error flags are read after every step (a failing step
+    raises before its commit)."""
     fns = loop.fns
-    feeds, sinks = loop.feeds, loop.sinks
-    cells, clear = loop.cells, loop.clear
-    restage = loop.restage
-    dev = loop.dev
     commit = loop.commit
-    label = loop.label
+    moves = loop.moves
+    if moves:
+        frame, queue, dev = loop.frame, loop.queue, loop.dev
+        feeds, sinks = loop.feeds, loop.sinks
+        cells, clear, restage = loop.cells, loop.clear, loop.restage
     hooked = faults.hook is not None
+    if hooked and loop.plan_label is not None:
+        fns = [_boundary(loop.plan_label % k, fn) for k, fn in enumerate(fns)]
     t = first
     try:
         for t in range(first, n):
-            if hooked:
-                faults.at('%s step %d' % (label, t))
+            if hooked and loop.label is not None:
+                faults.at('%s step %d' % (loop.label, t))
             # ---------------------------------------------------- before the pass
-            for cell in clear:
-                cell[0] = None      # a host thunk must not write into an array handed on
-            for cell, value in cells:
-                cell[0] = value     # (a host step may have swapped in its host copy)
-            for f in feeds:
-                kind = type(f)
-                if kind is Copy:
-                    if f.nbytes:
-                        copy(queue, f.dst.buf, f.src.buf, f.nbytes, f.src.offset(t),
-                             f.dst.offset(t))
-                elif kind is Follow:
-                    place(f, t)
-                elif kind is RowLaunch:
-                    f.copies.run(None if f.src is None else [r.row(t) for r in f.src],
-                                 None if f.dst is None else [r.row(t) for r in f.dst])
-                else:
-                    f.cell[0] = f.array[t, ...]
-            for i, root, cell_res in restage:
-                bind_input(dev, queue, frame, i, root, cell_res)
+            if moves:
+                for cell in clear:
+                    cell[0] = None      # a host thunk must not write into an array handed on
+                for cell, value in cells:
+                    cell[0] = value     # (a host step may have swapped in its host copy)
+                for f in feeds:
+                    kind = type(f)
+                    if kind is Copy:
+                        if f.nbytes:
+                            copy(queue, f.dst.buf, f.src.buf, f.nbytes, f.src.offset(t),
+                                 f.dst.offset(t))
+                    elif kind is Follow:
+                        place(f, t)
+                    elif kind is RowLaunch:
+                        f.copies.run(None if f.src is None else [r.row(t) for r in f.src],
+                                     None if f.dst is None else [r.row(t) for r in f.dst])
+                    else:
+                        f.cell[0] = f.array[t, ...]
+                for i, root, cell_res in restage:
+                    bind_input(dev, queue, frame, i, root, cell_res)
             # ---------------------------------------------------- the pass
-            for fn in fns:
-                fn()
+            plan = iter(fns)
+            try:
+                for fn in plan:
+                    fn()
+            except BaseException as e:
+                if loop.owner is not None and not isinstance(e, Replan):
+                    # the failing plan: the one the iterator handed out last (counting
+                    # what is left costs nothing while no plan fails)
+                    tasks = loop.tasks
+                    loop.owner.position_of_error = -1 if tasks is None else \
+                        tasks[len(fns) - length_hint(plan) - 1]
+                raise
             # ---------------------------------------------------- after it
-            for s in sinks:
-                kind = type(s)
-                if kind is Copy:
-                    dst = s.dst
-                    if (t + 1) % dst.every == 0 and s.nbytes:
-                        copy(queue, dst.buf, s.src.buf, s.nbytes, s.src.offset(t),
-                             dst.offset(t))
-                elif kind is RowLaunch:
-                    s.copies.run(None if s.src is None else [r.row(t) for r in s.src],
-                                 None if s.dst is None else [r.row(t) for r in s.dst])
-                elif kind is Strided:
-                    if (t + 1) % s.rows.every == 0:
-                        s.slot_root.origin = s.rows.offset(t)
-                        s.run()
-                elif (t + 1) % s.every == 0:
-                    s.into.append(s.fetch())
+            if moves:
+                for s in sinks:
+                    kind = type(s)
+                    if kind is Copy:
+                        dst = s.dst
+                        if (t + 1) % dst.every == 0 and s.nbytes:
+                            copy(queue, dst.buf, s.src.buf, s.nbytes, s.src.offset(t),
+                                 dst.offset(t))
+                    elif kind is RowLaunch:
+                        s.copies.run(None if s.src is None else [r.row(t) for r in s.src],
+                                     None if s.dst is None else [r.row(t) for r in s.dst])
+                    elif kind is Strided:
+                        if (t + 1) % s.rows.every == 0:
+                            s.slot_root.origin = s.rows.offset(t)
+                            s.run()
+                    elif (t + 1) % s.every == 0:
+                        s.into.append(s.fetch())
             if check_each and loop.checks is not None:
                 loop.checks(t)
             if commit is not None:
                 if hooked:
-                    faults.at('%s step %d commit' % (label, t))
+                    faults.at('%s step %d commit' % (loop.label, t))
                 # one commit per step, all of its updates or none (runtime/commit.py); the
                 # first step sets the residents' flags, which then hold
                 commit_mod.apply(commit[0]() if t == first else commit[1]())
@@ -241,3 +272,11 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
         loop.replan = e
         return t
     return n
+
+
+def _boundary(where, fn):
+    """``fn`` after the fault hook's boundary ``where`` (a hooked pass: tests only)."""
+    def run():
+        faults.at(where)
+        return fn()
+    return run
