@@ -10,6 +10,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 import theano_ocl
 from theano_ocl import kernels
 
@@ -157,6 +159,7 @@ CACHE = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.full   # a second interpreter (70 s); test_kernel_cache's second process runs in CI
 def test_second_process_finds_elemwise_programs_in_the_disk_cache(tmp_path):
     # process 1 builds another function's kernels first, so a counter would have named the
     # target's kernel differently from process 2, which builds it first

@@ -726,7 +726,7 @@ def test_outputs_never_written_over_the_rows_a_step_reads(dtype, monkeypatch):
     assert not failures, failures
 
 
-@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+@pytest.mark.parametrize('dtype', ['float32', pytest.param('float64', marks=pytest.mark.full)])
 def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
     """A gradient scan's mit-mot state is read (tap 1) and written (tap 1) in one row: the
     inner frame writes it there directly where every read of that row comes first or

@@ -16,6 +16,10 @@ import pytest
 
 from test_entrypoints import NO_PTH, _env, _flags, _last_json, _pth_active, _run
 
+# Every test starts fresh interpreters on an empty compiledir (6 min on 2 cores): `make
+# test-full` runs them, `make test` (CI) does not.
+pytestmark = pytest.mark.full
+
 WARNING = 'scan module (scan_perform) cannot be built'
 
 # modes from argv (''/'None' = the flags' default); prints one JSON line

@@ -84,7 +84,7 @@ def _step_from(f, state, values, x, y):
     ([784, 10], None, 'float32'),                                    # logistic regression
     ([784, 500, 500, 10], T.tanh, 'float32'),
     ([784, 500, 500, 10], T.nnet.relu, 'float32'),
-    ([784, 500, 500, 10], T.tanh, 'float64'),
+    pytest.param([784, 500, 500, 10], T.tanh, 'float64', marks=pytest.mark.full),
 ])
 def test_training_matches_c(sizes, act, dtype):
     dev = theano_ocl.get_device()
