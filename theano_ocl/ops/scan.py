@@ -17,6 +17,9 @@ No host round trip happens per iteration. An ``until`` condition the inner funct
 computes on the device stays there: each step a kernel counts the step and sets a stop
 flag, the step's writes are masked by the flag, and the host reads the flag after 4, 8, 16,
 ... steps (at most 64 apart). The run that plans the node reads the condition every step.
+The steps after the first are lowered onto the runtime's loop with their condition
+(``ops/scan_lower.py``); an error in a run reading the flag every few steps (a step past
+the stop may have read a bad index) runs it again reading the condition every step.
 An until loop that stops after another number of steps than planned changes its outputs'
 shapes: it raises ``BranchFlip``, and the VM runs a frame of the same key planned for that
 many steps (it keeps a few, as for IfElse branches; the first time it plans one), which
@@ -41,7 +44,7 @@ from theano.scan_module.scan_op import Scan
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
-from ..runtime.loop import drive
+from ..runtime.loop import Until, drive
 from ..runtime import settings
 from ..runtime.kernel_cache import build_seconds
 from ..runtime.memory import buffer_copier, download
@@ -377,9 +380,15 @@ class Loop(LoopCopies):
         try:
             try:
                 result = self._run()
-            except ChecksFailed:
-                # an error flag set in the lowered steps: the run again as passes, which
-                # read the flags every step and fail where Theano's loop does
+            except Replan:
+                raise
+            except Exception as e:
+                # an error flag set in the lowered steps, or an error in a step past the stop
+                # of a run reading its device stop flag every few steps: the run again as
+                # passes, which read the flags and the condition every step and fail where
+                # Theano's loop does
+                if not isinstance(e, ChecksFailed) and not (self.masked and not self.planned):
+                    raise
                 if self.bound is not None:
                     self.bound.restore()
                     self.bound = None
@@ -406,12 +415,12 @@ class Loop(LoopCopies):
     def _run(self, lower=True):
         lay = self.lay
         t_run = time.perf_counter()
-        self.impl.last_run = None
         stopped, self.impl.stopped = self.impl.stopped, None
         if stopped is not None and not self.planned:
             outs = self._take_stopped(*stopped)
             if outs is not None:
-                return outs
+                return outs               # (what it did: the stopped run's last_run)
+        self.impl.last_run = None
         queue = self.queue
         cl = self.dev.cl
         copy = self.copy_buffer
@@ -443,7 +452,9 @@ class Loop(LoopCopies):
         # frame's buffers, kernels and batched plan stay bound from step to step
         fn = self.fn.fn.pass_values
         n_steps = self.n_steps
-        masked = self.masked and not self.planned
+        # (a run again after an error flag of the lowered steps reads the condition every
+        # step: it fails where Theano's loop fails, not at a step past the stop)
+        masked = self.masked and not self.planned and lower
         if masked:
             self._zero(self.flags)
             check = CHECKS[0]
@@ -498,24 +509,6 @@ class Loop(LoopCopies):
                     bound = binding.bound_inputs
                     # (a followed row: no bytes to copy, its staging array still in its cell)
                     copied = [r[:7] + (0,) + r[8:] if r[-1] in bound else r for r in staged]
-            if i == 1 and i < n_steps and lower:
-                # the steps after the first as one loop of the runtime (ops/scan_lower.py)
-                loop, launches = lowered(self, results, copied, meta if rows_in else (),
-                                         binding, pos0, host_seqs)
-                if loop is not None:
-                    i = drive(loop, 1, n_steps, copy)
-                    frame = inner.last_frame
-                    frame.replays += i - 1
-                    if frame.checks:
-                        try:
-                            inner.executor.run_checks(frame)
-                        except Exception:
-                            raise ChecksFailed()
-                    pos = [(p + i) % s for p, s in zip(pos0, store)]
-                    self.impl.last_run = dict(launches_per_step=launches, lowered_steps=i - 1)
-                    if i == n_steps:
-                        break
-                    # (a Replan at step i: the steps left run as passes)
             if masked:
                 self._count(results[-1])
                 if i == check or i == n_steps:
@@ -527,6 +520,29 @@ class Loop(LoopCopies):
                         break
             elif lay.as_while and self._stop(results[-1]):
                 break
+            if i == 1 and i < n_steps and lower:
+                # the steps after the first as one loop of the runtime (ops/scan_lower.py)
+                loop, launches = lowered(self, results, copied, meta if rows_in else (),
+                                         binding, pos0, host_seqs, check if masked else None)
+                if loop is not None:
+                    i = drive(loop, 1, n_steps, copy)
+                    frame = inner.last_frame
+                    frame.replays += i - 1
+                    if frame.checks:
+                        try:
+                            inner.executor.run_checks(frame)
+                        except Exception:
+                            raise ChecksFailed()
+                    until = loop.sinks[-1] if lay.as_while else None
+                    if until is not None and until.done is not None:
+                        i = until.done            # (the steps its condition let run)
+                    pos = [(p + i) % s for p, s in zip(pos0, store)]
+                    self.impl.last_run = dict(launches_per_step=launches, lowered_steps=i - 1)
+                    if i == n_steps or until is not None and until.done is not None:
+                        break
+                    # (a Replan at step i: the steps left run as passes)
+                    if until is not None:
+                        check = max(until.next, i + 1)
         for o, m in mirrors.items():
             self._put(self.outs[o], m)
         run = self.impl.last_run = self.impl.last_run or dict(launches_per_step=None,
@@ -536,6 +552,28 @@ class Loop(LoopCopies):
             cl.wait_for_events(self.uploads)
             self.uploads = []
         return self._finish(i, pos)
+
+    def _until(self, cond, check):
+        """The :class:`~theano_ocl.runtime.loop.Until` of the lowered steps: ``cond`` (the
+        inner frame's until condition) counted on the device, the flags read after
+        ``check`` steps, then 2x, ... (None: the run planning the node, whose first
+        step's condition was downloaded, not counted: after every step); a condition
+        computed on the host read after every step."""
+        if not isinstance(cond, DArray):
+            fetch = self.fn.fn.last_frame.outputs[-1]
+            return Until(None, lambda i: i if np.asarray(fetch()) != 0 else None,
+                         self.n_steps, 2, 1)
+        flags, host = self.flags, self.host_flags
+        base, most = 0, CHECKS[1]
+        if check is None:
+            self._zero(flags)             # (the first step not counted)
+            base, check, most = 1, 2, 1
+        dev, queue = self.dev, self.queue
+
+        def read(_):
+            download(dev, queue, flags, host)
+            return base + int(host[1]) if host[0] else None
+        return Until(self._counter(cond), read, self.n_steps, check, most)
 
     def _binding(self, results):
         """The RowBinding of the inner frame that ran the first step (kept from run to run

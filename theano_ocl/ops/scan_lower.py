@@ -13,31 +13,44 @@ the driver, as ``SimulatorOCL.run_steps`` runs a function's frame:
   sequence the inner function reads on the host (an index) from the run's host copy;
 * the pass: the inner frame's plans (its batched plan once hot);
 * sinks: each inner output into its slot ``(pos + t) % store`` of the outer buffer
-  (a mit-mot slice at its tap), a shared variable's whole buffer.
+  (a mit-mot slice at its tap), a shared variable's whole buffer;
+* an ``until`` condition: the loop's :class:`Until`. Computed on the device, the stop
+  flag and step count of ``ops/scan.py``, read as the passes read them: every step in the
+  run that plans the node, else after 4, 8, 16, ... steps; a step past the one that
+  stopped the loop writes nothing that counts: a slot a later step of the run would
+  reach again (a circular buffer, a shared variable, a mit-mot slice) is written by a
+  kernel masked by the flag, any other is a row the run cuts away (``Loop._finish``).
+  Computed on the host (from an index, say), it is read after every step.
 
 The inner frame's error flags (a bad index inside the loop) are read once after the
 loop; should one be set, the run starts again as passes that read them every step, so it
-fails at the step Theano's loop fails at. Loops the driver does not take run as passes
-(the module docstring of ``ops/scan.py``): an ``until`` condition, a state the inner
-function reads on the host, a host value among its outputs, a profiled inner
-function, an inner frame run by the in-thread host tier.
+fails at the step Theano's loop fails at (an until loop: its condition read every
+step). Loops the driver does not take run as passes (the module docstring of
+``ops/scan.py``): a state the inner function reads on the host, a host value among its
+outputs, a profiled inner function, an inner frame run by the in-thread host tier.
 """
 from ..darray import DArray
-from ..runtime.loop import Copy, Follow, HostRow, Loop, RowLaunch, Rows
+from ..runtime.loop import Copy, Follow, HostRow, Loop, RowLaunch, Rows, Strided
 
 
 class ChecksFailed(Exception):
     """The lowered steps set an error flag: the run goes again as passes."""
 
 
-def lowered(scan, results, staged, meta, binding, pos0, host_seqs):
+def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
     """The :class:`Loop` for the steps after the first of ``scan`` (an ``ops.scan.Loop``
     whose first step returned ``results``), with its launches per step, or (None, 0)
-    where the driver cannot take them (see the module docstring)."""
+    where the driver cannot take them (see the module docstring). An until loop's stop
+    flag is first read after ``check`` steps (None: after every step)."""
     lay = scan.lay
     inner = scan.fn.fn
     frame = inner.last_frame
-    if lay.as_while or scan.mirrors or frame is None or \
+    # an until condition computed on the device: counted there; on the host: read every
+    # step (nothing to mask)
+    masking = lay.as_while and scan.impl.cond_on_device
+    if masking and not (scan.masked and isinstance(results[-1], DArray)):
+        return None, 0
+    if scan.mirrors or frame is None or \
             frame.tiny or frame.on_host or frame.commits or inner.profile or \
             inner.profiler is not None:
         return None, 0
@@ -79,7 +92,8 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs):
     written = () if binding is None else binding.sinks
     batched = scan.rows_out
     followed = {id(f.root) for f in feeds if type(f) is Follow}
-    if batched and all(results[k] is v for (k, _, _), v in zip(scan.sinks, batched[0])):
+    if batched and not lay.as_while and \
+            all(results[k] is v for (k, _, _), v in zip(scan.sinks, batched[0])):
         if any(j < n_kept and tap is not None and
                not _taps_in_range(tap, pos0[j], store[j], n)
                for (_, j, tap), v in zip(scan.sinks, batched[0]) if v.nbytes):
@@ -108,13 +122,29 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs):
                     return None, 0           # (the passes raise Theano's IndexError)
                 dst = Rows(out.root.buf, out.boff, out.strides[0], pos0[j] + (tap or 0),
                            store[j])
-            sinks.append(Copy(Rows(value.root.buf, value.boff), dst, value.nbytes))
+            if masking and value.nbytes and _reached_again(j >= n_kept, tap, pos0[j],
+                                                                store[j], n):
+                # (unless the stop flag is set)
+                slot, run = scan._masked_row(k, value, out)
+                sinks.append(Strided(run, slot, dst))
+            else:
+                sinks.append(Copy(Rows(value.root.buf, value.boff), dst, value.nbytes))
     fns, launches = inner.executor.pass_fns(frame)
     launches += sum(1 for m in feeds + sinks
-                    if type(m) is RowLaunch or (type(m) is Copy and m.nbytes))
+                    if type(m) in (RowLaunch, Strided) or (type(m) is Copy and m.nbytes))
+    if lay.as_while:
+        sinks.append(scan._until(results[-1], check))
+        launches += masking
     loop = Loop(frame, fns, 'scan', scan.dev, scan.queue, feeds=feeds, sinks=sinks,
                 cells=cells, clear=inner.host_output_cells)
     return loop, launches
+
+
+def _reached_again(shared, tap, pos0, store, n):
+    """Whether a later step of an until loop's ``n`` writes a sink's place again: a
+    shared variable, a mit-mot slice, a slot of a circular buffer (``pos0 + t`` wraps);
+    a step past the stop may then write nothing (any other row is cut away)."""
+    return shared or tap is not None or pos0 + n > store
 
 
 def _taps_in_range(tap, pos0, store, n):

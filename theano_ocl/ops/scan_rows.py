@@ -178,11 +178,27 @@ class LoopCopies(object):
                 dst.shape)
         run()
 
-    def _count(self, cond):
-        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
-        once ``cond`` (this step's until condition) is true."""
-        if not isinstance(cond, DArray):
-            cond = self._wrap(-1, cond)
+    def _masked_row(self, k, value, buf):
+        """A kernel writing ``value`` (inner output ``k``: the inner frame's own DArray, the
+        same object every step) into a place of ``buf``'s buffer unless the stop flag is
+        set: (the root whose ``origin`` is that place, moved before each launch, and the
+        launch). For a lowered ``until`` loop (``ops/scan_lower.py``); built once."""
+        key = ('row', k, id(value))
+        kept = self.masked_copies.get(key)
+        if kept is None:
+            slot = da.Root(buf.root.buf, value.nbytes)
+            dst = DArray(slot, value.shape, value.dtype)
+            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
+            kept = self.masked_copies[key] = (slot, family('elementwise_later')(
+                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [value, flag, dst],
+                dst.shape))
+            self.keep.append(value)           # (its id keys the kernel)
+        kept[0].buf = buf.root.buf
+        return kept
+
+    def _counter(self, cond):
+        """A launch: the step count goes up while the stop flag is not set; the flag is set
+        once ``cond`` (the step's until condition, a DArray) is true."""
         run = self.masked_copies.get(('count', id(cond)))
         if run is None:
             flag = self.flags.view((), (), self.flags.offset)
@@ -190,7 +206,12 @@ class LoopCopies(object):
             run = self.masked_copies[('count', id(cond))] = family('elementwise_later')(
                 self.dev, self.queue, 'o0 = i0 | (i2 != 0); o1 = i1 + (i0 == 0);',
                 [flag, count], [flag, count, cond.view((), ())], ())
-        run()
+        return run
+
+    def _count(self, cond):
+        """Enqueue: the step count goes up while the stop flag is not set; the flag is set
+        once ``cond`` (this step's until condition) is true."""
+        self._counter(cond if isinstance(cond, DArray) else self._wrap(-1, cond))()
 
     def _wrap(self, k, value):
         """A DArray over device array ``value`` (inner output ``k``), the same object every

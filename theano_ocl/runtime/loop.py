@@ -28,11 +28,15 @@ What a loop says, each part data rather than code:
 * after the pass (``sinks``): a frame value copied into a row (:class:`Copy`), a strided
   one by its copy kernel (:class:`Strided`), a host value appended (:class:`HostRow`);
   each sink every ``every`` steps;
-* the step's commit (``commit``: the actions of its first step, then of the others).
+* the step's commit (``commit``: the actions of its first step, then of the others);
+* an ``until`` condition (:class:`Until`, the last sink): a device stop flag updated
+  every step and read every few steps, or a host value read every step; the loop ends
+  once it is found set.
 
 :func:`drive` runs steps ``first .. n-1`` and returns how many ran: ``n``, or the step
 at which a plan found its frame's assumptions broken (``Replan``: an IfElse's other
-branch, a host value the plan relied on), nothing of which was committed.
+branch, a host value the plan relied on), nothing of which was committed, or the step
+after the one at which an :class:`Until` found its stop flag set.
 """
 from operator import length_hint
 
@@ -105,6 +109,35 @@ class HostRow(object):
     def __init__(self, cell=None, array=None, fetch=None, into=None, every=1):
         self.cell, self.array, self.fetch, self.into, self.every = \
             cell, array, fetch, into, every
+
+
+class Until(object):
+    """An ``until`` condition, as the loop's last sink: after every step ``count()`` (if
+    any) enqueues the update of a device stop flag (set once a step's condition holds)
+    and of a step count (the steps until then); after the steps ``next``, then
+    ``next + min(next, most)``, ... (``most = 1``: every step) and after step ``last``,
+    ``read(steps run)`` reads them (blocking; or a condition computed on the host): the
+    steps the condition let run, or None. Once it gives them the loop ends (``done``:
+    those steps). The steps run past the one that stopped the loop write nothing that
+    counts (their sinks are masked by the flag, or write rows cut away afterwards); a
+    loop with an Until commits nothing of its own."""
+    __slots__ = ('count', 'read', 'next', 'most', 'last', 'done')
+
+    def __init__(self, count, read, last, next=1, most=1):
+        self.count, self.read, self.last = count, read, last
+        self.next, self.most = next, most
+        self.done = None
+
+    def step(self, t):
+        """After step ``t``'s other sinks: whether the loop ends here."""
+        if self.count is not None:
+            self.count()
+        i = t + 1
+        if i != self.next and i != self.last:
+            return False
+        self.next = i + min(i, self.most)
+        self.done = self.read(i)
+        return self.done is not None
 
 
 class Loop(object):
@@ -187,10 +220,11 @@ def home(loop):
 
 def drive(loop, first, n, copy, check_each=False, stats=None):
     """Run steps ``first .. n-1`` of ``loop`` (``copy``: ``runtime.memory.buffer_copier``;
-    None where the loop copies nothing); the number of steps run: ``n``, or the step whose
-    plans raised ``Replan`` (nothing of it committed, the exception in ``loop.replan``).
-    With ``check_each`` the frame's error flags are read after every step (a failing step
-    raises before its commit)."""
+    None where the loop copies nothing); the number of steps run: ``n``, the step whose
+    plans raised ``Replan`` (nothing of it committed, the exception in ``loop.replan``), or
+    the step after the one whose :class:`Until` ended the loop. With ``check_each`` the
+    frame's error flags are read after every step (a failing step raises before its
+    commit)."""
     fns = loop.fns
     commit = loop.commit
     moves = loop.moves
@@ -256,6 +290,9 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
                         if (t + 1) % s.rows.every == 0:
                             s.slot_root.origin = s.rows.offset(t)
                             s.run()
+                    elif kind is Until:
+                        if s.step(t):
+                            return t + 1
                     elif (t + 1) % s.every == 0:
                         s.into.append(s.fetch())
             if check_each and loop.checks is not None:
