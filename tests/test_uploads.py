@@ -162,3 +162,35 @@ def test_step0_after_set_value_uploads_only_what_changed():
     state[0].set_value(np.zeros(8, 'float32'))
     with pytest.raises(ValueError):
         sim.run_steps(2, inputs={'x': xs[:2]}, probes=[0])   # (the graph's shapes differ)
+
+
+def test_hot_calls_are_steady_on_the_device_and_on_the_host_tier():
+    """Functions called again and again come back to their frame: their hot calls are
+    steady (``stats(f)['last_call']``) and upload nothing, whether the device runs them (a
+    softmax-regression step) or, once hot, Theano's VM in this thread (an integer counter:
+    a tiny frame, ``on_host``); their results are Theano C's."""
+    rng = np.random.RandomState(0)
+    X = rng.randn(32, 20).astype('float32')
+    Y = rng.randint(0, 10, 32)
+    got, fns = {}, {}
+    for mode in ('FAST_RUN', 'OCL'):
+        W = theano.shared(np.zeros((20, 10), 'float32'))
+        b = theano.shared(np.zeros(10, 'float32'))
+        x, y = T.fmatrix('x'), T.lvector('y')
+        p = T.nnet.softmax(T.dot(x, W) + b)
+        loss = -T.mean(T.log(p)[T.arange(y.shape[0]), y])
+        gW, gb = T.grad(loss, [W, b])
+        step = theano.function([x, y], loss, mode=mode,
+                               updates=[(W, W - np.float32(0.1) * gW),
+                                        (b, b - np.float32(0.1) * gb)])
+        k = theano.shared(np.int64(0))
+        count = theano.function([], k * 3 - 1, updates=[(k, k + 1)], mode=mode)
+        got[mode] = ([float(step(X, Y)) for _ in range(30)], [int(count()) for _ in range(40)])
+        fns[mode] = step, count
+    np.testing.assert_allclose(got['OCL'][0], got['FAST_RUN'][0], rtol=1e-5)
+    assert got['OCL'][1] == got['FAST_RUN'][1]
+    step, count = fns['OCL']
+    quiet = dict(steady=True, uploads=0, upload_bytes=0, upload_transfers=0)
+    assert theano_ocl.stats(step)['last_call'] == quiet
+    assert theano_ocl.stats(count)['on_host'], theano_ocl.stats(count)
+    assert theano_ocl.stats(count)['last_call'] == quiet

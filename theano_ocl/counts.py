@@ -40,7 +40,8 @@ def stats(f):
                           shape and dtype keeps it there), ``uploads``, ``upload_bytes`` and
                           ``upload_transfers`` (shared variables' values sent to the device:
                           after ``set_value`` only those set, packed into one transfer where
-                          they share a buffer); None until a call ran on the device
+                          they share a buffer); a call Theano's VM ran on the host
+                          (``on_host``) uploads nothing; None until a call ran
     ``run_steps``         for a simulator: the facts of its last ``run_steps`` (launches per
                           step batched and not, host steps, steps run as calls)
     ``scans``             one dict per device Scan node, of its last loop: ``node``,

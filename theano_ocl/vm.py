@@ -183,7 +183,7 @@ class OCLFunction(object):
                 # the executor's re-binding would find, in a fraction of their time
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
-                    return self._run_in_thread()
+                    return self._run_in_thread(True, up0)
                 frame = self._run_or_replan(frame, self.executor.run_pass)
             else:
                 self.hot_guard = None      # set again once this call's frame has run
@@ -202,7 +202,7 @@ class OCLFunction(object):
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
                         if frame.on_host or not frame.tier_probes:
-                            return self._run_in_thread()
+                            return self._run_in_thread(False, up0)
                         probe = self._tier_probe(frame)   # then the device call, compared
                     frame = self._run_or_replan(frame, self.executor.replay)
                 if frame is None:
@@ -242,7 +242,7 @@ class OCLFunction(object):
                     faults.at('commit')
                 self.executor.commit(frame)
         except RunOnHost:
-            return self._run_in_thread()
+            return self._run_in_thread(steady, up0)
         except Exception:
             raise
         except BaseException:
@@ -300,8 +300,12 @@ class OCLFunction(object):
             return self._plan(frame.key)
 
     # ---------------------------------------------------------------- in-thread tier
-    def _run_in_thread(self):
-        """Run the call on the host by Theano's own VM (runtime/host_tier.py)."""
+    def _run_in_thread(self, steady, up0):
+        """Run the call on the host by Theano's own VM (runtime/host_tier.py); ``steady``:
+        the steady-state guard sent it there, ``up0``: the upload tally when the call began
+        (``theano_ocl.stats``' ``last_call``)."""
+        up = self.dev.upload_tally
+        self.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         tier = self._tier()
         for i, kind in self.program.input_plan:
             cell = self.program.input_cells[i]
