@@ -263,11 +263,20 @@ def test_gradient_through_an_until_loop(dtype):
     tol = 1e-5 if dtype == 'float32' else 1e-10
     xv = rng.uniform(0, 1, 30).astype(dtype)
     sums = np.cumsum(xv)
-    # (a loop that runs all its steps is left out: Theano's gradient then allocates -1
-    # rows, and Theano C raises, as the device does)
     mid = (sums[:-1] + sums[1:]) / 2        # (stops at step k + 1: mid[k])
     for limit in (mid[9], -1, mid[2], mid[9], mid[27]):
         limit = np.asarray(limit, dtype)
         for k, (got, want) in enumerate(zip(f_o(xv, limit), f_c(xv, limit))):
             assert_close(got, want, rtol=tol, atol=tol, what='lim %s, output %d' % (limit, k))
     assert any(s['lowered_steps'] > 0 for s in theano_ocl.stats(f_o)['scans'])
+    # a loop that runs all its steps: Theano's gradient allocates -1 rows; Theano C fails
+    # to allocate them (MemoryError), the device says why (numpy's ValueError), both at
+    # the Alloc node
+    for f, kind in ((f_c, MemoryError), (f_o, ValueError)):
+        with pytest.raises(kind) as info:
+            f(xv, np.asarray(sums[-1] + 1, dtype))
+        assert 'Apply node that caused the error: Alloc' in str(info.value)
+    limit = np.asarray(mid[4], dtype)               # and the function goes on
+    for got, want in zip(f_o(xv, limit), f_c(xv, limit)):
+        assert_close(got, want, rtol=tol, atol=tol, what='after the error')
+

@@ -143,11 +143,16 @@ class PlanContext(object):
 
     # -- memory -------------------------------------------------------------------
     def alloc(self, shape, dtype):
-        """A fresh C-contiguous device array from the frame's arena."""
+        """A fresh C-contiguous device array from the frame's arena; ValueError for a
+        negative dimension (numpy's error, where Theano's C code fails to allocate)."""
         dtype = np.dtype(dtype)
         n = 1
         for s in shape:
-            n *= int(s)
+            s = int(s)
+            if s < 0:
+                raise ValueError('negative dimensions are not allowed: an output of shape %s'
+                                 % (tuple(int(d) for d in shape),))
+            n *= s
         nbytes = max(n * dtype.itemsize, 1)
         free = () if self.fresh else self.frame.free
         best = None
