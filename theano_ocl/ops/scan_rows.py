@@ -172,11 +172,14 @@ class LoopCopies(object):
             src = self._wrap(k, value)
         run = self.masked_copies.get((k, r, id(src)))
         if run is None:
-            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
-            run = self.masked_copies[(k, r, id(src))] = family('elementwise_later')(
-                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [src, flag, dst],
-                dst.shape)
+            run = self.masked_copies[(k, r, id(src))] = self._masked_copy(dst, src)
         run()
+
+    def _masked_copy(self, dst, src):
+        """A launch: ``dst[...] = src`` unless the stop flag is set."""
+        flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
+        return family('elementwise_later')(self.dev, self.queue, 'o0 = i1 ? i2 : i0;',
+                                           [dst], [src, flag, dst], dst.shape)
 
     def _masked_row(self, k, value, buf):
         """A kernel writing ``value`` (inner output ``k``: the inner frame's own DArray, the
@@ -187,11 +190,8 @@ class LoopCopies(object):
         kept = self.masked_copies.get(key)
         if kept is None:
             slot = da.Root(buf.root.buf, value.nbytes)
-            dst = DArray(slot, value.shape, value.dtype)
-            flag = self.flags.view(dst.shape, (0,) * dst.ndim, self.flags.offset)
-            kept = self.masked_copies[key] = (slot, family('elementwise_later')(
-                self.dev, self.queue, 'o0 = i1 ? i2 : i0;', [dst], [value, flag, dst],
-                dst.shape))
+            kept = self.masked_copies[key] = (slot, self._masked_copy(
+                DArray(slot, value.shape, value.dtype), value))
             self.keep.append(value)           # (its id keys the kernel)
         kept[0].buf = buf.root.buf
         return kept
