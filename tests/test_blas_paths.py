@@ -11,13 +11,18 @@ import theano_ocl
 from theano_ocl.ops import blas, blas_clblast, blas_host
 from helpers import assert_matches_c, rand, setting
 
-BACKENDS = ['host'] + (['clblast'] if blas_clblast.load_pyclblast() is not None else [])
+# 'host': the host BLAS as a command of the device's queue where the device runs native
+# kernels (ops/blas_queued.py), else mapped; 'host-mapped': always mapped (blas_host.py)
+BACKENDS = ['host', 'host-mapped'] + (['clblast'] if blas_clblast.load_pyclblast() is not None
+                                      else [])
 TOL = dict(rtol=1e-4, atol=1e-4)
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, monkeypatch):
-    setting(monkeypatch, 'blas', request.param)
+    setting(monkeypatch, 'blas', request.param.split('-')[0])
+    if request.param == 'host-mapped':
+        setting(monkeypatch, 'host_blas', 'mapped')
     return request.param
 
 
@@ -45,6 +50,7 @@ def test_layouts_and_z(backend, dtype):
 def test_consecutive_host_steps_share_a_mapping(monkeypatch):
     """Products recorded one after another map their buffers once (one session)."""
     setting(monkeypatch, 'blas', 'host')
+    setting(monkeypatch, 'host_blas', 'mapped')
     x, g = T.matrix('x', 'float32'), T.matrix('g', 'float32')
     W = theano.shared(_vals([(6, 4)], seed=1)[0], 'W')
     outs = [T.dot(g, W.T), T.dot(x.T, g), T.dot(x, W)]
@@ -59,9 +65,11 @@ def test_consecutive_host_steps_share_a_mapping(monkeypatch):
     assert all(not s.mapped.maps for s in sessions.values())      # all unmapped after the call
 
 
-def test_training_updates_through_shared_sessions(monkeypatch):
+@pytest.mark.parametrize('host_blas', ['queued', 'mapped'])
+def test_training_updates_through_shared_sessions(monkeypatch, host_blas):
     """SGD with momentum on a 2-layer net: products back to back in the backward pass."""
     setting(monkeypatch, 'blas', 'host')
+    setting(monkeypatch, 'host_blas', host_blas)
     xv, yv = _vals([(16, 8), (16, 3)], seed=3)
     results = []
     for mode in ('FAST_RUN', theano_ocl.OCLMode()):
@@ -128,6 +136,9 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     the host ?gemm takes it as column-major. Reference: Theano C."""
     from theano_ocl.runtime.context import Frame, PlanContext
     from theano_ocl.runtime.memory import download, upload
+    if be == 'host-mapped':
+        setting(monkeypatch, 'host_blas', 'mapped')
+    be = be.split('-')[0]
     setting(monkeypatch, 'blas', be)     # no automatic small-product path
     used = []
     for name in ('plan_host', 'plan_clblast', '_plan_kernel'):
@@ -201,8 +212,10 @@ def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
 @pytest.mark.parametrize('big', [False, True])
 def test_host_products_run_on_the_calling_thread_up_to_a_size(monkeypatch, big):
     # PoCL's threads share the cores with OpenBLAS's: a product of at most ONE_THREAD_MACS
-    # runs on one BLAS thread, and the thread count is given back after it
+    # runs on one BLAS thread, and the thread count is given back after it (the mapped
+    # path: a queued product sets it on the device's thread, test_blas_queued.py)
     setting(monkeypatch, 'blas', 'host')
+    setting(monkeypatch, 'host_blas', 'mapped')
     calls = []
     counts = [2]
 

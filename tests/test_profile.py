@@ -18,7 +18,7 @@ import theano_ocl
 from theano_ocl import profiling
 from theano_ocl.runtime import kernel_cache as kc
 
-from helpers import assert_close
+from helpers import assert_close, setting
 
 N, D_IN, D_HID, D_OUT = 33, 20, 16, 5
 CALLS = 4
@@ -336,11 +336,18 @@ def test_chrome_trace_needs_a_profiled_function(tmp_path):
         profiling.export_chrome_trace(f, str(tmp_path / 't.json'))
 
 
-def test_host_blas_time_is_its_own(tmp_path):
+@pytest.mark.parametrize('host_blas', ['mapped', 'queued'])
+def test_host_blas_time_is_its_own(tmp_path, monkeypatch, host_blas):
     """On a CPU device a product's host BLAS maps its buffers, which waits for the kernels
-    queued before it: their time is theirs (from their events), not the product's."""
+    queued before it: their time is theirs (from their events), not the product's. Queued
+    (ops/blas_queued.py), the product is a command of the queue timed by its own event."""
     if not theano_ocl.get_device().is_cpu:
         pytest.skip('host BLAS runs the products of CPU devices')
+    from theano_ocl.ops import blas_queued
+    queued = host_blas == 'queued'
+    if queued and not blas_queued.available(theano_ocl.get_device()):
+        pytest.skip('the device runs no native kernels')
+    setting(monkeypatch, 'host_blas', host_blas)
     rng = np.random.RandomState(0)
     big, x = T.fmatrix('big'), T.fmatrix('x')
     W = theano.shared(rng.randn(100, 64).astype('f4'), 'W')    # not small: host BLAS
@@ -364,6 +371,10 @@ def test_host_blas_time_is_its_own(tmp_path):
         timed = [e for e in json.load(fh)['traceEvents'] if e['ph'] == 'X']
     for call in (1, 2, 3):
         mine = [e for e in timed if e['args']['call'] == call]
+        if queued:      # a command among the kernels, not a host step
+            assert not [e for e in mine if e['cat'] == 'host' and e['name'] == str(dot.op)]
+            assert [e for e in mine if e['cat'] == 'kernel' and e['name'] == str(dot.op)]
+            continue
         blas, = [e for e in mine if e['cat'] == 'host' and e['name'] == str(dot.op)]
         before = [e for e in mine if e['cat'] == 'kernel']
         assert before and blas['ts'] >= max(e['ts'] + e['dur'] for e in before) - 1000

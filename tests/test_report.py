@@ -9,9 +9,9 @@ import theano
 import theano.tensor as T
 
 import theano_ocl
-from theano_ocl.report import HOST_BLAS, WIDTH
+from theano_ocl.report import HOST_BLAS, HOST_BLAS_QUEUED, WIDTH
 
-from helpers import assert_close
+from helpers import setting, assert_close
 
 
 def _lines(f, **kw):
@@ -44,11 +44,18 @@ def test_long_details_are_cut_and_kept_whole():
     assert not any(r.endswith('...') for r in rows)
 
 
-def test_host_blas_nodes_say_so():
-    """On a CPU device a product too large for the small-product kernel runs as host BLAS
-    on the mapped buffers: "device" in placement, the host's CPU in fact."""
-    if not theano_ocl.get_device().is_cpu:
+@pytest.mark.parametrize('host_blas', ['queued', 'mapped'])
+def test_host_blas_nodes_say_so(monkeypatch, host_blas):
+    """On a CPU device a product too large for the small-product kernel runs as host BLAS,
+    a command of the device's queue or on the mapped buffers: "device" in placement, the
+    host's CPU in fact."""
+    dev = theano_ocl.get_device()
+    if not dev.is_cpu:
         pytest.skip('host BLAS runs the products of CPU devices')
+    from theano_ocl.ops import blas_queued
+    setting(monkeypatch, 'host_blas', host_blas)
+    label = HOST_BLAS_QUEUED if host_blas == 'queued' and blas_queued.available(dev) \
+        else HOST_BLAS
     rng = np.random.RandomState(0)
     x, s = T.fmatrix('x'), T.fmatrix('s')
     W = theano.shared(rng.randn(100, 64).astype('f4'), 'W')     # 409600 multiply-adds
@@ -61,7 +68,7 @@ def test_host_blas_nodes_say_so():
                 if where == 'device' and 'Dot' in str(node.op)}
 
     before = dots()
-    assert all(d.startswith(HOST_BLAS + ' where a product is not small: ')
+    assert all(d.startswith('host BLAS where a product is not small: ')
                for d in before.values()), before
     xv, sv = rng.randn(64, 100).astype('f4'), rng.randn(4, 4).astype('f4')
     got = f(xv, sv)
@@ -69,8 +76,8 @@ def test_host_blas_nodes_say_so():
     assert_close(got[1], sv.dot(V.get_value()))
 
     after = dots()
-    assert after['W'].startswith(HOST_BLAS + ': ')
+    assert after['W'].startswith(label + ': ')
     assert after['V'].startswith('a kernel, not host BLAS: ')
     header, rows = _lines(f)
     assert '(1 of them host BLAS)' in header
-    assert sum(HOST_BLAS + ': ' in r for r in rows) == 1
+    assert sum(label + ': ' in r for r in rows) == 1

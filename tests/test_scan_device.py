@@ -772,7 +772,7 @@ def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
         copies.append(self.fn.name)
         return real(self, dst, src)
     monkeypatch.setattr(scan_rows.LoopCopies, '_copy', spy)
-    from theano_ocl.ops import blas, blas_host
+    from theano_ocl.ops import blas, blas_host, blas_queued
     opened = []
     real_open = blas_host._Mapped.open
     monkeypatch.setattr(blas_host._Mapped, 'open',
@@ -782,17 +782,20 @@ def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
     cases = [('device', 8, 6, 16), ('gpu', 64, 32, 256)]
     if cpu:
         # every product on the host BLAS: host steps that declare what they touch and map
-        # it where the roots are (ops/blas_host.py), so the rows are followed there too
-        cases.append(('host', 8, 6, 16))
+        # it where the roots are (ops/blas_host.py), so the rows are followed there too;
+        # and queued on the device (ops/blas_queued.py): commands that read their roots'
+        # places when they are enqueued, no map
+        cases += [('host', 8, 6, 16), ('queued', 8, 6, 16)]
     for shapes, batch, n_in, hidden in cases:
         if shapes == 'gpu':
             # the GPU's products (the tiled kernel, its launches declaring what they touch)
             # and an output's root that held an earlier value of the step
             monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
             setting(monkeypatch, 'blas', 'kernel')
-        elif shapes == 'host':
+        elif shapes in ('host', 'queued'):
             monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', False)
             setting(monkeypatch, 'blas', 'host')
+            setting(monkeypatch, 'host_blas', 'mapped' if shapes == 'host' else 'queued')
         f, _ = build_lstm('OCL', n_in, hidden, dtype=dtype)
         f_c, _ = build_lstm('FAST_RUN', n_in, hidden, dtype=dtype)
         n, maps = {}, {}
@@ -806,6 +809,8 @@ def test_gradient_state_written_over_the_row_it_reads(dtype, monkeypatch):
         assert n[12] == n[4], (shapes, n)           # a copy per step would add 8
         if shapes == 'host':
             assert maps[12] - maps[4] >= 3 * 8, maps      # three host products a step ran
+        elif shapes == 'queued' and blas_queued.available(theano_ocl.get_device()):
+            assert maps == {12: 0, 4: 0}, maps            # (mapped once, when planned)
 
 
 def test_reads_first_rule():

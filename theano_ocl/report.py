@@ -7,6 +7,8 @@ import sys
 WIDTH = 160
 #: where a "device" node's work runs on the host, in its device's mapped buffers
 HOST_BLAS = 'host BLAS on the mapped buffers'
+#: where it runs on the host as a command of the device's queue (``ops/blas_queued.py``)
+HOST_BLAS_QUEUED = 'host BLAS queued on the device'
 
 
 def _program(f):
@@ -23,23 +25,23 @@ def placements(f):
 
     ``where`` is 'device', 'host-shape' (shape arithmetic on host values, by design)
     or 'host-fallback' (no device implementation: Theano's own code runs with transfers).
-    A device node whose products run as host BLAS in the device's mapped buffers (a BLAS
-    op or a convolution's products on a CPU device, or on a GPU sharing host memory) says
-    so first in its implementation: ``HOST_BLAS``, where its planned frames do (small
-    products run a kernel instead), or, before the function has run, where a BLAS op's
-    backend is the host's.
+    A device node whose products run as host BLAS (a BLAS op or a convolution's products on
+    a CPU device, or on a GPU sharing host memory) says so first in its implementation:
+    ``HOST_BLAS`` (in the device's mapped buffers) or ``HOST_BLAS_QUEUED`` (a command of
+    the device's queue), where its planned frames do (small products run a kernel instead),
+    or, before the function has run, where a BLAS op's backend is the host's.
     """
     prog, fn = _program(f)
-    mapped = _mapped_host_tasks(fn)
+    mapped = _host_blas_tasks(fn)
     rows = []
     for k, task in enumerate(prog.tasks):
         if task.kind == 'dev':
             desc = task.impl.describe()
             host_backend = getattr(task.impl, 'backend', None) == 'host'   # (BLAS ops)
             if mapped is not None and k in mapped:      # (a convolution's products too)
-                desc = '%s: %s' % (HOST_BLAS, desc)
+                desc = '%s: %s' % (mapped[k], desc)
             elif host_backend and task.fused_into is None:
-                desc = ('%s where a product is not small: %s' % (HOST_BLAS, desc)
+                desc = ('host BLAS where a product is not small: %s' % desc
                         if mapped is None else
                         'a kernel, not host BLAS: %s' % desc)  # (gemm_small's)
             if task.fused_into is not None:
@@ -69,14 +71,22 @@ def placements(f):
     return rows
 
 
-def _mapped_host_tasks(fn):
-    """Indices of the tasks whose planned frames run host steps in mapped device buffers
-    (``HostStep.follows``: host BLAS), or None where no frame is planned yet."""
+def _host_blas_tasks(fn):
+    """{task index: HOST_BLAS or HOST_BLAS_QUEUED} for the tasks whose planned frames run
+    host BLAS: host steps in mapped device buffers (``HostStep.follows``), or commands of
+    the device's queue (a library call whose ``session`` says ``host_blas``); None where no
+    frame is planned yet."""
     frames = [g for frame in fn.frames.values() for g in [frame] + list(frame.alternates)]
     if not frames:
         return None
-    return {step.task for frame in frames for step in frame.steps
-            if step.kind == 'host' and step.follows}
+    tasks = {}
+    for frame in frames:
+        for step in frame.steps:
+            if step.kind == 'host' and step.follows:
+                tasks[step.task] = HOST_BLAS
+            elif getattr(getattr(step, 'session', None), 'host_blas', False):
+                tasks.setdefault(step.task, HOST_BLAS_QUEUED)
+    return tasks
 
 
 def fallback_nodes(f):
@@ -115,7 +125,7 @@ def _print(file, width, line):
 def _counts(prog, rows):
     c = prog.counts()
     blas = sum(1 for _, where, impl in rows
-               if where == 'device' and impl.startswith(HOST_BLAS + ':'))
+               if where == 'device' and impl.startswith((HOST_BLAS + ':', HOST_BLAS_QUEUED + ':')))
     return '%d nodes: %d device%s, %d host shape arithmetic, %d host fallback' % (
         len(rows), c['device'], ' (%d of them host BLAS)' % blas if blas else '', c['meta'],
         c['fallback'])

@@ -291,7 +291,8 @@ def render(data_dir=None, out_dir=None, plots=True):
                                 title=device_label(rec)))
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
-    index += _script_runs(scripts) + _torch_runs(scripts) + _keras_runs(scripts)
+    index += _script_runs(scripts) + _small_model_runs(scripts) + _torch_runs(scripts) + \
+        _keras_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -304,11 +305,11 @@ def render(data_dir=None, out_dir=None, plots=True):
 
 def _script_runs(scripts_dir):
     """A table of the scripts' recorded runs (``bench/lenet.py``, ``bench/lstm.py``,
-    ``bench/nengo_like.py`` ``--json``, kept in ``scripts_dir`` under names that start with
-    their date and say their device and variant), newest first: the lines of index.md's
-    last part."""
+    ``bench/rnn.py``, ``bench/nengo_like.py`` ``--json``, kept in ``scripts_dir`` under names
+    that start with their date and say their device and variant), newest first: the lines
+    of index.md's last part."""
     rows = []
-    for name, rec in _scripts(scripts_dir, ('lenet', 'lstm', 'nengo')):
+    for name, rec in _scripts(scripts_dir, ('lenet', 'lstm', 'rnn', 'nengo')):
         times = rec.get('ms_per_step')
         if not times:
             continue
@@ -325,13 +326,43 @@ def _script_runs(scripts_dir):
         return []
     return ['## Training scripts and the Nengo-like network', '',
             'The `--json` records of `bench/lenet.py` (batch 128), `bench/lstm.py` (batch '
-            '64, 256 hidden, 50 steps unless the name says otherwise) and '
-            '`bench/nengo_like.py` (a step of `run_steps`, batched, from the state the run '
+            '64, 256 hidden, 50 steps unless the name says otherwise), `bench/rnn.py` (a '
+            'scan RNN trained with its gradient: 16 inputs, 64 hidden, 20 steps, batch 32, '
+            'float64) and `bench/nengo_like.py` (a step of `run_steps`, batched, from the state the run '
             'before left; the name says the network) kept in '
             '`docs/_data/scripts/`: median step time over rounds, and the range of the rounds\' '
             'medians.', '',
             '| run | device | commit | Theano C | theano_ocl | C / OCL |',
             '|---|---|---|---:|---:|---:|'] + rows + ['']
+
+
+def _small_model_runs(scripts_dir):
+    """A table of ``bench/small_models.py --json`` records (tutorial-sized functions under
+    Theano C and theano_ocl, and theano_ocl with other settings), newest first: the lines
+    of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('small_models',)):
+        commit = rec.get('commit')
+        dirty = isinstance(commit, dict) and commit.get('dirty')
+        commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
+        commit = commit[:7] + (' with changes' if dirty else '')
+        for c in rec.get('cases', []):
+            ms = c['ms_per_call']
+            others = '; '.join('%s %.2fx' % (k.replace('theano_ocl ', ''), v)
+                               for k, v in sorted(c.get('ratios', {}).items()))
+            rows.append('| %s | %s | %s | %s | %s ms | %s ms | %.2fx | %s |' % (
+                name, rec['device'], commit, c['case'], _ms(ms['Theano C']),
+                _ms(ms['theano_ocl']), c['ratio'], others or '-'))
+    if not rows:
+        return []
+    return ['## Small models', '',
+            'The `--json` records of `bench/small_models.py` (docs/quickstart.md\'s logistic '
+            'regression step, a tutorial\'s minibatch logistic regression, its MLP 784-500-10 '
+            'error-rate and training functions, a LeNet-style step at batch 20; the record\'s '
+            '`note` says where it ran): the median time per call over rounds that took turns '
+            'in one process, and the ratio against Theano C of theano_ocl with other settings.',
+            '', '| run | device | commit | case | Theano C | theano_ocl | C / OCL | other '
+            'settings: C / OCL |', '|---|---|---|---|---:|---:|---:|---|'] + rows + ['']
 
 
 def _torch_runs(scripts_dir):

@@ -12,10 +12,14 @@ Host steps recorded one right after another in a frame (forward and backward pro
 of a layer) share one mapping (a ``_HostSession``): no unmap/map round trip between them.
 Products up to ``ONE_THREAD_MACS`` multiply-adds run on the calling thread alone.
 """
+import ctypes
+
 import numpy as np
 
 from ..darray import span
-from .blas_operands import matrix_layout
+from ..runtime import settings
+from . import blas_queued
+from .blas_operands import fortran_call, gemm_pointer, matrix_layout
 
 
 class _Mapped(object):
@@ -164,7 +168,6 @@ def _one_thread():
 
 
 _GEMM = {}
-_GEMM_NAMES = {'float32': 'sgemm', 'float64': 'dgemm', 'complex64': 'cgemm', 'complex128': 'zgemm'}
 
 
 def _blas_gemm(dtype):
@@ -176,14 +179,7 @@ def _blas_gemm(dtype):
     fn = None
     try:
         import ctypes
-        from scipy.linalg import cython_blas
-        cap = cython_blas.__pyx_capi__[_GEMM_NAMES[name]]
-        api = ctypes.PyDLL(None)        # own function objects: argtypes set here stay here
-        api.PyCapsule_GetName.restype = ctypes.c_char_p
-        api.PyCapsule_GetName.argtypes = [ctypes.py_object]
-        api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-        api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
-        ptr = api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+        ptr = gemm_pointer(name)
         fn = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * 13))(ptr)   # releases the GIL
         # check it once against numpy: leading dimensions, both transposes, alpha, beta
         a = np.arange(6, dtype=name).reshape(2, 3) - 2          # row-major, lda 3
@@ -210,7 +206,6 @@ class _HostGemm(object):
 
     def __init__(self, fn, dtype, mnk, la, lb, lc):
         import ctypes
-        M, N, K = mnk
         dtype = np.dtype(dtype)
         real = ctypes.c_float if dtype in (np.float32, np.complex64) else ctypes.c_double
         if dtype.kind == 'c':
@@ -220,16 +215,8 @@ class _HostGemm(object):
         self.alpha, self.beta = real(), real()
         ref = ctypes.byref
         flag = {False: ctypes.c_char(b'N'), True: ctypes.c_char(b'T')}
-        if not lc[0]:
-            # row-major C is column-major C^T = B^T A^T: B first; a row-major operand is
-            # its own transpose in column-major terms ('N'), a column-major one needs 'T'
-            ops, dims, lds = (lb[0], la[0]), (N, M, K), (lb[1], la[1])
-            self.first_is_a = False
-        else:
-            # column-major C = A B: a column-major operand is 'N', a row-major one 'T'
-            ops, dims, lds = (not la[0], not lb[0]), (M, N, K), (la[1], lb[1])
-            self.first_is_a = True
-        keep = [flag[ops[0]], flag[ops[1]]] + [ctypes.c_int(int(v)) for v in dims + lds + (lc[1],)]
+        (ops, dims, lds, ldc), self.first_is_a = fortran_call(mnk, la, lb, lc)
+        keep = [flag[ops[0]], flag[ops[1]]] + [ctypes.c_int(int(v)) for v in dims + lds + (ldc,)]
         self._keep = keep
         self.args = [ref(keep[0]), ref(keep[1]), ref(keep[2]), ref(keep[3]), ref(keep[4]),
                      ref(self.alpha), None, ref(keep[5]), None, ref(keep[6]),
@@ -277,6 +264,13 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
     K = A.shape[2]
     dtype = C.dtype
     fn = _blas_gemm(dtype)
+    small = nb * M * N * K <= ONE_THREAD_MACS
+    one = _one_thread() if small else None
+    # queued where the queue's round trip outweighs the product; a larger product keeps
+    # OpenBLAS's threads on this thread (in a PoCL thread they fight PoCL's own for the
+    # cores: LeNet's step, 2 cores, 2026-11-29: 23.4 ms queued against 18.9 mapped)
+    if fn is not None and small and _queued(ctx, A, B, C, alpha, beta, Z, one):
+        return
     accesses = [(A, False), (B, False), (C, True)]
     if Z is not None and Z is not C:
         accesses.append((Z, False))
@@ -332,7 +326,6 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
                 if tmp_c:
                     m.view(C)[i][...] = c_i
 
-    one = _one_thread() if nb * M * N * K <= ONE_THREAD_MACS else None
 
     def run():
         ok = False
@@ -352,3 +345,22 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
     # where C is written (copied into C, or C itself, before ?gemm reads it as C)
     ctx.host_step(run, reads=reads, writes=[C], session=session, follows=True,
                   pointwise=() if Z is None or Z is C else [Z])
+
+
+def _queued(ctx, A, B, C, alpha, beta, Z, one):
+    """Record the product as a command of the device's queue (``blas_queued``) where the
+    ``host_blas`` setting, the device and the operands let it; whether it was."""
+    if settings.current().host_blas != 'queued' or 'dev' in (alpha.kind, beta.kind):
+        return False
+    la, lb, lc = (matrix_layout(d) for d in (A, B, C))
+    if la is None or lb is None or lc is None or not blas_queued.available(ctx.dev):
+        return False
+    nb, M, N = C.shape
+    call, first_is_a = fortran_call((M, N, A.shape[2]), la, lb, lc)
+    be = 0.0 if beta.kind == 'none' else beta.value
+    try:
+        one = None if one is None else ctypes.cast(one, ctypes.c_void_p).value
+    except ctypes.ArgumentError:
+        one = None                      # not a C function (replaced in a test)
+    return blas_queued.plan_queued(ctx, A, B, C, Z if be else None, gemm_pointer(C.dtype),
+                                   call, first_is_a, alpha.value, be, one)

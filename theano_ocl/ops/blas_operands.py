@@ -1,7 +1,8 @@
 """What ``blas.plan_gemm`` and its backends take: alpha and beta (``Scalar``), vectors and
 matrices seen as 3-d batches of matrices (``as_column``, ``as_row``, ``as_batch``,
 ``as_scalar_matrix``), and the BLAS layout of one matrix of such a batch (``blas_layout``),
-which decides what the host BLAS and CLBlast take as is and what they copy first.
+which decides what the host BLAS and CLBlast take as is and what they copy first; the
+host BLAS's ?gemm (``gemm_pointer``) and the Fortran call of a product (``fortran_call``).
 """
 import numpy as np
 from theano.gof.graph import Constant
@@ -67,3 +68,35 @@ def blas_layout(d):
     if sr == 1 and sc >= max(r, 1):
         return True, sc
     return None
+
+
+#: scipy.linalg.cython_blas's ?gemm per dtype
+GEMM_NAMES = {'float32': 'sgemm', 'float64': 'dgemm', 'complex64': 'cgemm', 'complex128': 'zgemm'}
+
+
+def gemm_pointer(dtype):
+    """The address of scipy's ?gemm for ``dtype`` (the Fortran interface
+    scipy.linalg.cython_blas exports)."""
+    import ctypes
+    from scipy.linalg import cython_blas
+    cap = cython_blas.__pyx_capi__[GEMM_NAMES[np.dtype(dtype).name]]
+    api = ctypes.PyDLL(None)        # own function objects: argtypes set here stay here
+    api.PyCapsule_GetName.restype = ctypes.c_char_p
+    api.PyCapsule_GetName.argtypes = [ctypes.py_object]
+    api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+    api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return api.PyCapsule_GetPointer(cap, api.PyCapsule_GetName(cap))
+
+
+def fortran_call(mnk, la, lb, lc):
+    """The column-major ?gemm call computing row-major-indexed ``C = A @ B`` (M x N, sum
+    over K) with the (transposed, leading dimension) layouts ``la``/``lb``/``lc`` of
+    ``blas_layout``: ((transpose first, transpose second), (m, n, k), (ld first, ld
+    second), ldc), and whether A is the first operand."""
+    M, N, K = mnk
+    if not lc[0]:
+        # row-major C is column-major C^T = B^T A^T: B first; a row-major operand is
+        # its own transpose in column-major terms ('N'), a column-major one needs 'T'
+        return ((lb[0], la[0]), (N, M, K), (lb[1], la[1]), lc[1]), False
+    # column-major C = A B: a column-major operand is 'N', a row-major one 'T'
+    return ((not la[0], not lb[0]), (M, N, K), (la[1], lb[1]), lc[1]), True

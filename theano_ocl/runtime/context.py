@@ -259,13 +259,14 @@ class PlanContext(object):
         upload(self.dev, self.queue, d, value, blocking=True)
         return d
 
-    def enqueue(self, fn, session=None):
+    def enqueue(self, fn, session=None, reads=None, writes=None, pointwise=()):
         """Record an asynchronous device action (a library call such as CLBlast).
 
         ``fn()`` enqueues on ``ctx.queue`` and returns its event (or None); unlike
-        ``host_step`` it leaves the frame replayable without host work.
+        ``host_step`` it leaves the frame replayable without host work. ``reads`` and
+        ``writes``: the DArrays it touches, where known (``plans.Enqueue``).
         """
-        self._record(plans.Enqueue(fn, self.task_index, session))
+        self._record(plans.Enqueue(fn, self.task_index, session, reads, writes, pointwise))
         self.frame.n_launches += 1
 
     def host_step(self, fn, kind='host', reads=None, writes=None, session=None, follows=False,

@@ -150,15 +150,18 @@ class Launch(Plan):
 
 
 class Enqueue(Plan):
-    """A library call (CLBlast) queued on the device; ``fn()`` returns its event or None.
-    ``session``: what the library keeps for host-side replay (``ops.blas_host``), or None."""
-    __slots__ = ('session',)
+    """A library call queued on the device (CLBlast, the host BLAS as a native command:
+    ``ops/blas_queued.py``); ``fn()`` returns its event or None. ``session``: what the
+    library keeps for replay, or None. ``reads``/``writes``: what it touches, where the
+    library says (None: a barrier to the planner); ``pointwise`` as for a launch."""
+    __slots__ = ('session', 'pointwise')
     kind = 'launch'
     follows = True
 
-    def __init__(self, fn, task, session=None):
-        Plan.__init__(self, fn, task, None, None)
+    def __init__(self, fn, task, session=None, reads=None, writes=None, pointwise=()):
+        Plan.__init__(self, fn, task, reads, writes)
         self.session = session
+        self.pointwise = tuple(pointwise)
 
 
 class Copy(Plan):

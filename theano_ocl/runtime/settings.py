@@ -10,6 +10,10 @@ argument           default (environment)   meaning
                                            device, '0' never
 ``blas``           THEANO_OCL_BLAS         force a BLAS path: 'clblast', 'host', 'kernel',
                                            'small' (default: chosen per device)
+``host_blas``      THEANO_OCL_HOST_BLAS    how the host BLAS of a CPU device runs: 'queued'
+                   =queued                 (a native command of the device's queue, where
+                                           the device runs them: ``ops/blas_queued.py``)
+                                           or 'mapped' (the operands mapped, in this thread)
 ``conv``           THEANO_OCL_CONV         force a convolution algorithm: 'gemm',
                                            'direct' (default: chosen per device)
 ``cpu_group``      THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
@@ -158,6 +162,8 @@ SPECS = collections.OrderedDict([
                                                            bools=('1', '0')))),
     ('blas', Spec('THEANO_OCL_BLAS', None, choice('clblast', 'host', 'kernel', 'small',
                                                   empty=None))),
+    ('host_blas', Spec('THEANO_OCL_HOST_BLAS', 'queued', choice('queued', 'mapped',
+                                                                 empty='queued'))),
     ('conv', Spec('THEANO_OCL_CONV', None, choice('gemm', 'direct', empty=None))),
     ('cpu_group', Spec('THEANO_OCL_CPU_GROUP', 64, count)),
     ('stats', Spec('THEANO_OCL_STATS', None, writable_file)),

@@ -1,0 +1,145 @@
+"""The host BLAS as a command of a CPU device's queue (ops/blas_queued.py), against Theano's
+C backend and against the mapped host BLAS: dtypes, layouts, Z apart from C and in place,
+batched products, products between launches (the queue's order), a scan trained with its
+gradient, and a buffer found elsewhere than mapped (the call fails before committing, the
+next one works). On a device without native kernels the products take the other paths and
+the tests that need the queued one skip."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl.ops import blas_queued
+from helpers import assert_matches_c, rand, setting
+
+DEV = theano_ocl.get_device()
+QUEUED = DEV.is_cpu and blas_queued.available(DEV)
+needs_queued = pytest.mark.skipif(not QUEUED, reason='the device runs no native kernels')
+DTYPES = ['float32', 'float64', 'complex64', 'complex128']
+TOL = {'float32': dict(rtol=1e-4, atol=1e-4), 'complex64': dict(rtol=1e-4, atol=1e-4),
+       'float64': dict(rtol=1e-10, atol=1e-10), 'complex128': dict(rtol=1e-10, atol=1e-10)}
+
+
+def _host(monkeypatch, how):
+    setting(monkeypatch, 'blas', 'host')
+    setting(monkeypatch, 'host_blas', how)
+
+
+def _vals(shapes, dtype, seed=0):
+    rng = np.random.RandomState(seed)
+    out = []
+    for s in shapes:
+        v = rand(s, dtype, rng, low=-2, high=2)
+        if np.dtype(dtype).kind == 'c':
+            v = v + 1j * rand(s, dtype, rng, low=-2, high=2)
+        out.append(v.astype(dtype))
+    return out
+
+
+@pytest.mark.parametrize('how', ['queued', 'mapped'])
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_products_match_c(monkeypatch, how, dtype):
+    """Products above the small kernel's size in every layout the BLAS takes, with Z in
+    place and apart, chained with kernels before and after them (the queue keeps their
+    order), batched; a view no BLAS takes goes the mapped way."""
+    _host(monkeypatch, how)
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    xv, yv, zv = _vals([(40, 50), (50, 60), (40, 60)], dtype)
+    half = np.asarray(0.5, dtype)
+    outs = [T.dot(x, y),                                   # plain
+            z + half * T.dot(x, y),                        # Gemm, Z an input (apart from C)
+            (z * 2).T + half * T.dot(y.T, x.T),            # Gemm in place, transposed
+            T.dot(T.dot(x * 2, y) + 1, y.T) * 3,           # kernel, product, kernel, product
+            T.dot(x[:, 2:47], y[2:47, ::2]),               # leading dimensions, a stepped view
+            T.dot(x[::-1], y)]                             # reversed rows: copied, mapped
+    f = assert_matches_c([x, y, z], outs, [xv, yv, zv], calls=2, **TOL[dtype])
+    assert not theano_ocl.fallback_nodes(f)
+    # a batched product (Theano's C BatchedDot needs blas.ldflags: its Python code judges)
+    b3, c3 = T.tensor3('b3', dtype), T.tensor3('c3', dtype)
+    bv, cv = _vals([(3, 20, 40), (3, 40, 30)], dtype, seed=1)
+    py = theano.compile.mode.Mode(linker='py', optimizer='fast_run')
+    f_py = theano.function([b3, c3], T.batched_dot(b3, c3) * 2, mode=py)
+    f_o = theano.function([b3, c3], T.batched_dot(b3, c3) * 2, mode='OCL')
+    for _ in range(2):
+        np.testing.assert_allclose(f_o(bv, cv), f_py(bv, cv), **TOL[dtype])
+
+
+@needs_queued
+def test_a_queued_product_makes_no_host_step(monkeypatch):
+    """Queued, a product is no host step (nothing waits for the queue until the call's
+    outputs are read); mapped, each product is one (the input's upload is one either way)."""
+    x = T.matrix('x', 'float64')
+    W = theano.shared(_vals([(50, 60)], 'float64')[0], 'W')
+    xv, = _vals([(40, 50)], 'float64', seed=2)
+    steps = {}
+    for how in ('queued', 'mapped'):
+        _host(monkeypatch, how)
+        f = assert_matches_c([x], [T.tanh(T.dot(T.tanh(x), W))], [xv], calls=2)
+        steps[how] = theano_ocl.stats(f)['host_steps']
+    assert steps == {'queued': 1, 'mapped': 2}, steps
+
+
+@pytest.mark.parametrize('how', ['queued', 'mapped'])
+def test_scan_rnn_training_matches_c(monkeypatch, how):
+    """A scan RNN trained with its gradient (the products inside the loop, where the scan
+    points its inner frame at the outer rows): losses and parameters over several calls
+    equal Theano C's."""
+    _host(monkeypatch, how)
+    results = []
+    rng = np.random.RandomState(5)
+    X = rng.uniform(-1, 1, (7, 24, 12))
+    Y = rng.uniform(-1, 1, (24, 3))
+    for mode in ('FAST_RUN', 'OCL'):
+        r = np.random.RandomState(6)
+        Wx = theano.shared(r.uniform(-.3, .3, (12, 48)), 'Wx')
+        Wh = theano.shared(r.uniform(-.3, .3, (48, 48)), 'Wh')
+        V = theano.shared(r.uniform(-.3, .3, (48, 3)), 'V')
+        x, y = T.tensor3('x'), T.matrix('y')
+        hs, _ = theano.scan(lambda xt, h: T.tanh(T.dot(xt, Wx) + T.dot(h, Wh)),
+                            sequences=x, outputs_info=T.zeros((x.shape[1], 48)))
+        loss = T.mean((T.dot(hs[-1], V) - y) ** 2)
+        params = [Wx, Wh, V]
+        upd = [(p, p - 0.1 * g) for p, g in zip(params, T.grad(loss, params))]
+        f = theano.function([x, y], loss, updates=upd, mode=mode)
+        losses = [float(f(X, Y)) for _ in range(4)]
+        results.append((losses, [p.get_value() for p in params]))
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-10)
+    for got, want in zip(results[1][1], results[0][1]):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@needs_queued
+def test_a_buffer_found_elsewhere_fails_the_call_before_its_updates(monkeypatch):
+    """The command computes only where the buffers' addresses it was given are those the
+    OpenCL implementation hands it. Addresses made wrong on purpose: the call raises,
+    commits no update, and the next call (the addresses mapped again) is right."""
+    _host(monkeypatch, 'queued')
+    x = T.matrix('x', 'float64')
+    W0 = _vals([(50, 60)], 'float64')[0]
+    W = theano.shared(W0.copy(), 'W')
+    f = theano.function([x], T.dot(x, W).sum(), updates=[(W, W * 0.5 + 1)], mode='OCL')
+    xv, = _vals([(40, 50)], 'float64', seed=3)
+    assert np.isclose(f(xv), xv.dot(W0).sum())
+    W1 = W.get_value()
+    known = blas_queued.addresses(DEV).known
+    for h in list(known):
+        known[h] += 64                  # every buffer "moved"
+    x2, = _vals([(30, 50)], 'float64', seed=4)  # a new input shape: a new plan binds afresh
+    with pytest.raises(RuntimeError, match='found its buffers elsewhere'):
+        f(x2)
+    np.testing.assert_array_equal(W.get_value(), W1)     # nothing committed
+    assert np.isclose(f(x2), x2.dot(W1).sum())
+    np.testing.assert_allclose(W.get_value(), W1 * 0.5 + 1)
+
+
+@needs_queued
+def test_the_command_pairs_buffers_whatever_order_the_implementation_uses():
+    """PoCL 3.1 writes the buffers' addresses in its own order (by creation, duplicates
+    removed): a product whose three operands live in buffers allocated in another order
+    than the Fortran call names them, and one whose operands share a buffer."""
+    assert blas_queued.self_check(DEV)
+    x = T.matrix('x', 'float32')
+    f = theano.function([x], T.dot(x[:40], x[40:].T), mode='OCL')   # one buffer, two views
+    xv, = _vals([(80, 64)], 'float32', seed=7)
+    np.testing.assert_allclose(f(xv), xv[:40].dot(xv[40:].T), rtol=1e-4, atol=1e-4)
