@@ -27,7 +27,7 @@ import numpy as np
 from . import commit, early, faults, plans, uploads
 from .context import family
 from .frames import frame_key
-from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home
+from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .memory import buffer_copier
 from .slab import gather_into_slab
 from ..darray import DArray, Root
@@ -113,10 +113,7 @@ class Executor(object):
             got = self.pass_loop(frame, plan, armed)
         elif got[3] is not None:
             got[3].start()              # (early reads: this pass's, runtime/early.py)
-        loop = got[2]
-        if drive(loop, 0, 1, None) == 0:
-            replan, loop.replan = loop.replan, None
-            raise replan
+        once(got[2])
 
     def pass_loop(self, frame, plan, armed):
         """A call's pass of ``frame`` as a one-step ``runtime.loop.Loop``, kept in
@@ -128,24 +125,33 @@ class Executor(object):
         ``position_of_error`` to its task (a batched plan's: -1); the fault hook sees
         ``'step k'`` / ``'batched step k'`` before each."""
         vm = self.vm
-        profiler = vm.profiler
         if plan is not None:
-            plans_, fns, tasks, label = plan.plans, plan.fns, None, 'batched step %d'
+            plans_ = plan.plans
+            loop = Loop(frame, plan.fns, None, vm.dev, vm.queue, plan_label='batched step %d',
+                        owner=vm)
         else:
-            plans_, label = frame.steps, 'step %d'
-            tasks = [s.task for s in plans_]
-            fns = profiler.fns(plans_) if profiler is not None else [s.fn for s in plans_]
+            plans_ = frame.steps
+            loop = self.plans_loop(frame, plans_, 'step %d')
         reads = None
-        if armed and profiler is None:
+        if armed and vm.profiler is None:
             reads = frame.early_reads
             if reads is None:
                 reads = frame.early_reads = early.Reads(frame)
             reads.start()
-            fns = reads.fns(plans_, fns) or fns
-        loop = Loop(frame, fns, None, vm.dev, vm.queue, tasks=tasks, plan_label=label,
-                    owner=vm)
+            loop.fns = reads.fns(plans_, loop.fns) or loop.fns
         got = frame.passes[armed] = (plans_, len(plans_), loop, reads)
         return got
+
+    def plans_loop(self, frame, plans_, label):
+        """A one-step loop over recorded plans ``plans_`` of ``frame`` (a call's pass, or a
+        segment of the frame being built, ``runtime/build.py``): timed by the profiler when
+        the function is profiled, a failing plan setting ``position_of_error`` to its task,
+        the fault hook's boundary ``label`` before each (``'step %d'``, or a list)."""
+        vm = self.vm
+        profiler = vm.profiler
+        fns = profiler.fns(plans_) if profiler is not None else [s.fn for s in plans_]
+        return Loop(frame, fns, None, vm.dev, vm.queue, tasks=[s.task for s in plans_],
+                    plan_label=label, owner=vm)
 
     def run_checks(self, frame, events=None):
         """Read the frame's device error flags (see PlanContext.deferred_check), the reads

@@ -147,7 +147,8 @@ class Loop(object):
     driver is asked to read them every step); ``label`` names the loop at the fault
     hook's boundaries of each step (``'<label> step t'``; None: none per step).
 
-    ``plan_label``: a fault hook boundary before each of ``fns`` (``plan_label % k``);
+    ``plan_label``: a fault hook boundary before each of ``fns`` (``plan_label % k``, or
+    ``plan_label[k]`` for a list);
     ``owner``: the ``OCLFunction`` whose ``position_of_error`` a failing plan sets:
     ``tasks[k]``, the task of ``fns[k]`` (``tasks`` None: -1, unknown). A call's pass sets
     these; the loops of ``run`` and of a device Scan do not."""
@@ -234,7 +235,10 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
         cells, clear, restage = loop.cells, loop.clear, loop.restage
     hooked = faults.hook is not None
     if hooked and loop.plan_label is not None:
-        fns = [_boundary(loop.plan_label % k, fn) for k, fn in enumerate(fns)]
+        labels = loop.plan_label
+        if isinstance(labels, str):
+            labels = [labels % k for k in range(len(fns))]
+        fns = [_boundary(where, fn) for where, fn in zip(labels, fns)]
     t = first
     try:
         for t in range(first, n):
@@ -309,6 +313,14 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
         loop.replan = e
         return t
     return n
+
+
+def once(loop):
+    """One step of ``loop`` (a pass: a call's, or a segment of a frame being built);
+    raises the ``Replan`` that a plan of it raised."""
+    if drive(loop, 0, 1, None) == 0:
+        replan, loop.replan = loop.replan, None
+        raise replan
 
 
 def _boundary(where, fn):
