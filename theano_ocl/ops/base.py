@@ -47,6 +47,10 @@ class DeviceImpl(object):
     #: the implementation reads its cell (``ctx.cells``) in a host step of every call.
     dynamic_capable = ()
     dynamic_inputs = ()
+    #: whether ``plan`` reads or computes values of the frame (a mask's positions, a Scan
+    #: running its loop): the first call's plans recorded before it run first
+    #: (``runtime/build.py``); other plans only record
+    plans_with_values = False
     #: compiled functions the implementation runs inside it (a device Scan's inner
     #: function); ``report(f)`` lists their placements under the node
     inner_functions = ()

@@ -75,6 +75,7 @@ class ScanImpl(DeviceImpl):
     (``report(f)`` lists its placements under the Scan node).
     """
     dtypes = None
+    plans_with_values = True        # (planning runs the loop: its outputs' shapes)
     host_when = ('the inner function reads on the host, at every step, a state it computes '
                  'on the device, or a sequence whose value decides its plan (an index, a '
                  'size); a value that is not a tensor')

@@ -435,6 +435,7 @@ class GatherImpl(DeviceImpl):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(j for j, v in enumerate(node.inputs)
                                  if j > 0 and not isinstance(v.type, TensorType))
+        self.plans_with_values = _has_mask(node, 1)
 
     def plan(self, ctx, ins):
         x = ins[0]
@@ -558,6 +559,7 @@ class ScatterImpl(DeviceImpl):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(j for j, v in enumerate(node.inputs)
                                  if j > 1 and not isinstance(v.type, TensorType))
+        self.plans_with_values = _has_mask(node, 2)
         self.support, self.body = _update_code(node.op.set_instead_of_inc,
                                                node.inputs[0].type.dtype, node.inputs[1].type.dtype)
 
@@ -625,6 +627,12 @@ def planned_mask(ctx, d, var):
     return planned
 
 
+def _has_mask(node, first):
+    """Whether an index from input ``first`` on is a boolean mask (read while planning:
+    ``planned_mask``)."""
+    return any(getattr(v.type, 'dtype', None) == 'bool' for v in node.inputs[first:])
+
+
 def mask_entries(ctx, node, ins, first):
     """Index entries with each boolean mask replaced by its nonzero positions."""
     entries, axis = [], 0
@@ -646,6 +654,8 @@ def mask_entries(ctx, node, ins, first):
 
 
 class NonzeroImpl(DeviceImpl):
+    plans_with_values = True        # (the mask's positions)
+
     def plan(self, ctx, ins):
         out = [None]
         self.node.op.perform(self.node, [planned_mask(ctx, ins[0], self.node.inputs[0])], [out])
