@@ -8,10 +8,14 @@ and the commits' prepare steps. Buffers come from the frame's arena; a dead inte
 buffer (``reuse_min_bytes`` and larger) serves a later task (the one buffer-reuse rule:
 an in-order queue makes that safe).
 
-The first call of a signature runs each task's plans as soon as they are recorded (a host
-node's value may decide the shapes of the device nodes after it: the values a plan needs
-exist when it is built); later calls replay the frame (``runtime.executor``). IfElse
-branches: only the taken branch's tasks are recorded, behind a guard on the condition.
+The first call of a signature runs the plans as they are recorded, in segments: plans
+accumulate until planning needs a value they compute (a host value a device node takes,
+an IfElse condition, a host task's output uploaded, a family that plans with values:
+``DeviceImpl.plans_with_values``), and at the end; each segment is a one-step loop of the
+driver (``runtime.loop.drive``), as a replay's pass is, so the profiler times it, the
+fault hook sees its plans as ``step k`` and a failing plan names its task. Later calls
+replay the frame (``runtime.executor``). IfElse branches: only the taken branch's tasks
+are recorded, behind a guard on the condition.
 """
 import collections
 
@@ -20,13 +24,15 @@ from theano.gof.graph import Constant
 
 from .. import darray as da
 from . import faults, pinned, steps, uploads
-from .context import Frame, PlanContext, family
+from .context import Frame, PlanContext, Replan, RunOnHost, family
+from .loop import once
 from .memory import download
 
 
 class FrameBuilder(object):
     """Records (and runs, the first time) the frame of one key for one linked function
-    (``vm``: the OCLFunction: its program, device, queue, settings and profiler)."""
+    (``vm``: the OCLFunction: its program, device, queue, settings, profiler and
+    executor)."""
 
     def __init__(self, vm, key):
         self.vm = vm
@@ -35,6 +41,9 @@ class FrameBuilder(object):
         self.dvals = {}                          # variable -> DArray of this frame
         self.live = collections.Counter()        # id(root) -> live values in it
         self.taken = {}                          # IfElse task -> branch this frame runs
+        # the segment: plans recorded and not run yet, (plan, whether the frame keeps it)
+        self.pending = []
+        self.recorded = 0             # len(frame.steps) but for plans it dropped since
 
     def build(self):
         """The frame, recorded and run once; buffers are released on any error."""
@@ -66,8 +75,15 @@ class FrameBuilder(object):
             vm.position_of_error = -1
             self._outputs()
             self._commits()
-        except BaseException:
-            frame.release()
+            self._settle()
+        except BaseException as e:
+            try:
+                if isinstance(e, Exception) and not isinstance(e, (Replan, RunOnHost)):
+                    # planning failed: the plans recorded before it would have run first,
+                    # and their error (naming its node) comes first
+                    self._settle()
+            finally:
+                frame.release()
             raise
         self._finish()
         return frame
@@ -90,16 +106,49 @@ class FrameBuilder(object):
                 self.frame.free.append(d.root)
 
     def _run_new(self, ctx, record=True):
-        """Record the plans ``ctx`` collected and run them (the first call's values)."""
-        profiler = self.vm.profiler
+        """Record the plans ``ctx`` collected (``record`` False: a task a replay skips, run
+        this once only) into the segment; they run at the next :meth:`_settle`."""
+        kept = self.frame.steps
         for step in ctx.new_steps:
             if record:
-                self.frame.steps.append(step)
-            if profiler is not None:             # profile hook (profiling.py)
-                profiler.run(step)
-            else:
-                step.fn()
+                kept.append(step)
+                self.recorded += 1
+            self.pending.append((step, record))
         ctx.new_steps = []
+
+    def _settle(self, var=None):
+        """Run the segment, the plans recorded since the last one ran, before planning reads
+        a value they compute (``var``: where that value is a variable's: settled only when
+        computed). One step of the driver, as a replay's pass."""
+        if not self.pending or (var is not None and var.owner is None):
+            return
+        plans_, labels = self._segment()
+        if plans_:
+            once(self.vm.executor.plans_loop(self.frame, plans_, labels))
+
+    def _segment(self):
+        """The segment's plans to run, and their fault hook boundaries (None with no hook):
+        ``step k`` for the frame's ``steps[k]``, as a replay's pass names it; ``task t
+        once`` for a plan of a task replays skip. A zero fill the frame dropped since it was
+        recorded (``PlanContext.keep_zeros``) is left out, as replays leave it."""
+        pending, self.pending = self.pending, []
+        kept = self.frame.steps
+        if faults.hook is None and len(kept) == self.recorded:
+            return [step for step, _ in pending], None
+        plans_, labels = [], []
+        k = len(kept) - 1
+        for step, record in reversed(pending):      # the kept ones are the frame's last
+            if not record:
+                plans_.append(step)
+                labels.append('task %d once' % step.task)
+            elif k >= 0 and kept[k] is step:
+                plans_.append(step)
+                labels.append('step %d' % k)
+                k -= 1
+        self.recorded = len(kept)
+        plans_.reverse()
+        labels.reverse()
+        return plans_, labels
 
     def _finish(self):
         vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
@@ -131,6 +180,7 @@ class FrameBuilder(object):
         branch = self.taken.get(x_task)
         if branch is None:
             cond = x_task.node.inputs[0]
+            self._settle(cond)
             cell = self.prog.storage_map[cond]
             branch = self.taken[x_task] = steps.branch_taken(cell[0])
             if not isinstance(cond, Constant) and cond not in self.prog.key_determined:
@@ -188,6 +238,8 @@ class FrameBuilder(object):
         ins = []
         branch = getattr(task.impl, 'branch_input', None)
         stored = []         # folded producers whose values this task's kernel stores
+        if getattr(task.impl, 'plans_with_values', True):
+            self._settle()
         for j, var in enumerate(node.inputs):
             if j in task.fused:
                 x = family('fused_value')(task.fused[j], dvals)
@@ -196,6 +248,7 @@ class FrameBuilder(object):
                     stored.append(x)
                 ins.append(x)
             elif j in task.host_inputs:
+                self._settle(var)
                 value = prog.storage_map[var][0]
                 ins.append(value)
                 if var.owner is not None and var not in prog.key_determined and j != branch \
@@ -288,6 +341,7 @@ class FrameBuilder(object):
         storage_map = self.prog.storage_map
         dev, queue = self.vm.dev, self.vm.queue
         for var in task.upload_outputs:
+            self._settle()
             value = storage_map[var][0]
             if var in self.prog.key_determined:
                 self._set(var, ctx.constant(np.asarray(value, dtype=var.type.dtype)))

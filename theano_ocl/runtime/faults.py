@@ -1,9 +1,9 @@
 """A test hook called at every step boundary of every executor.
 
 Tests set ``hook`` (``with injected(fn): ...``) to a callable taking a short description of
-the boundary (``'plan task 3'``, ``'step 5'``, ``'commit 2'``, ``'run_steps step 4 commit'``);
-raising from it (a KeyboardInterrupt, say) stands for an interrupt or a failure arriving
-exactly there. With no hook set the executors take their plain paths: they test ``hook``
+the boundary (``'plan task 3'``, ``'step 5'``, ``'task 3 once'``, ``'commit 2'``,
+``'run_steps step 4 commit'``); raising from it (a KeyboardInterrupt, say) stands for an
+interrupt or a failure arriving exactly there. With no hook set the executors take their plain paths: they test ``hook``
 once per call, never per step.
 """
 import contextlib
