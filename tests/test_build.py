@@ -137,3 +137,21 @@ def test_an_error_at_a_first_calls_plan_names_the_replays_node(profile):
         f_c(v)
     for got, want in zip(f_o(xv), f_c(xv)):
         assert_close(got, want)
+
+
+def test_a_profiled_first_call_times_the_nodes_a_replay_times():
+    """The profiler times a build's plans as a replay's: every node a replay gives time
+    to has time from the first call, each node counted once per call."""
+    f_c, f_o = _compile(_host_in_the_middle, profile=True)
+    xv = _x(16)
+    prof = f_o.profile
+    for got, want in zip(f_o(xv), f_c(xv)):
+        assert_close(got, want)
+    first = dict(prof.apply_time)
+    assert set(prof.apply_callcount.values()) == {1}, prof.apply_callcount
+    f_o(xv)
+    replay = {n: t - first.get(n, 0.0) for n, t in prof.apply_time.items()}
+    timed = {n for n, t in replay.items() if t > 0}
+    assert timed and timed <= {n for n, t in first.items() if t > 0}, (first, replay)
+    host = [n for n in first if isinstance(n.op, HostTwice)]
+    assert host and first[host[0]] > 0
