@@ -9,7 +9,8 @@ the only code that walks a frame's plans and re-points kernel arguments at rows.
 single pass is a loop too: one step with nothing fed, sunk or committed
 (``Executor.run_pass``; the call fetches its outputs, reads its checks and commits after
 it), whose plans name their tasks (``tasks``, ``owner``: a failing plan's task becomes the
-function's ``position_of_error``) and their fault hook boundaries (``plan_label``).
+function's ``position_of_error``) and their fault hook boundaries (``plan_label``); so is
+each segment of the plans a frame's first call runs as it is built (``runtime/build.py``).
 
 What a loop says, each part data rather than code:
 
@@ -150,8 +151,8 @@ class Loop(object):
     ``plan_label``: a fault hook boundary before each of ``fns`` (``plan_label % k``, or
     ``plan_label[k]`` for a list);
     ``owner``: the ``OCLFunction`` whose ``position_of_error`` a failing plan sets:
-    ``tasks[k]``, the task of ``fns[k]`` (``tasks`` None: -1, unknown). A call's pass sets
-    these; the loops of ``run`` and of a device Scan do not."""
+    ``tasks[k]``, the task of ``fns[k]`` (``tasks`` None: -1, unknown). A call's pass (and a
+    build's segment) sets these; the loops of ``run`` and of a device Scan do not."""
 
     def __init__(self, frame, fns, label, dev, queue, feeds=(), sinks=(), cells=(),
                  clear=(), restage=(), commit=None, checks=None, tasks=None,
