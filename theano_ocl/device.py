@@ -331,6 +331,11 @@ class OCLDevice(object):
                 self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         return self._profiling_queue
 
+    def profiles(self, queue):
+        """Whether ``queue`` is the profiling queue (the transfers of a ``profile=True``
+        function are timed; asking makes no queue)."""
+        return queue is self._profiling_queue
+
     def supports_dtype(self, dtype):
         return np.dtype(dtype) not in (np.float64, np.complex128) or self.has_fp64
 

@@ -78,7 +78,7 @@ class Resident(object):
             # shared variables (after set_value) waits once, at its end (settle_uploads)
             blocking = queue is not dev.queue
             if not blocking and batch is not None and \
-                    batch.add(self.root.buf, self.root.origin, value, self._uploaded,
+                    batch.add(self.root.buf, self.root.origin, value, self.uploaded,
                               self.cell[0]):
                 # sent with the others when the loop making them ends; current once it
                 # is enqueued (an interrupt before: the next call uploads it again)
@@ -88,13 +88,13 @@ class Resident(object):
             uploads.counted(dev, 1, value.nbytes, 1)
             if not blocking:
                 dev.pending_upload(ev)
-            elif queue is dev._profiling_queue:     # profile hook (profiling.py)
+            elif dev.profiles(queue):     # profile hook (profiling.py)
                 from .profiling import transfer
                 transfer('upload', value.nbytes, ev)
-        self._uploaded(self.cell[0])
+        self.uploaded(self.cell[0])
         return self.darr
 
-    def _uploaded(self, host_obj):
+    def uploaded(self, host_obj):
         """The device copy holds ``host_obj`` (the cell's value when it was sent)."""
         self.host_obj = host_obj
         self.host_dirty = False
@@ -218,14 +218,14 @@ def install_patches():
     orig_get, orig_set = Container.__get__, Container.__set__
 
     def __get__(self):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
         return orig_get(self)
 
     def __set__(self, value):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()     # an interrupted call's updates land before this
         orig_set(self, value)
         if _residents:
@@ -242,7 +242,7 @@ def install_patches():
     orig_deepcopy = Container.__deepcopy__
 
     def __deepcopy__(self, memo):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
@@ -250,7 +250,7 @@ def install_patches():
     Container.__deepcopy__ = __deepcopy__
 
     def __getstate__(self):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()
         if _residents:
             sync_cell(self.storage)
@@ -265,7 +265,7 @@ def install_patches():
     orig_create = FunctionMaker.create
 
     def create(self, input_storage=None, *args, **kwargs):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()
         if _residents and input_storage:
             for c in input_storage:
@@ -291,7 +291,7 @@ def install_patches():
                     if fast is not False:
                         return fast(args)
                 return orig_call(self, *args, **kwargs)
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()
         if _residents:
             for c in self.input_storage:

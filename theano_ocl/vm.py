@@ -164,7 +164,7 @@ class OCLFunction(object):
         return self._pass(False)
 
     def _pass(self, hand_over):
-        if commit._pending:
+        if commit.pending:
             commit.finish_pending()     # an interrupted call's commit, finished first
         for cell in self.host_output_cells:
             cell[0] = None    # a host thunk must not write into an array returned before

@@ -7,7 +7,7 @@ writes: a list of actions, each of which cannot fail and may run twice with the 
 resident's coherence flags).
 
 The commit point is one statement: the actions are published as a journal
-(``_pending.append``) before the first one runs. An interrupt (Ctrl-C) while they run
+(``pending.append``) before the first one runs. An interrupt (Ctrl-C) while they run
 cannot split them: whatever the interrupted call did not finish, the next observer
 finishes first (``finish_pending``: every OCL call, any read or write of a shared
 variable's container, any non-OCL Theano call, pickling), so nobody ever sees some of a
@@ -18,7 +18,7 @@ import threading
 
 from . import faults
 
-_pending = []            # journals published and not yet known finished
+pending = []    # journals published and not yet known finished (a list: tested on hot paths)
 _lock = threading.RLock()
 
 
@@ -44,30 +44,25 @@ def apply(actions):
     if not actions:
         return
     journal = Journal(actions)
-    _pending.append(journal)          # the commit point
+    pending.append(journal)          # the commit point
     journal.run()
     _forget(journal)
 
 
 def _forget(journal):
     try:
-        _pending.remove(journal)
+        pending.remove(journal)
     except ValueError:                # another thread finished it first
         pass
 
 
 def finish_pending():
     """Finish the commits an interrupt left half-applied (cheap to call: one list test when
-    there is none; callers test ``_pending`` first on hot paths)."""
-    if not _pending:
+    there is none; callers test ``pending`` first on hot paths)."""
+    if not pending:
         return
     with _lock:
-        while _pending:
-            journal = _pending[0]
+        while pending:
+            journal = pending[0]
             journal.run()
             _forget(journal)
-
-
-def pending():
-    """Whether some commit is published and not yet finished."""
-    return bool(_pending)

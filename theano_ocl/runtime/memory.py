@@ -66,7 +66,7 @@ def upload(dev, queue, darr, host, blocking=False):
         else:       # pragma: no cover - another pyopencl
             ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
                                      is_blocking=blocking)
-        if queue is dev._profiling_queue:        # profile hook (profiling.py)
+        if dev.profiles(queue):        # profile hook (profiling.py)
             from ..profiling import transfer
             transfer('upload', darr.nbytes, ev)
         return ev
@@ -89,7 +89,7 @@ def _enqueue_download(dev, queue, darr, host, blocking):
     else:           # pragma: no cover - another pyopencl
         ev = dev.cl.enqueue_copy(queue, host, darr.root.buf, src_offset=darr.boff,
                                  is_blocking=blocking)
-    if queue is dev._profiling_queue:        # profile hook (profiling.py)
+    if dev.profiles(queue):        # profile hook (profiling.py)
         from ..profiling import transfer
         transfer('download', darr.nbytes, ev)
     return ev

@@ -65,8 +65,8 @@ def refill(dev, queue, residents):
         value = host if host.flags.c_contiguous else np.ascontiguousarray(host)
         root = res.root
         if not value.size:
-            res._uploaded(host)
-        elif not add(root.buf, root.origin, value, res._uploaded, host):
+            res.uploaded(host)
+        elif not add(root.buf, root.origin, value, res.uploaded, host):
             res.ensure_device(dev, queue)          # too large to pack: on its own
     batch.flush()
 
