@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import numpy as np  # noqa: E402
 import theano_ocl  # noqa: E402
 from nengo_like import build  # noqa: E402
-from theano_ocl.runtime import plans  # noqa: E402
+from theano_ocl.runtime import planner, plans  # noqa: E402
 
 c_void_p, c_uint, c_int, c_size_t = ctypes.c_void_p, ctypes.c_uint, ctypes.c_int, ctypes.c_size_t
 
@@ -99,7 +99,7 @@ def main():
     vm = main_.vm
     frame = vm.last_frame
     # the batched step and the batched commit copies, as typed plans (runtime/plans.py)
-    p_steps, p_commits = vm.loop_plans(frame)
+    p_steps, p_commits = planner.loop_plans(vm.run_context, frame)
     recorded = list(p_steps.plans) + list(p_commits.plan.plans)
     queue = vm.queue
     cb = CommandBuffer(dev, queue)

@@ -71,6 +71,13 @@ def placements(f):
     return rows
 
 
+def host_fallbacks(prog):
+    """The Apply nodes of the linked program ``prog`` that run on the host for want of a
+    device implementation (``placements``' 'host-fallback' rows)."""
+    return [task.node for task in prog.tasks
+            if task.kind not in ('dev', 'shape') and not task.meta]
+
+
 def _host_blas_tasks(fn):
     """{task index: HOST_BLAS or HOST_BLAS_QUEUED} for the tasks whose planned frames run
     host BLAS: host steps in mapped device buffers (``HostStep.follows``), or commands of
@@ -91,7 +98,7 @@ def _host_blas_tasks(fn):
 
 def fallback_nodes(f):
     """The Apply nodes that run on the host for want of a device implementation."""
-    return [node for node, where, _ in placements(f) if where == 'host-fallback']
+    return host_fallbacks(_program(f)[0])
 
 
 def inner_functions(f):

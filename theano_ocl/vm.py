@@ -18,8 +18,11 @@ Data flow of one call (``OCLFunction.__call__``), top to bottom:
 Tiny hot frames run in this thread on Theano's own thunks (``runtime/host_tier.py``).
 ``OCLFunction.run(n, ...)`` runs the same frames n times with no host round trip
 (``SimulatorOCL.run_steps`` is that call).
+
+The runtime sees the function's ``RunContext`` (``runtime/run_context.py``: device, queue,
+settings, program, profiler, counters) and its ``FrameCache`` (``runtime/frames.py``),
+never the function: this module calls into the runtime, never the reverse.
 """
-import collections
 import warnings
 import weakref
 
@@ -28,31 +31,46 @@ import numpy as np
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, early, faults, host_tier, planner, plans, steps
+from .runtime import commit, faults, host_tier, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
-from .runtime.frames import frame_key, make_guard
+from .runtime.frames import FrameCache
 from .runtime.host_tier import HostTier
 from .runtime.plans import Fetch
-from .runtime.memory import register_function, upload
+from .runtime.memory import register_frames, upload
+from .runtime.run_context import RunContext
 from .runtime.settings import Settings, active
 
 
-#: bytes of buffers a function's cached frames (other than the one in use) may keep
-MAX_CACHED_FRAME_BYTES = 256 << 20
-
 def _planning(method):
-    """Run ``method`` (which plans: records frames, builds batched plans) with the function's
-    settings active (``runtime.settings.current``: how op families read them)."""
+    """Run ``method`` (which plans: records frames) with the function's settings active
+    (``runtime.settings.current``: how op families read them)."""
     def planning(self, *args):
-        with active(self.settings):
+        with active(self._rc.settings):
             return method(self, *args)
     planning.__name__ = method.__name__
     planning.__doc__ = method.__doc__
     return planning
 
 
+def _forward(cls):
+    """Give ``cls`` a property per name of ``cls.forwarded`` ({part: names}): the attribute
+    of that name of the instance's ``part``, read and set through the instance."""
+    def forwarded(part, name):
+        def get(self):
+            return getattr(getattr(self, part), name)
+
+        def set_(self, value):
+            setattr(getattr(self, part), name, value)
+        return property(get, set_, doc='``%s.%s``' % (part, name))
+    for part, names in cls.forwarded.items():
+        for name in names:
+            setattr(cls, name, forwarded(part, name))
+    return cls
+
+
+@_forward
 class OCLFunction(object):
     """The callable handed to Theano's Function (``Function.fn``).
 
@@ -63,91 +81,52 @@ class OCLFunction(object):
     need_update_inputs = False
     allow_gc = False
     is_ocl = True
-    #: frames kept besides the one in use (least recently used dropped first), also bounded
-    #: by the bytes of their buffers (``max_cached_bytes``) and by their plans' steps
-    #: (``max_cached_steps``, host memory): calls cycling over many keys (input shapes,
-    #: sizes given to Alloc or reshape) plan each key once per process, not once per call.
-    #: Index values are not keys (``linker.mark_dynamic``).
-    max_frames = 256
-    max_cached_steps = 1 << 15
-    #: frames one key keeps for other IfElse branches than its current one's
-    max_alternates = 3
+
+    #: attributes the runtime holds, read and set through the function as before they moved
+    #: there: its RunContext's (runtime/run_context.py) and its FrameCache's (runtime/frames.py)
+    forwarded = {
+        '_rc': ('program', 'dev', 'queue', 'settings', 'profile', 'profiler', 'output_mode',
+                'const_dvals', 'position_of_error', 'replans', 'last_call', 'tier_probes',
+                'host_tier_after', 'tiny_size', 'reuse_min_bytes', 'batch_after',
+                'batch_min_launches', 'loop_step'),
+        '_cache': ('frames', 'last_frame', 'hot_guard', 'max_frames', 'max_alternates',
+                   'max_cached_bytes', 'max_cached_steps'),
+    }
 
     def __init__(self, program, dev, profile=None, output_mode='host', settings=None):
-        self.program = program
-        self.dev = dev
-        self.settings = settings if settings is not None else Settings.resolve({})
-        self.profile = profile
-        self.output_mode = output_mode
+        settings = settings if settings is not None else Settings.resolve({})
+        self._rc = rc = RunContext(program, dev, settings, profile, output_mode)
         self.storage_map = program.storage_map
         self.nodes = [t.node for t in program.tasks]
         self.thunks = [t.thunk if t.thunk is not None else steps.NodeThunk(t, program.storage_map)
                        for t in program.tasks]
-        self.position_of_error = -1
-        self.frames = collections.OrderedDict()
         self.time_thunks = bool(profile)
-        self.profiler = None                     # profile hook (profiling.py)
         if profile:
             from .profiling import Profiler
-            self.profiler = Profiler(self, profile)
-        self.last_frame = None
-        self.last_call = None      # (steady state, values, bytes, transfers uploaded)
-        self.replans = 0
-        self.queue = dev.profiling_queue if profile else dev.queue
-        self.const_dvals = {}
-        self.retired = []          # buffers kept alive for kernels still bound to them
-        # A launch + finish costs ~40 us on PoCL, and an upload, a launch and a download
-        # ~60 us on a GPU: far more than a tiny node's work. Once a frame of tiny values
-        # (every value at most tiny_size elements, inputs and outputs on the host) is
-        # hot, run Theano's own thunks in this thread (see _run_in_thread); shared
-        # variables then live on the host until a device frame needs them.
-        # (where the host_tier setting lets it, after tier_probes calls run both ways
-        # agreed: runtime/host_tier.py's probes)
-        self.tier_probes = host_tier.probes(self.settings.host_tier, program.fgraph)
-        settings = self.settings
-        self.host_tier_after = None if self.tier_probes is None else settings.host_tier_after
-        self.tiny_size = 4096
-        # buffers of dead intermediates smaller than this are not reused: they cost little
-        # memory, and reusing them would chain independent small ops through false
-        # (write-after-read) dependencies that stop the planner from batching them
-        self.reuse_min_bytes = settings.reuse_min_bytes
-        # one-step calls replay a batched plan (runtime/planner.py) once a frame has been replayed
-        # batch_after times, when it has batch_min_launches launches and batching removes
-        # at least a quarter of them; None turns this off
-        self.batch_after = settings.batch_after
-        self.batch_min_launches = settings.batch_min_launches
-        # plans kept (LRU, under max_cached_bytes), and per key for other IfElse outcomes
-        self.max_frames = settings.max_frames
-        self.max_alternates = settings.max_alternates
-        # a device Scan's inner function (set by ops/scan.py when it links the node): its
-        # frames replay once a step, so a batched plan pays for any launch it saves
-        self.loop_step = False
+            rc.profiler = Profiler(self, profile)
         self._host_tier = None
         self._lock = dev.call_lock           # one call at a time per device (shared.py)
         self._warned_host = False
-        # frames other than the one in use keep at most this many bytes of buffers
-        self.max_cached_bytes = min(MAX_CACHED_FRAME_BYTES, dev.memory_limit // 8)
+        self._cache = cache = FrameCache(rc)
         ref = weakref.ref(self)
         dev.add_reclaimer(lambda: False if ref() is None else ref().release_cached())
-        register_function(self)
-        self.executor = Executor(self)
+        register_frames(cache)
+        self.executor = Executor(rc, cache)
         # what every call reads, looked up once (a call costs a few microseconds of host
         # time: each attribute chain and method call in it shows)
-        prog = program
-        self.input_slots = [(cell, prog.residents.get(i)) for i, cell in enumerate(prog.input_cells)]
-        self.key_plan = [(kind,) + self.input_slots[i] + (i,) for i, kind in prog.input_plan]
-        self.hot_guard = None           # the guard of the last call's frame (runtime.frames.make_guard)
-        self.host_output_cells = list(prog.host_output_cells)
-        self._output_cells = [(j, cell) for j, cell in enumerate(prog.computed_output_cells)
+        self.host_output_cells = list(program.host_output_cells)
+        self._output_cells = [(j, cell) for j, cell in enumerate(program.computed_output_cells)
                               if cell is not None]
 
     def upload_constants(self):
-        for var in self.program.consts:
+        rc = self._rc
+        dev = rc.dev
+        for var in rc.program.consts:
             value = np.require(var.data, requirements="C")
-            buf = self.dev.alloc(value.nbytes)
+            buf = dev.alloc(value.nbytes)
             d = DArray(Root(buf, max(value.nbytes, 1)), value.shape, value.dtype)
-            upload(self.dev, self.dev.queue, d, value, blocking=True)
-            self.const_dvals[var] = d
+            upload(dev, dev.queue, d, value, blocking=True)
+            rc.const_dvals[var] = d
 
     # ---------------------------------------------------------------- the call
     def __call__(self, output_subset=None):
@@ -169,48 +148,50 @@ class OCLFunction(object):
         for cell in self.host_output_cells:
             cell[0] = None    # a host thunk must not write into an array returned before
         hooked = faults.hook is not None
-        up0 = tuple(self.dev.upload_tally)
-        guard = self.hot_guard
+        rc, cache, executor = self._rc, self._cache, self.executor
+        dev = rc.dev
+        up0 = tuple(dev.upload_tally)
+        guard = cache.hot_guard
         frame = guard() if guard is not None else None
         steady = frame is not None
         reads = None        # the host outputs' downloads, waited for once with the checks'
         probe = None        # what Theano's VM gave for this call (_tier_probe), if it ran
-        self.executor.armed = hand_over
+        executor.armed = hand_over
         try:
             if frame is not None:
                 # steady state: the last call's frame, whose key, input buffers and place in
-                # self.frames (the most recent) still hold; what the key, the frame lookup and
+                # the cache (the most recent) still hold; what the key, the frame lookup and
                 # the executor's re-binding would find, in a fraction of their time
                 frame.replays += 1
                 if frame.tiny or frame.on_host:
                     return self._run_in_thread(True, up0)
-                frame = self._run_or_replan(frame, self.executor.run_pass)
+                frame = self._run_or_replan(frame, executor.run_pass)
             else:
-                self.hot_guard = None      # set again once this call's frame has run
-                key = frame_key(self)
-                frame = self.frames.get(key) if key is not None else None
+                cache.hot_guard = None      # set again once this call's frame has run
+                key = cache.key()
+                frame = cache.frames.get(key) if key is not None else None
                 if frame is not None:
-                    self.frames.move_to_end(key)
-                    last = self.last_frame
+                    cache.frames.move_to_end(key)
+                    last = cache.last_frame
                     if frame is not last and (last is None or last.nbytes > frame.nbytes or
                                               len(last.steps) > len(frame.steps)):
                         # another frame in use: the budget counts the others, which now
                         # include the last call's; unless that one is no bigger than this
                         # one, they may have grown (checking costs O(frames): 40 us with
                         # 200 kept, a tenth of a replayed call of a small function)
-                        self._evict(keep=frame)
+                        cache.evict(keep=frame)
                     frame.replays += 1
-                    if frame.on_host or (frame.tiny and frame.replays > self.host_tier_after):
+                    if frame.on_host or (frame.tiny and frame.replays > rc.host_tier_after):
                         if frame.on_host or not frame.tier_probes:
                             return self._run_in_thread(False, up0)
                         probe = self._tier_probe(frame)   # then the device call, compared
-                    frame = self._run_or_replan(frame, self.executor.replay)
+                    frame = self._run_or_replan(frame, executor.replay)
                 if frame is None:
                     frame = self._plan(key)
                 guard = frame.guard
                 if guard is None:
-                    guard = frame.guard = make_guard(self, frame)
-                self.hot_guard = guard or None
+                    guard = frame.guard = cache.guard_of(frame)
+                cache.hot_guard = guard or None
             if hooked:
                 faults.at('outputs')
             if hand_over:
@@ -233,14 +214,14 @@ class OCLFunction(object):
             if frame.checks:
                 if hooked:
                     faults.at('checks')
-                self.executor.run_checks(frame, reads)
+                executor.run_checks(frame, reads)
             elif reads:
-                self.dev.cl.wait_for_events(reads)
+                dev.cl.wait_for_events(reads)
                 reads = None
             if frame.commits:
                 if hooked:
                     faults.at('commit')
-                self.executor.commit(frame)
+                executor.commit(frame)
         except RunOnHost:
             return self._run_in_thread(steady, up0)
         except Exception:
@@ -250,27 +231,26 @@ class OCLFunction(object):
             # output buffer handed over and kernels half re-pointed, an input re-bound):
             # the next call plans afresh; nothing was committed (or all was: commit.py)
             if frame is not None:
-                self.drop_frame(frame.key)
+                cache.drop(frame.key)
             raise
         finally:
-            self.executor.armed = False
+            executor.armed = False
             if frame is not None and frame.early_reads is not None:
                 frame.early_reads.live = False     # (what it queued is taken, or dropped)
             if reads:       # (an error on the way: the host arrays must outlive the copies)
-                self.dev.cl.wait_for_events(reads)
-        dev = self.dev
+                dev.cl.wait_for_events(reads)
         if dev.pending_uploads:
             dev.settle_uploads()
-        self.last_frame = frame
+        cache.last_frame = frame
         up = dev.upload_tally      # (theano_ocl.stats: the facts of the last call)
-        self.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
+        rc.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         if hand_over:
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]
         if probe is not None:
             self._judge_probe(frame, probe, outputs)
-        if self.profiler is not None:            # profile hook (profiling.py)
-            self.profiler.end_call()
+        if rc.profiler is not None:            # profile hook (profiling.py)
+            rc.profiler.end_call()
         return outputs
 
     def run(self, n, feeds=None, probes=None, probe_every=1, batch='auto', feed='copy',
@@ -280,7 +260,7 @@ class OCLFunction(object):
         no host round trip where the frame has no host steps (``runtime.executor.Executor.run``:
         ``feeds`` {input index: array with leading axis n}, ``probes`` output indices)."""
         with self._lock:
-            return self.executor.run(n, feeds=feeds, probes=probes, probe_every=probe_every,
+            return self.executor.run(self.__call__, n, feeds=feeds, probes=probes, probe_every=probe_every,
                                      batch=batch, feed=feed, probes_on=probes_on, carry=carry,
                                      stats=stats,
                                      what=what, error=error,
@@ -295,8 +275,8 @@ class OCLFunction(object):
         except BranchFlip:
             return self._other_branch(frame)
         except Replan:
-            self.drop_frame(frame.key)
-            self.replans += 1
+            self._cache.drop(frame.key)
+            self._rc.replans += 1
             return self._plan(frame.key)
 
     # ---------------------------------------------------------------- in-thread tier
@@ -304,20 +284,21 @@ class OCLFunction(object):
         """Run the call on the host by Theano's own VM (runtime/host_tier.py); ``steady``:
         the steady-state guard sent it there, ``up0``: the upload tally when the call began
         (``theano_ocl.stats``' ``last_call``)."""
-        up = self.dev.upload_tally
-        self.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
+        rc = self._rc
+        up = rc.dev.upload_tally
+        rc.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         tier = self._tier()
-        for i, kind in self.program.input_plan:
-            cell = self.program.input_cells[i]
+        for i, kind in rc.program.input_plan:
+            cell = rc.program.input_cells[i]
             if kind == 'dev' and da.is_device_array(cell[0]):
-                cell[0] = cell[0].get(queue=self.queue)
+                cell[0] = cell[0].get(queue=rc.queue)
         try:
             outputs = tier()
         except BaseException:
             pos = getattr(tier.fn, 'position_of_error', None)
-            self.position_of_error = -1 if pos is None or pos < 0 else tier.position_of(pos)
+            rc.position_of_error = -1 if pos is None or pos < 0 else tier.position_of(pos)
             raise
-        if self.output_mode == 'device':
+        if rc.output_mode == 'device':
             outputs = [self._to_device(v) for v in outputs]
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]
@@ -338,8 +319,8 @@ class OCLFunction(object):
     def _judge_probe(self, frame, probe, outputs):
         """An output or an update differing in any bit from the probe keeps ``frame`` on
         the device for good (with the device frame's own guard from now on)."""
-        prog = self.program
-        agree = probe is not False and self.last_frame is frame and \
+        prog = self._rc.program
+        agree = probe is not False and self._cache.last_frame is frame and \
             all(host_tier.same_bits(w, g) for w, g in zip(probe[0], outputs))
         for i, value in (probe[1] if agree else ()):
             res = prog.residents.get(i)
@@ -349,68 +330,35 @@ class OCLFunction(object):
         if not agree:
             frame.tiny = False
             frame.tier_probes = 0
-            frame.guard = self.hot_guard = None
+            frame.guard = self._cache.hot_guard = None
 
     def _tier(self):
         if self._host_tier is None:
-            self._host_tier = HostTier(self.program, self.program.no_recycling)
+            prog = self._rc.program
+            self._host_tier = HostTier(prog, prog.no_recycling)
         return self._host_tier
 
     def _to_device(self, value):
         """A host result as a device array where the device can hold it (the host array
         where it cannot: the call ran on the host for that reason)."""
-        if not isinstance(value, np.ndarray) or value.nbytes > self.dev.max_alloc:
+        rc = self._rc
+        if not isinstance(value, np.ndarray) or value.nbytes > rc.dev.max_alloc:
             return value
         import pyopencl.array as cla
-        return cla.to_device(self.queue, np.ascontiguousarray(value))
+        return cla.to_device(rc.queue, np.ascontiguousarray(value))
 
-    # ---------------------------------------------------------------- keys
+    # ---------------------------------------------------------------- frames
     def drop_frame(self, key):
-        self.hot_guard = None
-        frame = self.frames.pop(key, None)
-        if frame is not None:
-            frame.release()
+        self._cache.drop(key)
 
-    # ---------------------------------------------------------------- planners
-    @_planning
-    def commit_plan(self, frame):
-        """The frame's commits as a CommitPlan when batching merges some of its copies,
-        else False (the executor asks once the frame is hot)."""
-        plan = planner.CommitPlan(self, frame)
-        return plan if plan.pays() else False
-
-    @_planning
-    def batched_plan(self, frame):
-        """The frame's steps with independent same-kernel launches merged (runtime/planner.py),
-        or False when that does not remove at least a quarter of the launches (on GPUs and
-        for a loop's step, ``loop_step``: any; ``BatchedPlan.pays``)."""
-        before = plans.launches(frame.steps)
-        if before < (2 if self.loop_step else self.batch_min_launches):
-            return False
-        plan = planner.plan_steps(frame.steps, self.dev, self.queue,
-                                  cpu_group=self.settings.cpu_group, pinned=frame.pinned,
-                                  urgent=early.producers(frame))
-        return plan if plan.pays(looped=self.loop_step, gpu=self.dev.is_gpu) else False
-
-    @_planning
-    def loop_plans(self, frame):
-        """(batched steps, batched commits) of ``frame`` for ``run``'s loop, whether or not
-        they pay (the executor compares launch counts)."""
-        return (planner.plan_steps(frame.steps, self.dev, self.queue,
-                                   cpu_group=self.settings.cpu_group, pinned=frame.pinned),
-                planner.CommitPlan(self, frame))
-
-    # ---------------------------------------------------------------- building
     @_planning
     def _plan(self, key):
         """Build (and run, this once) the frame of ``key`` (runtime/build.py); cache it."""
         try:
-            frame = FrameBuilder(self, key).build()
+            frame = FrameBuilder(self._rc, key, self.executor).build()
         except DeviceTooSmall as e:
             self._on_host(key, e)
-        if key is not None:
-            self.frames[key] = frame
-            self._evict(keep=frame)
+        self._cache.add(key, frame)
         return frame
 
     def _other_branch(self, frame):
@@ -418,16 +366,18 @@ class OCLFunction(object):
         planned for the branches this call takes, planning one the first time. Frames of
         one key keep one another as alternates (``max_alternates``), so alternating calls
         re-run only the tasks before the condition, never re-plan. Returns the frame run."""
-        self.hot_guard = None
+        cache = self._cache
+        frames = cache.frames
+        cache.hot_guard = None
         key = frame.key
         tried = [frame]
         alternates, frame.alternates = frame.alternates, []
-        self.frames.pop(key, None)
+        frames.pop(key, None)
         found = None
         while alternates and found is None:
             alt = alternates.pop(0)
             if key is not None:
-                self.frames[key] = alt
+                frames[key] = alt
             try:
                 alt.replays += 1
                 self.executor.replay(alt)
@@ -437,45 +387,21 @@ class OCLFunction(object):
             except Replan:
                 alt.release()
             if found is None:
-                self.frames.pop(key, None)
+                frames.pop(key, None)
         if found is None:
-            self.replans += 1
+            self._rc.replans += 1
             found = self._plan(key)
         if key is None:
             for f in tried + alternates:
                 f.release()
             return found
         keep = tried + alternates
-        for f in keep[self.max_alternates:]:
+        for f in keep[cache.max_alternates:]:
             f.release()
-        found.alternates = keep[:self.max_alternates]
+        found.alternates = keep[:cache.max_alternates]
         found.nbytes = found.owned_bytes() + sum(f.owned_bytes() for f in found.alternates)
-        self._evict(keep=found)
+        cache.evict(keep=found)
         return found
-
-    def _evict(self, keep):
-        """Drop the least recently used frames past ``max_frames``, or past
-        ``max_cached_bytes`` of buffers or ``max_cached_steps`` plan steps held by frames
-        other than ``keep`` (the one in use), and give the pool's freed buffers back to the
-        driver when they are many."""
-        frames = self.frames
-        dropped = False
-        while len(frames) > 1:
-            others = [f for f in frames.values() if f is not keep]
-            if len(frames) <= self.max_frames and \
-                    sum(f.nbytes for f in others) <= self.max_cached_bytes and \
-                    sum(len(f.steps) for f in others) <= self.max_cached_steps:
-                break
-            key, old = next(iter(frames.items()))
-            if old is keep:
-                frames.move_to_end(key)
-                continue
-            del frames[key]
-            old.release()
-            dropped = True
-            self.hot_guard = None
-        if dropped:
-            self.dev.trim()
 
     def release_cached(self):
         """Drop every cached frame but the last call's (the device needs the memory); False
@@ -483,9 +409,7 @@ class OCLFunction(object):
         if not self._lock.acquire(blocking=False):
             return None             # mid-call in another thread: leave it
         try:
-            for key, frame in list(self.frames.items()):
-                if frame is not self.last_frame:
-                    self.drop_frame(key)
+            self._cache.release_cached()
         finally:
             self._lock.release()
         return None
@@ -496,42 +420,44 @@ class OCLFunction(object):
             self._warned_host = True
             warnings.warn('theano_ocl: %s; %s runs on the host for these shapes, as Theano C '
                           'would (the device keeps its other shapes)' % (
-                              error, self.program.fgraph.outputs[0].name or 'the function'),
+                              error, self._rc.program.fgraph.outputs[0].name or 'the function'),
                           RuntimeWarning, stacklevel=4)
         frame = Frame(key)
         frame.on_host = True
-        if key is not None:
-            self.frames[key] = frame
-            self._evict(keep=frame)
-        self.hot_guard = None
+        self._cache.add(key, frame)
+        self._cache.hot_guard = None
         raise RunOnHost()
 
     # ---------------------------------------------------------------- profile
     def update_profile(self, profile):
         """Theano's Function hands its ProfileStats after each call (profiling.py)."""
-        if self.profiler is not None:
-            self.profiler.update(profile)
+        profiler = self._rc.profiler
+        if profiler is not None:
+            profiler.update(profile)
 
     @property
     def lock(self):
         return self._lock
 
+    @property
+    def run_context(self):
+        """What the runtime sees of this function (``runtime.run_context.RunContext``)."""
+        return self._rc
+
     def free(self):
         """Drop every frame (their buffers go back to the device)."""
-        for key in list(self.frames):
-            self.drop_frame(key)
-        self.last_frame = None
-        self.dev.trim()
+        self._cache.free()
 
     def cached_bytes(self):
-        return sum(f.nbytes for f in self.frames.values())
+        return self._cache.cached_bytes()
 
     def __del__(self):
         try:
-            frames = self.__dict__.get('frames') or {}
-            for frame in frames.values():
-                frame.release()
-            frames.clear()
-            self.dev.trim()
+            cache = self.__dict__.get('_cache')
+            if cache is not None:
+                for frame in cache.frames.values():
+                    frame.release()
+                cache.frames.clear()
+                cache.dev.trim()
         except Exception:       # pragma: no cover - interpreter shutdown
             pass

@@ -101,7 +101,7 @@ class ScanImpl(DeviceImpl):
         prog = getattr(vm, 'program', None)
         if prog is None:     # pragma: no cover - the capability links with the OCL linker
             raise NoDeviceImplementation('the inner function is not linked on the device')
-        vm.loop_step = True      # its frames replay once a step (OCLFunction.batched_plan)
+        vm.loop_step = True      # its frames replay once a step (runtime.planner.batched_plan)
         inner_ins = prog.fgraph.inputs
         # which inner inputs the inner function takes on the device, reads on the host, or
         # does not read at all
@@ -157,7 +157,7 @@ class ScanImpl(DeviceImpl):
 
     def plan(self, ctx, ins):
         loop = Loop(self, ctx, ins)
-        profiler = ctx.vm.profiler
+        profiler = ctx.rc.profiler
         start = time.perf_counter()
         built = build_seconds()
         outs = loop.run()                 # now: its outputs' shapes depend on what it does

@@ -31,12 +31,13 @@ from .memory import download
 
 class FrameBuilder(object):
     """Records (and runs, the first time) the frame of one key for one linked function
-    (``vm``: the OCLFunction: its program, device, queue, settings, profiler and
-    executor)."""
+    (``rc``: its RunContext: program, device, queue, settings and profiler; ``executor``:
+    its ``runtime.executor.Executor``, whose one-step loops run the segments)."""
 
-    def __init__(self, vm, key):
-        self.vm = vm
-        self.prog = vm.program
+    def __init__(self, rc, key, executor):
+        self.rc = rc
+        self.executor = executor
+        self.prog = rc.program
         self.frame = Frame(key)
         self.dvals = {}                          # variable -> DArray of this frame
         self.live = collections.Counter()        # id(root) -> live values in it
@@ -47,17 +48,17 @@ class FrameBuilder(object):
 
     def build(self):
         """The frame, recorded and run once; buffers are released on any error."""
-        vm, prog, frame = self.vm, self.prog, self.frame
-        if vm.profiler is not None:              # profile hook (profiling.py)
-            vm.profiler.begin_plan()
+        rc, prog, frame = self.rc, self.prog, self.frame
+        if rc.profiler is not None:              # profile hook (profiling.py)
+            rc.profiler.begin_plan()
         try:
             self._inputs()
             hooked = faults.hook is not None
             for t, task in enumerate(prog.tasks):
-                vm.position_of_error = t
+                rc.position_of_error = t
                 if hooked:
                     faults.at('plan task %d' % t)
-                ctx = PlanContext(vm, frame, t, vm.queue)
+                ctx = PlanContext(rc, frame, t, rc.queue)
                 ctx.node = task.node
                 if task.regions and not self._taken(task, ctx):
                     frame.skipped.add(t)    # of a branch not taken: never planned nor run
@@ -72,7 +73,7 @@ class FrameBuilder(object):
                 else:
                     self._host(task, ctx)
                 self._release(task)
-            vm.position_of_error = -1
+            rc.position_of_error = -1
             self._outputs()
             self._commits()
             self._settle()
@@ -102,7 +103,7 @@ class FrameBuilder(object):
                 continue
             live[id(d.root)] -= 1
             if live[id(d.root)] == 0 and getattr(d.root, 'arena', False) \
-                    and d.root.nbytes >= self.vm.reuse_min_bytes:
+                    and d.root.nbytes >= self.rc.reuse_min_bytes:
                 self.frame.free.append(d.root)
 
     def _run_new(self, ctx, record=True):
@@ -124,7 +125,7 @@ class FrameBuilder(object):
             return
         plans_, labels = self._segment()
         if plans_:
-            once(self.vm.executor.plans_loop(self.frame, plans_, labels))
+            once(self.executor.plans_loop(self.frame, plans_, labels))
 
     def _segment(self):
         """The segment's plans to run, and their fault hook boundaries (None with no hook):
@@ -151,17 +152,17 @@ class FrameBuilder(object):
         return plans_, labels
 
     def _finish(self):
-        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
+        rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals
         frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []
         frame.zeros = {}
-        frame.tiny = (vm.host_tier_after is not None and vm.output_mode == 'host'
-                      and not vm.profile
-                      and all(d.size <= vm.tiny_size for d in dvals.values())
+        frame.tiny = (rc.host_tier_after is not None and rc.output_mode == 'host'
+                      and not rc.profile
+                      and all(d.size <= rc.tiny_size for d in dvals.values())
                       and not any(da.is_device_array(prog.input_cells[i][0])
                                   for i, k in prog.input_plan if k == 'dev'))
-        frame.tier_probes = vm.tier_probes if frame.tiny else 0
+        frame.tier_probes = rc.tier_probes if frame.tiny else 0
         frame.nbytes = frame.owned_bytes()
 
     # ---------------------------------------------------------------- IfElse
@@ -190,23 +191,23 @@ class FrameBuilder(object):
 
     # ---------------------------------------------------------------- inputs
     def _inputs(self):
-        vm, frame = self.vm, self.frame
-        ctx = PlanContext(vm, frame, 0, vm.queue)
-        batch = uploads.UploadBatch(vm.dev, vm.queue)   # (_bind_inputs only records)
+        rc, frame = self.rc, self.frame
+        ctx = PlanContext(rc, frame, 0, rc.queue)
+        batch = uploads.UploadBatch(rc.dev, rc.queue)   # (_bind_inputs only records)
         self._bind_inputs(ctx, batch)
         batch.flush()
-        for var, d in vm.const_dvals.items():
+        for var, d in rc.const_dvals.items():
             self._set(var, d)
         self._run_new(ctx)
 
     def _bind_inputs(self, ctx, batch):
-        vm, prog, frame = self.vm, self.prog, self.frame
+        rc, prog, frame = self.rc, self.prog, self.frame
         for i, var in enumerate(prog.fgraph.inputs):
             kind = prog.input_kinds[i]
             cell = prog.input_cells[i]
             if kind == 'resident':
                 res = prog.residents[i]
-                d = res.ensure_device(vm.dev, vm.queue, batch)
+                d = res.ensure_device(rc.dev, rc.queue, batch)
                 frame.input_roots[i] = d.root
                 frame.root_to_input[id(d.root)] = i
                 self._set(var, d)
@@ -221,13 +222,13 @@ class FrameBuilder(object):
                     frame.input_roots[i] = d.root
                     frame.root_to_input[id(d.root)] = i
                     if i in prog.host_read_inputs:
-                        ctx.host_step(steps.host_copy_of_device_input(vm, cell), 'download',
-                                      reads=(d,), writes=())
+                        ctx.host_step(steps.host_copy_of_device_input(rc.queue, cell),
+                                      'download', reads=(d,), writes=())
                 else:
                     d = ctx.alloc(np.shape(v), var.type.dtype)
                     frame.input_roots[i] = d.root
                     ctx.host_step(steps.upload_input_step(
-                        vm.dev, vm.queue, d, cell, pinned.wanted(vm.settings.stage_inputs, vm.dev)),
+                        rc.dev, rc.queue, d, cell, pinned.wanted(rc.settings.stage_inputs, rc.dev)),
                         'upload', reads=(), writes=(d,))
                 self._set(var, d)
 
@@ -264,7 +265,7 @@ class FrameBuilder(object):
                            and self._destroyable(task, node.inputs[j])
                            for j in range(len(node.inputs))]
         ctx.kept = [v in prog.keep_vars for v in node.outputs]
-        ctx.fresh = self.vm.loop_step and (any(ctx.kept) or
+        ctx.fresh = self.rc.loop_step and (any(ctx.kept) or
                                            any(x.stored in prog.keep_vars for x in stored))
         try:
             outs = task.impl.plan(ctx, ins)
@@ -295,7 +296,7 @@ class FrameBuilder(object):
         return self.live[id(d.root)] == 1 and getattr(d.root, 'arena', False)
 
     def _download(self, ctx, d, cell):
-        dev, queue = self.vm.dev, self.vm.queue
+        dev, queue = self.rc.dev, self.rc.queue
         d = ctx.contiguous(d)
 
         def run():
@@ -339,7 +340,7 @@ class FrameBuilder(object):
         value the frame's key decides (a shape, arithmetic on shapes) once, as a constant
         of the frame (linker._mark_replay then skips the task on replays)."""
         storage_map = self.prog.storage_map
-        dev, queue = self.vm.dev, self.vm.queue
+        dev, queue = self.rc.dev, self.rc.queue
         for var in task.upload_outputs:
             self._settle()
             value = storage_map[var][0]
@@ -354,8 +355,8 @@ class FrameBuilder(object):
 
     # ---------------------------------------------------------------- outputs, commits
     def _outputs(self):
-        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
-        ctx = PlanContext(vm, frame, len(prog.tasks) - 1, vm.queue)
+        rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals
+        ctx = PlanContext(rc, frame, len(prog.tasks) - 1, rc.queue)
         fetchers = []
         kept = []
         # an output's buffer is handed to the caller only where no other output (an update's
@@ -373,19 +374,19 @@ class FrameBuilder(object):
             if d is None:
                 fetchers.append(steps.host_value(cell, prog.residents.get(prog.input_index.get(var))))
                 continue
-            if vm.output_mode == 'device':
+            if rc.output_mode == 'device':
                 kept[-1] = d
                 donate = (d.root.arena and d.offset == 0 and d.is_c_contiguous()
                           and viewers[id(d.root)] == 1)
-                fetchers.append(steps.donate_output(vm, frame, d) if donate
-                                else steps.device_output(vm, ctx, d))
+                fetchers.append(steps.donate_output(rc.dev, rc.queue, frame, d) if donate
+                                else steps.device_output(rc.dev, rc.queue, ctx, d))
             else:
-                fetchers.append(steps.host_output(vm.dev, vm.queue, ctx.contiguous(d),
-                                                  pinned.wanted(vm.settings.pinned, vm.dev)))
+                fetchers.append(steps.host_output(rc.dev, rc.queue, ctx.contiguous(d),
+                                                  pinned.wanted(rc.settings.pinned, rc.dev)))
         for i, var in prog.write_back:
             d = dvals.get(var)
             src = ctx.contiguous(d) if d is not None else None
-            ctx.host_step(steps.write_back_step(vm.dev, vm.queue, src, prog.storage_map[var],
+            ctx.host_step(steps.write_back_step(rc.dev, rc.queue, src, prog.storage_map[var],
                                                 prog.input_cells[i]), 'download',
                           reads=() if src is None else (src,), writes=())
         self._run_new(ctx)
@@ -393,9 +394,9 @@ class FrameBuilder(object):
         frame.kept_outputs = kept
 
     def _commits(self):
-        vm, prog, frame, dvals = self.vm, self.prog, self.frame, self.dvals
-        dev, queue = vm.dev, vm.queue
-        ctx = PlanContext(vm, frame, len(prog.tasks) - 1, queue)
+        rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals
+        dev, queue = rc.dev, rc.queue
+        ctx = PlanContext(rc, frame, len(prog.tasks) - 1, queue)
         pending = []
         dests = set()
         for i, j in prog.updates:

@@ -5,7 +5,7 @@ A device implementation (``ops/``) sees a :class:`PlanContext`: it allocates its
 from the frame's arena (``alloc``), and records typed plans (``runtime.plans``):
 ``launch`` (with an optional declared :class:`~theano_ocl.runtime.plans.Batch`), ``copy``,
 ``enqueue`` (library calls), ``host_step`` and ``deferred_check``. It never runs anything
-itself; the executor (``vm``) runs the recorded plans.
+itself; the executor (``runtime.executor``) runs the recorded plans.
 
 Families that provide a generic capability the context needs (a strided copy is an
 elementwise kernel) register it with :func:`provide`, so this module imports no op family.
@@ -43,7 +43,7 @@ class Replan(Exception):
 
 class BranchFlip(Replan):
     """An IfElse's condition took the other branch than the frame planned: a frame of the
-    same key planned for that branch runs instead (``OCLFunction._other_branch``)."""
+    same key planned for that branch runs instead (planned the first time)."""
 
 
 class RunOnHost(Exception):
@@ -121,9 +121,9 @@ class Frame(object):
 class PlanContext(object):
     """What a device implementation sees while planning one node of a frame."""
 
-    def __init__(self, vm, frame, task_index, queue):
-        self.vm = vm
-        self.dev = vm.dev
+    def __init__(self, rc, frame, task_index, queue):
+        self.rc = rc               # the function's RunContext (its profiler, settings)
+        self.dev = rc.dev
         self.queue = queue
         self.frame = frame
         self.task_index = task_index

@@ -17,16 +17,17 @@ Every way of running a frame goes through :class:`Executor`:
   buffers; each pass commits its updates.
 
 ``OCLFunction.__call__`` (vm.py) is the one-pass form; ``SimulatorOCL.run_steps`` and its
-methods are thin public API over ``OCLFunction.run``.
+methods are thin public API over ``OCLFunction.run``. The executor sees the function's
+``RunContext`` and ``FrameCache`` (``runtime/run_context.py``, ``runtime/frames.py``), and
+calls it back only through the ``call`` that ``run`` is handed.
 """
 import time
 import warnings
 
 import numpy as np
 
-from . import commit, early, faults, plans, uploads
+from . import commit, early, faults, planner, plans, uploads
 from .context import family
-from .frames import frame_key
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .memory import buffer_copier
 from .slab import gather_into_slab
@@ -38,23 +39,25 @@ class RunStepsError(ValueError):
 
 
 class Executor(object):
-    """Runs the frames of one linked function ``vm`` (an ``OCLFunction``: its device,
-    queue, program, profiler and planners)."""
+    """Runs the frames of one linked function: ``rc``, its RunContext (device, queue,
+    program, profiler, settings, counters), and ``cache``, its FrameCache (the input
+    slots, the keys, the last call's frame)."""
 
-    def __init__(self, vm):
-        self.vm = vm
+    def __init__(self, rc, cache):
+        self.rc = rc
+        self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
         self.loop_plans = {}       # id(frame) -> (frame, batched steps, batched commits)
-        # a call's pass (OCLFunction._pass sets it): its host outputs and flags are read as
+        # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
         self.armed = False
 
     # ------------------------------------------------------------------ one pass
     def replay(self, frame):
         """One pass of ``frame`` with its input buffers re-bound to this call's."""
-        vm = self.vm
-        inputs = vm.input_slots
-        dev, queue = vm.dev, vm.queue
+        rc = self.rc
+        inputs = self.cache.input_slots
+        dev, queue = rc.dev, rc.queue
         roots = frame.input_roots
         # (many shared variables set on the host: their uploads as one, runtime/uploads.py)
         batch = uploads.UploadBatch(dev, queue) if len(roots) >= uploads.GROUP_MIN else None
@@ -68,7 +71,7 @@ class Executor(object):
         """The device inputs of ``frame`` that are shared variables whose update the frame
         computes on the host ((index, root) pairs): their device copy is stale after each
         commit, so every pass of a loop brings them to the device, as a call does."""
-        prog = self.vm.program
+        prog = self.rc.program
         out = []
         for i, j in prog.updates:
             root = frame.input_roots.get(i)
@@ -80,11 +83,11 @@ class Executor(object):
     def batched(self, frame):
         """The frame's batched plan when a pass runs it now (made once the frame is hot),
         else None."""
-        vm = self.vm
-        if frame.batched is not False and vm.batch_after is not None and not vm.profile:
+        rc = self.rc
+        if frame.batched is not False and rc.batch_after is not None and not rc.profile:
             plan = frame.batched
-            if plan is None and frame.replays >= vm.batch_after:
-                plan = frame.batched = vm.batched_plan(frame)
+            if plan is None and frame.replays >= rc.batch_after:
+                plan = frame.batched = planner.batched_plan(rc, frame)
             if plan:
                 if plan.valid():
                     return plan
@@ -124,16 +127,16 @@ class Executor(object):
         are final (``runtime/early.py``). A failing recorded step sets the function's
         ``position_of_error`` to its task (a batched plan's: -1); the fault hook sees
         ``'step k'`` / ``'batched step k'`` before each."""
-        vm = self.vm
+        rc = self.rc
         if plan is not None:
             plans_ = plan.plans
-            loop = Loop(frame, plan.fns, None, vm.dev, vm.queue, plan_label='batched step %d',
-                        owner=vm)
+            loop = Loop(frame, plan.fns, None, rc.dev, rc.queue, plan_label='batched step %d',
+                        owner=rc)
         else:
             plans_ = frame.steps
             loop = self.plans_loop(frame, plans_, 'step %d')
         reads = None
-        if armed and vm.profiler is None:
+        if armed and rc.profiler is None:
             reads = frame.early_reads
             if reads is None:
                 reads = frame.early_reads = early.Reads(frame)
@@ -147,17 +150,17 @@ class Executor(object):
         segment of the frame being built, ``runtime/build.py``): timed by the profiler when
         the function is profiled, a failing plan setting ``position_of_error`` to its task,
         the fault hook's boundary ``label`` before each (``'step %d'``, or a list)."""
-        vm = self.vm
-        profiler = vm.profiler
+        rc = self.rc
+        profiler = rc.profiler
         fns = profiler.fns(plans_) if profiler is not None else [s.fn for s in plans_]
-        return Loop(frame, fns, None, vm.dev, vm.queue, tasks=[s.task for s in plans_],
-                    plan_label=label, owner=vm)
+        return Loop(frame, fns, None, rc.dev, rc.queue, tasks=[s.task for s in plans_],
+                    plan_label=label, owner=rc)
 
     def run_checks(self, frame, events=None):
         """Read the frame's device error flags (see PlanContext.deferred_check), the reads
         of those that declare one enqueued together and waited for once with ``events``
         (the call's output downloads, already enqueued)."""
-        vm = self.vm
+        rc = self.rc
         events = [] if events is None else events
         reads = frame.early_reads
         queued = reads.checks if reads is not None and reads.live else None
@@ -169,7 +172,7 @@ class Executor(object):
             if ev is not None:
                 events.append(ev)
         if events:
-            vm.dev.cl.wait_for_events(events)
+            rc.dev.cl.wait_for_events(events)
             del events[:]
         first = None
         for check in frame.checks:
@@ -181,28 +184,29 @@ class Executor(object):
                 if first is None:
                     first = (check.task, e)
         if first is not None:
-            vm.position_of_error = first[0]
+            rc.position_of_error = first[0]
             raise first[1]
-        vm.position_of_error = -1
+        rc.position_of_error = -1
 
     def commit(self, frame):
         """Apply the frame's updates (after its outputs were fetched and checks passed),
         all or none (runtime/commit.py)."""
-        vm = self.vm
+        rc = self.rc
         plan = frame.commit_plan
-        if plan is None and vm.batch_after is not None and not vm.profile \
-                and frame.replays >= vm.batch_after:
-            plan = frame.commit_plan = vm.commit_plan(frame)
+        if plan is None and rc.batch_after is not None and not rc.profile \
+                and frame.replays >= rc.batch_after:
+            plan = frame.commit_plan = planner.commit_plan(rc, frame)
         if plan and plan.valid():
             commit.apply(plan.actions())
         else:
             commit.apply([prepare() for prepare in frame.commits])
 
     # ------------------------------------------------------------------ n passes
-    def run(self, n, feeds=None, probes=None, probe_every=1, batch='auto', feed='copy',
+    def run(self, call, n, feeds=None, probes=None, probe_every=1, batch='auto', feed='copy',
             probes_on='host', carry=None, stats=None, what='run', error=RunStepsError,
             stacklevel=1):
-        """Run the function ``n`` times, updates committed after every pass.
+        """Run the function ``n`` times, updates committed after every pass; ``call()``
+        makes one ordinary call of it (pass 0, and the passes after a ``Replan``).
 
         ``feeds``: {input index: array with leading axis n} (numpy or pyopencl arrays,
         already of the input's dtype); inputs left out keep their value. ``probes``: output
@@ -217,9 +221,9 @@ class Executor(object):
         ``stacklevel`` counts its frames, for the warning about host steps).
         """
         import pyopencl.array as cla
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
+        rc, cache = self.rc, self.cache
+        prog = rc.program
+        dev, queue = rc.dev, rc.queue
         cl = dev.cl
         k = int(probe_every)
         n = int(n)
@@ -272,16 +276,16 @@ class Executor(object):
                 cell[0] = stage
                 carried.append((i, j, stage))
             t_start = time.perf_counter()
-            outs0 = vm()
+            outs0 = call()
             t_first = time.perf_counter()
-            frame = vm.last_frame
+            frame = cache.last_frame
             # a host step may have replaced a fed device input's cell with its host copy
             # (an input read on the host too): every pass starts from the staged input
             staged = [(cells[i], stage) for i, stage, _, _, _ in copies] + \
                 [(cells[i], stage) for i, _, stage in carried]
             for cell, stage in staged:
                 cell[0] = stage
-            key1 = frame_key(vm)
+            key1 = cache.key()
             if key1 != frame.key:
                 raise error(self.shape_change(frame.key, key1, what))
             carries = []
@@ -365,7 +369,7 @@ class Executor(object):
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
-            inputs = vm.input_slots
+            inputs = cache.input_slots
             # each step starts as a call does: host output cells cleared (a host thunk must
             # not write into an array an earlier step handed on), fed inputs back in their
             # staging arrays, and shared variables whose update the frame computes on the
@@ -418,7 +422,7 @@ class Executor(object):
                             cell[0] = arr[step, ...]
                         for cell, stage in staged:
                             cell[0] = stage
-                        outs = vm()
+                        outs = call()
                         for i, j, stage in carried:
                             if stage.nbytes:
                                 self._write(stage.base_data, stage.offset, outs[j], stage)
@@ -433,7 +437,7 @@ class Executor(object):
                         stats['steps_done'] = step + 1
             except BaseException as e:
                 if not isinstance(e, Exception):
-                    vm.drop_frame(frame.key)     # interrupted mid-way: plan afresh next time
+                    cache.drop(frame.key)     # interrupted mid-way: plan afresh next time
                 raise
             finally:
                 home(loop)      # the frame's kernels point at its input buffers again
@@ -446,7 +450,7 @@ class Executor(object):
     def _write(self, buf, offset, value, like, what='run', error=RunStepsError, j=None):
         """Copy a call's output ``value`` (host or device array) into ``buf`` at byte
         ``offset``, where the loop keeps values shaped as ``like``."""
-        cl, queue = self.vm.dev.cl, self.vm.queue
+        cl, queue = self.rc.dev.cl, self.rc.queue
         if hasattr(value, 'base_data'):
             if value.shape == like.shape and value.flags.c_contiguous:
                 cl.enqueue_copy(queue, buf, value.base_data, byte_count=like.nbytes,
@@ -462,7 +466,7 @@ class Executor(object):
 
     def _results(self, probe_idx, probe_bufs, host_probes, n_slots, probes_on):
         import pyopencl.array as cla
-        dev, queue = self.vm.dev, self.vm.queue
+        dev, queue = self.rc.dev, self.rc.queue
         results = []
         for j, pb in zip(probe_idx, probe_bufs):
             if pb is None:
@@ -480,15 +484,16 @@ class Executor(object):
         return results
 
     def _warn_host_steps(self, frame, what, stacklevel):
-        from ..report import fallback_nodes          # (report imports theano)
+        from ..report import host_fallbacks          # (report imports theano)
         hsteps = [s for s in frame.steps if s.kind in plans.HOST_KINDS]
-        tasks = self.vm.program.tasks
+        prog = self.rc.program
+        tasks = prog.tasks
         # a collective (theano_ocl.distributed) is host work by design: no warning for it
         if any(not (0 <= s.task < len(tasks) and
                     getattr(tasks[s.task].node.op, 'collective', False)) for s in hsteps):
             ops = sorted({type(tasks[s.task].node.op).__name__ for s in hsteps
                           if 0 <= s.task < len(tasks)})
-            fallbacks = sorted({type(node.op).__name__ for node in fallback_nodes(self.vm)})
+            fallbacks = sorted({type(node.op).__name__ for node in host_fallbacks(prog)})
             warnings.warn('%s: the frame has %d host steps (of %s; host fallbacks: %s); every '
                           'step returns to the host for them' % (
                               what, len(hsteps), ', '.join(ops) or '?',
@@ -507,9 +512,9 @@ class Executor(object):
     def snapshot(self):
         """Device copies of the updated shared variables' values (and the host values of
         the others), to go back to the state before a run of passes."""
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
+        rc = self.rc
+        prog = rc.program
+        dev, queue = rc.dev, rc.queue
         saved = []
         for i, _ in prog.updates:
             res = prog.residents.get(i)
@@ -526,9 +531,9 @@ class Executor(object):
         return saved
 
     def restore(self, saved):
-        vm = self.vm
-        prog = vm.program
-        dev, queue = vm.dev, vm.queue
+        rc = self.rc
+        prog = rc.program
+        dev, queue = rc.dev, rc.queue
         for i, dev_value, host_value in saved:
             if dev_value is None:
                 prog.input_cells[i][0] = host_value
@@ -543,9 +548,9 @@ class Executor(object):
         import pyopencl.array as cla
         stage = self.stages.get(i)
         if stage is None or stage.shape != tuple(shape) or stage.dtype != dtype:
-            vm = self.vm
+            rc = self.rc
             nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-            stage = cla.Array(vm.queue, tuple(shape), dtype, data=vm.dev.alloc(nbytes))
+            stage = cla.Array(rc.queue, tuple(shape), dtype, data=rc.dev.alloc(nbytes))
             self.stages[i] = stage
         return stage
 
@@ -557,7 +562,7 @@ class Executor(object):
         ok = True
         for i, _, _, _, _ in copies:
             root = frame.input_roots.get(i)
-            if root is None or i in self.vm.program.host_read_inputs:
+            if root is None or i in self.rc.program.host_read_inputs:
                 ok = False
             for s in frame.steps:
                 if s.kind != 'launch' and s.touches(root):
@@ -577,7 +582,7 @@ class Executor(object):
         """(pass callables, per-pass commit actions, launch counts, the same actions for the
         passes after a first) for replaying ``frame`` in a loop; ``commit_actions()``
         prepares one pass's commit (runtime/commit.py)."""
-        vm = self.vm
+        rc = self.rc
         commits = frame.commits
         unbatched = plans.launches(frame.steps) + \
             sum(1 for c in commits if c.resident is not None)
@@ -590,8 +595,8 @@ class Executor(object):
             return [s.fn for s in frame.steps], plain_commit, info, plain_commit
         hit = self.loop_plans.get(id(frame))
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
-            gather_into_slab(vm, frame)
-            p_steps, p_commits = vm.loop_plans(frame)
+            gather_into_slab(rc, frame)
+            p_steps, p_commits = planner.loop_plans(rc, frame)
             self.loop_plans = {id(frame): (frame, p_steps, p_commits)}
             if frame.batched is None and p_steps.pays():
                 # ordinary calls of the frame (pass 0 of run, f(...)) replay it too
@@ -606,7 +611,7 @@ class Executor(object):
         return p_steps.fns, p_commits.actions, info, p_commits.actions_kept
 
     def shape_change(self, before, after, what):
-        prog = self.vm.program
+        prog = self.rc.program
         parts = []
         for (i, kind), b, a in zip(prog.input_plan, before[1:], after[1:]):
             if b != a:

@@ -1,4 +1,5 @@
-"""Which frame a call needs: its key, and the steady-state guards that skip computing it.
+"""Which frame a call needs: its key, the steady-state guards that skip computing it, and
+the cache of a function's frames (:class:`FrameCache`).
 
 A function caches one frame per *key*: the output placement, the shapes of the inputs
 consumed on the device (a device array's strides and offset too) and the bytes of the small
@@ -11,10 +12,15 @@ device copy's place does not break the steady state: the guard uploads the chang
 alone, packed (``runtime.uploads.refill``). Frames whose calls run in the in-thread host
 tier get :func:`tier_guard`.
 """
+import collections
+
 import numpy as np
 
 from .. import darray as da
 from . import uploads
+
+#: bytes of buffers a function's cached frames (other than the one in use) may keep
+MAX_CACHED_FRAME_BYTES = 256 << 20
 
 
 def arrays_match(arrays):
@@ -27,13 +33,14 @@ def arrays_match(arrays):
     return True
 
 
-def frame_key(vm):
+def frame_key(rc, key_plan):
     """The key of the frame a call with the current inputs needs: the output placement, each
     keyed device input's shape (a device array's strides and offset too), each shape-deciding
-    host value's bytes; None where a host value is too large to key on."""
-    parts = [vm.output_mode]
-    dev = vm.dev
-    for kind, cell, res, _ in vm.key_plan:
+    host value's bytes; None where a host value is too large to key on. ``rc``: the
+    function's RunContext; ``key_plan``: its ``FrameCache.key_plan``."""
+    parts = [rc.output_mode]
+    dev = rc.dev
+    for kind, cell, res, _ in key_plan:
         if kind == 'resident':
             parts.append(res.device_shape(dev))
             continue
@@ -55,7 +62,7 @@ def frame_key(vm):
     return tuple(parts)
 
 
-def make_guard(vm, frame):
+def make_guard(rc, key_plan, frame):
     """A closure for calls that come back to ``frame`` (the steady state): it returns the
     frame when this call's inputs give ``frame.key`` and sit in the buffers its kernels
     are bound to (so that the key, the lookup and the executor's re-binding would find just
@@ -68,11 +75,12 @@ def make_guard(vm, frame):
     planned buffer, or its host value newer and fitting that place (uploaded once the guard
     holds: the only side effect, and only when it returns the frame); an input array of the
     planned shape. Whoever drops a frame or
-    plans one clears the function's ``hot_guard`` (drop_frame, _plan); every general call sets it."""
-    if frame.key is None or vm.profile:
+    plans one clears the cache's ``hot_guard`` (``FrameCache.drop``, the function's planning);
+    every general call sets it."""
+    if frame.key is None or rc.profile:
         return False
     residents, arrays, devarrays = [], [], []
-    for (kind, cell, res, i), part in zip(vm.key_plan, frame.key[1:]):
+    for (kind, cell, res, i), part in zip(key_plan, frame.key[1:]):
         if kind == 'resident':
             residents.append((res, part, i))
         elif kind == 'dev' and type(part) is tuple and \
@@ -85,13 +93,13 @@ def make_guard(vm, frame):
             devarrays.append((cell, part[1], part[2], part[3], i))
         else:
             return False
-    dev = vm.dev
+    dev, queue = rc.dev, rc.queue
     residents = tuple(residents)
     arrays = tuple(arrays)
     if frame.tiny or frame.on_host:
         if devarrays:
             return False
-        return tier_guard(vm, frame, residents, arrays)
+        return tier_guard(rc, frame, residents, arrays)
     devarrays = tuple(devarrays)
     device_array = da.device_array_class() if devarrays else None
 
@@ -118,15 +126,15 @@ def make_guard(vm, frame):
         if not arrays_match(arrays):
             return None
         if stale is not None:
-            uploads.refill(dev, vm.queue, stale)
+            uploads.refill(dev, queue, stale)
         return frame
     return guard
 
-def tier_guard(vm, frame, residents, arrays):
+def tier_guard(rc, frame, residents, arrays):
     """The steady-state guard of a tiny frame: once the in-thread tier runs its calls,
     the frame when the inputs still have its key's shapes (wherever a shared variable's
     value is current: its device copy or its host cell), else None."""
-    after = 0 if frame.on_host else vm.host_tier_after
+    after = 0 if frame.on_host else rc.host_tier_after
     ndarray = np.ndarray
 
     def guard():
@@ -142,3 +150,95 @@ def tier_guard(vm, frame, residents, arrays):
                     return None
         return frame if arrays_match(arrays) else None
     return guard
+
+
+class FrameCache(object):
+    """The frames of one function (``rc``: its RunContext) by key, the last call's frame
+    and the steady-state guard of that frame (``hot_guard``).
+
+    Frames are kept besides the one in use (least recently used dropped first) up to
+    ``max_frames``, and bounded by the bytes of their buffers (``max_cached_bytes``) and
+    by their plans' steps (``max_cached_steps``, host memory): calls cycling over many
+    keys (input shapes, sizes given to Alloc or reshape) plan each key once per process,
+    not once per call. Index values are not keys (``linker.mark_dynamic``)."""
+    max_cached_steps = 1 << 15
+
+    def __init__(self, rc):
+        prog = rc.program
+        self.rc = rc
+        self.dev = rc.dev
+        self.frames = collections.OrderedDict()
+        self.last_frame = None
+        self.hot_guard = None       # the guard of the last call's frame (make_guard)
+        settings = rc.settings
+        self.max_frames = settings.max_frames
+        # frames one key keeps for other IfElse branches than its current one's
+        self.max_alternates = settings.max_alternates
+        self.max_cached_bytes = min(MAX_CACHED_FRAME_BYTES, rc.dev.memory_limit // 8)
+        # what every call reads, looked up once (a call costs a few microseconds of host
+        # time: each attribute chain and method call in it shows): per input, its cell
+        # and its Resident (a shared variable's) or None
+        self.input_slots = [(cell, prog.residents.get(i))
+                            for i, cell in enumerate(prog.input_cells)]
+        self.key_plan = [(kind,) + self.input_slots[i] + (i,) for i, kind in prog.input_plan]
+
+    def key(self):
+        """The key of the frame the current inputs need (:func:`frame_key`)."""
+        return frame_key(self.rc, self.key_plan)
+
+    def guard_of(self, frame):
+        """``frame``'s steady-state guard (:func:`make_guard`)."""
+        return make_guard(self.rc, self.key_plan, frame)
+
+    def add(self, key, frame):
+        """Keep ``frame`` as the frame of ``key`` (None: not kept), the one in use."""
+        if key is not None:
+            self.frames[key] = frame
+            self.evict(keep=frame)
+
+    def drop(self, key):
+        """Release the frame of ``key``; the steady state is left."""
+        self.hot_guard = None
+        frame = self.frames.pop(key, None)
+        if frame is not None:
+            frame.release()
+
+    def evict(self, keep):
+        """Drop the least recently used frames past ``max_frames``, or past
+        ``max_cached_bytes`` of buffers or ``max_cached_steps`` plan steps held by frames
+        other than ``keep`` (the one in use), and give the pool's freed buffers back to the
+        driver when they are many."""
+        frames = self.frames
+        dropped = False
+        while len(frames) > 1:
+            others = [f for f in frames.values() if f is not keep]
+            if len(frames) <= self.max_frames and \
+                    sum(f.nbytes for f in others) <= self.max_cached_bytes and \
+                    sum(len(f.steps) for f in others) <= self.max_cached_steps:
+                break
+            key, old = next(iter(frames.items()))
+            if old is keep:
+                frames.move_to_end(key)
+                continue
+            del frames[key]
+            old.release()
+            dropped = True
+            self.hot_guard = None
+        if dropped:
+            self.dev.trim()
+
+    def release_cached(self):
+        """Drop every frame but the last call's (the caller holds the function's lock)."""
+        for key, frame in list(self.frames.items()):
+            if frame is not self.last_frame:
+                self.drop(key)
+
+    def free(self):
+        """Drop every frame (their buffers go back to the device)."""
+        for key in list(self.frames):
+            self.drop(key)
+        self.last_frame = None
+        self.dev.trim()
+
+    def cached_bytes(self):
+        return sum(f.nbytes for f in self.frames.values())

@@ -16,16 +16,13 @@ import weakref
 
 import numpy as np
 
-_live = weakref.WeakSet()          # every OCLFunction alive (vm registers them)
+_live = weakref.WeakSet()          # the FrameCache of every linked function alive
 
 
-def register_function(fn):
-    _live.add(fn)
-
-
-def live_functions():
-    """Every linked OCL function alive."""
-    return list(_live)
+def register_frames(cache):
+    """Count ``cache`` (a linked function's ``runtime.frames.FrameCache``) in
+    :func:`memory_info` while it lives."""
+    _live.add(cache)
 
 
 def memory_info(device=None, collect=False):
@@ -38,9 +35,9 @@ def memory_info(device=None, collect=False):
         gc.collect()
     dev = get_device(device)
     info = dev.memory_info()
-    fns = [f for f in live_functions() if f.dev is dev]
-    info.update(functions=len(fns), frames=sum(len(f.frames) for f in fns),
-                frame_bytes=sum(f.cached_bytes() for f in fns))
+    caches = [c for c in list(_live) if c.dev is dev]
+    info.update(functions=len(caches), frames=sum(len(c.frames) for c in caches),
+                frame_bytes=sum(c.cached_bytes() for c in caches))
     info.update(kernels.cache_info())
     return info
 

@@ -1,6 +1,6 @@
 """Fewer launches: regroup a frame's steps so independent same-kernel launches run as one.
 
-A frame (:mod:`theano_ocl.vm`) is a flat list of steps in the linker's topological
+A frame (:class:`~theano_ocl.runtime.context.Frame`) is a flat list of steps in the linker's topological
 order. A graph built the naive way (one small subgraph per neuron population, as a
 Theano port of a Nengo model is) gives many launches of the *same generated kernel*
 over different small buffers. :func:`plan_steps` reorders the steps by their data
@@ -43,7 +43,7 @@ import operator
 import numpy as np
 
 from .. import darray as da
-from . import plans, settings, steps
+from . import early, plans, settings, steps
 from .plans import launch_geometry
 from .context import family
 
@@ -419,19 +419,19 @@ def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset(
 
 
 # --------------------------------------------------------------------------- commits
-def commit_copy_step(vm, prepare):
+def commit_copy_step(rc, prepare):
     """A frame commit as a planner step when it is a plain device copy into a resident
     shared variable whose placement is as planned (a ``plans.Copy``, or a host step that
     does nothing when the value was computed in place); else None."""
     res, d = prepare.resident or (None, None)
     dst = res.darr if res is not None else None
-    if dst is None or res.dev is not vm.dev or dst.shape != d.shape or dst.dtype != d.dtype \
+    if dst is None or res.dev is not rc.dev or dst.shape != d.shape or dst.dtype != d.dtype \
             or not d.is_c_contiguous():
         return None
     if (d.root is dst.root and d.offset == dst.offset) or not d.nbytes:
         # computed in place, or empty (an OpenCL copy of 0 bytes is an error)
         return plans.HostStep(steps.none, -1, reads=(), writes=())
-    cl, queue, nbytes = vm.dev.cl, vm.queue, d.nbytes
+    cl, queue, nbytes = rc.dev.cl, rc.queue, d.nbytes
 
     def run():
         return cl.enqueue_copy(queue, dst.root.buf, d.root.buf, byte_count=nbytes,
@@ -449,25 +449,23 @@ class CommitPlan(object):
     memcpy; through the batched kernel the MLP step's 14 MB of commits cost 2 ms more)."""
     CPU_BATCH_MAX_BYTES = 1 << 16
 
-    def __init__(self, vm, frame):
+    def __init__(self, rc, frame):
         self.marks = []
         self.prepares = []
         small, big = [], []
         for prepare in frame.commits:
-            step = commit_copy_step(vm, prepare)
+            step = commit_copy_step(rc, prepare)
             if step is None:
                 self.prepares.append(prepare)
                 continue
             res, d = prepare.resident
             self.marks.append((res, res.darr))
-            if vm.dev.is_cpu and step.kind == 'copy' and d.nbytes > self.CPU_BATCH_MAX_BYTES:
+            if rc.dev.is_cpu and step.kind == 'copy' and d.nbytes > self.CPU_BATCH_MAX_BYTES:
                 big.append(plans.Copy(step.fn, -1, step.dst, step.src, merge=False))
             else:
                 small.append(step)
         # the commits are independent (sources overlapping a destination were staged)
-        from . import planner
-        self.plan = planner.plan_steps(small + big, vm.dev, vm.queue,
-                                       cpu_group=vm.settings.cpu_group)
+        self.plan = plan_steps(small + big, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group)
         self.copies_kept = list(self.plan.fns)
         self.copies = self.copies_kept + [self._mark]
 
@@ -498,3 +496,45 @@ class CommitPlan(object):
     def _mark(self):
         for res, _ in self.marks:
             res.mark_device_newer()
+
+
+# --------------------------------------------------------------------------- a function's plans
+def _planning(plan):
+    """Run ``plan(rc, frame)`` with the function's settings active
+    (``runtime.settings.current``: how op families read them)."""
+    def planning(rc, frame):
+        with settings.active(rc.settings):
+            return plan(rc, frame)
+    planning.__name__ = plan.__name__
+    planning.__doc__ = plan.__doc__
+    return planning
+
+
+@_planning
+def commit_plan(rc, frame):
+    """The frame's commits as a CommitPlan when batching merges some of its copies, else
+    False (the executor asks once the frame is hot)."""
+    plan = CommitPlan(rc, frame)
+    return plan if plan.pays() else False
+
+
+@_planning
+def batched_plan(rc, frame):
+    """The frame's steps with independent same-kernel launches merged, or False when that
+    does not remove at least a quarter of the launches (on GPUs and for a loop's step,
+    ``rc.loop_step``: any; ``BatchedPlan.pays``)."""
+    before = plans.launches(frame.steps)
+    if before < (2 if rc.loop_step else rc.batch_min_launches):
+        return False
+    plan = plan_steps(frame.steps, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group,
+                      pinned=frame.pinned, urgent=early.producers(frame))
+    return plan if plan.pays(looped=rc.loop_step, gpu=rc.dev.is_gpu) else False
+
+
+@_planning
+def loop_plans(rc, frame):
+    """(batched steps, batched commits) of ``frame`` for a loop of ``run``, whether or not
+    they pay (the executor compares launch counts)."""
+    return (plan_steps(frame.steps, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group,
+                       pinned=frame.pinned),
+            CommitPlan(rc, frame))

@@ -6,7 +6,7 @@ from .context import bind_site
 SLAB_ROOT_MAX = 1 << 20
 
 
-def gather_into_slab(vm, frame):
+def gather_into_slab(rc, frame):
     """Move the frame's small buffers (intermediates, constants, resident shared variables)
     into regions of one slab buffer, once per frame.
 
@@ -22,13 +22,13 @@ def gather_into_slab(vm, frame):
     """
     if frame.slab is not None:
         return frame.slab
-    dev, queue = vm.dev, vm.queue
+    dev, queue = rc.dev, rc.queue
     cl = dev.cl
-    prog = vm.program
+    prog = rc.program
     align = max(int(dev.device.mem_base_addr_align) // 8, 128)
-    consts = {id(d.root) for d in vm.const_dvals.values()}
+    consts = {id(d.root) for d in rc.const_dvals.values()}
     roots = [(r, None) for r in frame.arena + frame.owned
-             + [d.root for d in vm.const_dvals.values()]
+             + [d.root for d in rc.const_dvals.values()]
              if 0 < r.nbytes <= SLAB_ROOT_MAX and not r.slab]
     for i, root in frame.input_roots.items():
         if prog.input_kinds[i] == 'resident' and 0 < root.nbytes <= SLAB_ROOT_MAX \
@@ -62,7 +62,7 @@ def gather_into_slab(vm, frame):
     queue.finish()
     # a constant's old buffer still holds its value and the other frames' kernels may be
     # bound to it: kept; the others go back to the pool once unreferenced
-    vm.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)
+    rc.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)
     del olds
     frame.slab = slab          # the roots hold it; frames never release it
     frame.batched = None       # the VM's own batched plan bound the old buffers: plan again

@@ -1,6 +1,7 @@
 """What the executor records around the op families' plans: the uploads of a call's inputs,
 the guards on host values, the fetchers of its outputs and the prepare steps of its commits
-(``vm.OCLFunction`` plans them into each frame; ``runtime.commit`` applies the commits)."""
+(``runtime.build.FrameBuilder`` records them into each frame; ``runtime.commit`` applies the
+commits)."""
 import numpy as np
 
 from .. import darray as da
@@ -124,11 +125,11 @@ def sync_host_step(res):
     return run
 
 
-def host_copy_of_device_input(vm, cell):
+def host_copy_of_device_input(queue, cell):
     def run():
         v = cell[0]
         if da.is_device_array(v):
-            cell[0] = v.get(queue=vm.queue)
+            cell[0] = v.get(queue=queue)
     return run
 
 
@@ -185,13 +186,12 @@ def host_output(dev, queue, d, pinned=False):
     return plans.Fetch(run, (d.root,), later=later, early=early)
 
 
-def donate_output(vm, frame, d):
+def donate_output(dev, queue, frame, d):
     """Hand the frame's output buffer to the caller and give the frame a fresh one.
 
     Cheaper than a copy: one pooled allocation and a re-bind of the kernel arguments
     that referred to the buffer.
     """
-    dev, queue = vm.dev, vm.queue
     root = d.root
     make = da.array_factory(queue, d.shape, d.dtype)
     sites = frame.root_sites[id(root)]
@@ -219,9 +219,8 @@ def donate_output(vm, frame, d):
     return reading(run, d)
 
 
-def device_output(vm, ctx, d):
+def device_output(dev, queue, ctx, d):
     """Outputs kept on the device get a fresh buffer per call: the frame's buffers are reused."""
-    dev, queue = vm.dev, vm.queue
     shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
     contiguous = d.is_c_contiguous()
     make = da.array_factory(queue, shape, dtype)
