@@ -1,6 +1,8 @@
 """The package's shape: no import cycle anywhere in theano_ocl/ (imports inside functions
-and through importlib included), op families never import the executor, only the package
-imports the start-up hook, and importing any one module first still registers mode 'OCL'."""
+and through importlib included), op families never import the executor, the runtime never
+imports nor reads the ``OCLFunction`` (it sees a ``RunContext``), the run path reads no
+other module's private attributes, only the package imports the start-up hook, and
+importing any one module first still registers mode 'OCL'."""
 import ast
 import collections
 import itertools
@@ -315,6 +317,142 @@ def test_op_families_record_into_the_runtime_not_the_executor():
     # what the families use from the runtime
     assert 'theano_ocl.runtime.plans' in graph['theano_ocl.ops.elemwise']
     assert 'theano_ocl.runtime.context' in graph['theano_ocl.ops.elemwise']
+
+
+def runtime_imports_of_the_function(pkg_dir=PKG_DIR):
+    """(runtime module, module) pairs where a module under ``runtime/`` imports
+    ``theano_ocl.vm`` (at its top, inside a function or through importlib)."""
+    graph = import_graph(pkg_dir)
+    top = os.path.basename(pkg_dir)
+    return sorted((mod, '%s.vm' % top) for mod, deps in graph.items()
+                  if mod.startswith(top + '.runtime') and '%s.vm' % top in deps)
+
+
+def test_the_runtime_never_imports_the_function():
+    assert runtime_imports_of_the_function() == []
+
+
+def _tree(path):
+    with open(path) as f:
+        return ast.parse(f.read(), path)
+
+
+def _defined(tree):
+    """The names a module defines as attributes of something: its functions, classes and
+    methods, the names it binds, the attributes it assigns (``x.name = ...``) and the
+    strings of its ``__slots__``."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            names.add(node.attr)
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == '__slots__' for t in node.targets):
+            names.update(e.value for e in ast.walk(node.value)
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str))
+    return names
+
+
+def _class_names(tree, name):
+    """What class ``name`` of a module defines: its methods and class attributes, and
+    what its methods assign on ``self``."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return _defined(node)
+    raise LookupError(name)
+
+
+def runtime_reads_of_the_function(pkg_dir=PKG_DIR):
+    """(module:line, name) where code under ``runtime/`` reads or sets an attribute that
+    only ``OCLFunction`` defines (no other module of the package defines that name): the
+    runtime working on the function itself rather than on what it is handed."""
+    mods = _modules(pkg_dir)
+    top = os.path.basename(pkg_dir)
+    trees = {mod: _tree(path) for mod, path in mods.items()}
+    elsewhere = set().union(*(_defined(t) for m, t in trees.items() if m != top + '.vm'))
+    own = {n for n in _class_names(trees[top + '.vm'], 'OCLFunction')
+           if not n.startswith('__')} - elsewhere
+    found = []
+    for mod, tree in sorted(trees.items()):
+        if mod.startswith(top + '.runtime'):
+            found += [('%s:%d' % (mod, node.lineno), node.attr) for node in ast.walk(tree)
+                      if isinstance(node, ast.Attribute) and node.attr in own]
+    return found
+
+
+def test_the_runtime_never_reads_the_function():
+    """It receives a RunContext and the frame cache; what only the function has (its
+    frame planners once, its frame cache, its call) it never reaches back for."""
+    assert runtime_reads_of_the_function() == []
+
+
+#: private attributes of other libraries' objects the run path uses on purpose
+FOREIGN_PRIVATE = {
+    '_set_arg_buf',     # pyopencl.Kernel's argument setter without checks (runtime/invokers.py)
+}
+
+#: where the rule below holds (the rest of the package: not yet)
+RUN_PATH = ('.runtime', '.vm')
+
+
+def private_reads(pkg_dir=PKG_DIR, scope=RUN_PATH):
+    """(module:line, expression) where a module of ``scope`` reads ``x._name`` of an
+    object ``x`` other than ``self`` / ``cls`` while ``_name`` is not defined in that
+    module: another module's private attribute."""
+    top = os.path.basename(pkg_dir)
+    found = []
+    for mod, path in sorted(_modules(pkg_dir).items()):
+        if not any(mod == top + s or mod.startswith(top + s + '.') for s in scope):
+            continue
+        tree = _tree(path)
+        own = _defined(tree) | FOREIGN_PRIVATE
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr.startswith('_') \
+                    and not node.attr.startswith('__') and node.attr not in own \
+                    and not (isinstance(node.value, ast.Name) and
+                             node.value.id in ('self', 'cls')):
+                found.append(('%s:%d' % (mod, node.lineno), ast.unparse(node)))
+    return found
+
+
+def test_the_run_path_reads_no_other_modules_private_attributes():
+    assert private_reads() == []
+
+
+def _run_path_package(tmp_path, runtime_code):
+    pkg = tmp_path / 'pkg'
+    (pkg / 'runtime').mkdir(parents=True)
+    (pkg / '__init__.py').write_text('')
+    (pkg / 'runtime' / '__init__.py').write_text('')
+    (pkg / 'runtime' / 'executor.py').write_text(runtime_code)
+    (pkg / 'vm.py').write_text(
+        "class OCLFunction(object):\n    def __init__(self):\n        self.input_slots = []\n"
+        "        self.dev = None\n\n    def drop_frame(self, key):\n        pass\n")
+    (pkg / 'shared.py').write_text(
+        "class Resident(object):\n    def _uploaded(self):\n        pass\n")
+    (pkg / 'device.py').write_text("class Device(object):\n    dev = None\n")
+    return str(pkg)
+
+
+@pytest.mark.parametrize('code, imports, reads, private', [
+    ("def later():\n    from .. import vm\n", 1, 0, 0),
+    ("import importlib\n\n\ndef later():\n    importlib.import_module('pkg.vm')\n", 1, 0, 0),
+    ("def replay(vm, frame):\n    return vm.input_slots[0]\n", 0, 1, 0),
+    ("def run(vm, key):\n    vm.drop_frame(key)\n", 0, 1, 0),
+    ("def alloc(vm):\n    return vm.dev\n", 0, 0, 0),        # a name others define too
+    ("def refill(res):\n    res._uploaded()\n", 0, 0, 1),
+    ("class A(object):\n    def _own(self):\n        pass\n\n\n"
+     "def f(a):\n    a._own()\n", 0, 0, 0),                   # its own module's
+    ("def f(kernel):\n    kernel._set_arg_buf(0, None)\n", 0, 0, 0),
+])
+def test_the_run_path_checks_can_fail(tmp_path, code, imports, reads, private):
+    pkg = _run_path_package(tmp_path, code)
+    assert len(runtime_imports_of_the_function(pkg)) == imports
+    assert len(runtime_reads_of_the_function(pkg)) == reads
+    assert len(private_reads(pkg)) == private
 
 
 @pytest.mark.parametrize('first', ['theano_ocl.vm', 'theano_ocl.linker', 'theano_ocl.mode',
