@@ -152,7 +152,7 @@ class Loop(object):
     ``plan_label[k]`` for a list);
     ``owner``: the function's ``RunContext``, whose ``position_of_error`` a failing plan sets:
     ``tasks[k]``, the task of ``fns[k]`` (``tasks`` None: -1, unknown). A call's pass (and a
-    build's segment) sets these; the loops of ``run`` and of a device Scan do not.
+    build's segment) sets these; the loops of ``run`` and of a device Scan do not."""
 
     def __init__(self, frame, fns, label, dev, queue, feeds=(), sinks=(), cells=(),
                  clear=(), restage=(), commit=None, checks=None, tasks=None,
