@@ -395,10 +395,11 @@ FOREIGN_PRIVATE = {
 }
 
 #: where the rule below holds (the rest of the package: not yet)
-RUN_PATH = ('.runtime', '.vm')
+#: every module of the package (``private_reads``' scope: '' matches all)
+EVERY_MODULE = ('',)
 
 
-def private_reads(pkg_dir=PKG_DIR, scope=RUN_PATH):
+def private_reads(pkg_dir=PKG_DIR, scope=EVERY_MODULE):
     """(module:line, expression) where a module of ``scope`` reads ``x._name`` of an
     object ``x`` other than ``self`` / ``cls`` while ``_name`` is not defined in that
     module: another module's private attribute."""
@@ -418,7 +419,7 @@ def private_reads(pkg_dir=PKG_DIR, scope=RUN_PATH):
     return found
 
 
-def test_the_run_path_reads_no_other_modules_private_attributes():
+def test_no_module_reads_another_modules_private_attributes():
     assert private_reads() == []
 
 

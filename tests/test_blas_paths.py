@@ -141,7 +141,7 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     be = be.split('-')[0]
     setting(monkeypatch, 'blas', be)     # no automatic small-product path
     used = []
-    for name in ('plan_host', 'plan_clblast', '_plan_kernel'):
+    for name in ('plan_host', 'plan_clblast', 'plan_kernel'):
         monkeypatch.setattr(blas, name, lambda *a, _f=getattr(blas, name), _n=name, **k: (
             used.append(_n), _f(*a, **k))[1])
     dev = theano_ocl.get_device()
@@ -177,7 +177,7 @@ def test_plan_gemm_column_major_output(monkeypatch, be, scalars):
     for st in ctx.new_steps:
         st.fn()
     got = download(dev, q, Ct).T
-    assert used == [{'host': 'plan_host', 'clblast': 'plan_clblast', 'kernel': '_plan_kernel'}[be]]
+    assert used == [{'host': 'plan_host', 'clblast': 'plan_clblast', 'kernel': 'plan_kernel'}[be]]
     np.testing.assert_allclose(got, want, **TOL)
 
 
@@ -194,7 +194,7 @@ def test_clblast_tuning_applies_only_to_the_named_device(monkeypatch, tmp_path):
                          dict(device=dev.name, params=params)]}
     path = tmp_path / 'tuned.json'
     path.write_text(json.dumps(table))
-    monkeypatch.setattr(blas_clblast, '_TUNED_FILE', str(path))
+    monkeypatch.setattr(blas_clblast, 'TUNED_FILE', str(path))
     monkeypatch.setattr(blas_clblast, '_tuned', {})
     setting(monkeypatch, 'blas', 'clblast')
     x, y = T.matrix('x', 'float32'), T.matrix('y', 'float32')

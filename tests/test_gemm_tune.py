@@ -55,12 +55,12 @@ def _products(dtype, shape):
 
 def _tiles_used(monkeypatch):
     used = []
-    plan = blas._plan_kernel
+    plan = blas.plan_kernel
 
     def spy(*args, **kwargs):
         used.append(kwargs.get('tile', blas.AUTO))
         return plan(*args, **kwargs)
-    monkeypatch.setattr(blas, '_plan_kernel', spy)
+    monkeypatch.setattr(blas, 'plan_kernel', spy)
     return used
 
 

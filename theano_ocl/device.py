@@ -76,7 +76,7 @@ def list_devices():
     return out
 
 
-def _is_gpu(d):
+def is_gpu_device(d):
     cl = _cl()
     return bool(d.type & cl.device_type.GPU)
 
@@ -134,7 +134,7 @@ def resolve_spec(spec=None):
 
 def _pick_spec(devs, source, spec):
     if spec is None:
-        gpus = [t for t in devs if _is_gpu(t[3])]
+        gpus = [t for t in devs if is_gpu_device(t[3])]
         pick = (gpus or devs)[0]
         return pick[0], pick[1]
     spec = str(spec).strip()
@@ -145,7 +145,7 @@ def _pick_spec(devs, source, spec):
     if low in ('gpu', 'cpu'):
         want_gpu = low == 'gpu'
         for t in devs:
-            if _is_gpu(t[3]) == want_gpu:
+            if is_gpu_device(t[3]) == want_gpu:
                 return t[0], t[1]
         raise DeviceSelectionError('%s: no OpenCL %s device; devices: %s'
                                    % (source, low.upper(), describe_choices(devs)))
@@ -282,7 +282,7 @@ class OCLDevice(object):
         self._profiling_queue = None
         ext = dev.extensions.split()
         self.extensions = set(ext)
-        self.is_gpu = _is_gpu(dev)
+        self.is_gpu = is_gpu_device(dev)
         # a device declaring both (Oclgrind's simulator declares every type) takes the GPU
         # code paths: what its checks are for
         self.is_cpu = bool(dev.type & cl.device_type.CPU) and not self.is_gpu
@@ -474,7 +474,7 @@ def fmt_bytes(n):
         n /= 1024.0
 
 
-_devices = {}
+opened_devices = {}
 _devices_lock = threading.Lock()
 
 
@@ -482,9 +482,9 @@ def get_device(spec=None):
     """The shared :class:`OCLDevice` for ``spec`` (see :func:`resolve_spec`)."""
     key = resolve_spec(spec)
     with _devices_lock:
-        d = _devices.get(key)
+        d = opened_devices.get(key)
         if d is None:
-            d = _devices[key] = OCLDevice(*key)
+            d = opened_devices[key] = OCLDevice(*key)
     return d
 
 
@@ -505,7 +505,7 @@ def device_info():
             unified = None
         rows.append(dict(
             spec='%d:%d' % (pi, di), platform=p.name.strip(), platform_version=p.version.strip(),
-            device=d.name.strip(), type='GPU' if _is_gpu(d) else ('CPU' if d.type & cl.device_type.CPU else 'other'),
+            device=d.name.strip(), type='GPU' if is_gpu_device(d) else ('CPU' if d.type & cl.device_type.CPU else 'other'),
             version=d.version.strip(), compute_units=d.max_compute_units,
             global_mem=d.global_mem_size, max_alloc=d.max_mem_alloc_size,
             local_mem=d.local_mem_size, fp64='cl_khr_fp64' in ext or d.double_fp_config != 0,

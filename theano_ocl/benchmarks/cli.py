@@ -199,7 +199,7 @@ def cmd_bench(args):
         record.save(rec, args.json)
         written.append(args.json)
     if args.markdown:
-        record._write(args.markdown, md)
+        record.write_file(args.markdown, md)
         written.append(args.markdown)
     if args.plot:
         written.append(record.plot([rec], args.plot, title=record.device_label(rec)))

@@ -284,7 +284,7 @@ def render(data_dir=None, out_dir=None, plots=True):
     for stem, rec in runs:
         md = markdown(rec)
         path = os.path.join(out_dir, stem + '.md')
-        _write(path, md)
+        write_file(path, md)
         written.append(path)
         if plots:
             written.append(plot([rec], os.path.join(out_dir, stem + '.png'),
@@ -298,7 +298,7 @@ def render(data_dir=None, out_dir=None, plots=True):
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
         written.append(plot_history(records, os.path.join(out_dir, 'history.png')))
     path = os.path.join(out_dir, 'index.md')
-    _write(path, '\n'.join(index))
+    write_file(path, '\n'.join(index))
     written.append(path)
     return written
 
@@ -433,6 +433,6 @@ def _us(seconds):
     return '%.2f ms' % (seconds * 1e3) if seconds >= 1e-3 else '%.1f us' % (seconds * 1e6)
 
 
-def _write(path, text):
+def write_file(path, text):
     with open(path, 'w') as f:
         f.write(text if text.endswith('\n') else text + '\n')

@@ -141,7 +141,7 @@ def _choose_device(w):
     from .. import device
     if os.environ.get(device.ENV_VAR):
         return '%s=%r (set by the user)' % (device.ENV_VAR, os.environ[device.ENV_VAR])
-    if device._devices:
+    if device.opened_devices:
         return 'a device existed before theano_ocl.distributed.init(): left as chosen'
     share = None
     if w.local_size > 1 and hasattr(os, 'sched_getaffinity'):
@@ -156,7 +156,7 @@ def _choose_device(w):
         devs = device.list_devices()
     except device.NoOpenCLPlatform:
         return 'no OpenCL platform'
-    gpus = [(pi, di) for pi, di, _, d in devs if device._is_gpu(d)]
+    gpus = [(pi, di) for pi, di, _, d in devs if device.is_gpu_device(d)]
     if gpus:
         pi, di = gpus[w.local_rank % len(gpus)]
         os.environ[device.ENV_VAR] = '%d:%d' % (pi, di)

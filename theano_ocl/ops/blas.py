@@ -162,7 +162,7 @@ def plan_gemm(ctx, backend, A, B, C, alpha=ONE, beta=NONE, Z=None, epilogue=None
     else:
         epi = epilogue[0].views_for(C, epilogue[1]) \
             if epilogue is not None and not cplx and gemm_small.takes_epilogue(C) else None
-        _plan_kernel(ctx, A, B, C, alpha, beta, Z, epi,
+        plan_kernel(ctx, A, B, C, alpha, beta, Z, epi,
                      tile=tuned.tile if tuned is not None and tuned.backend == 'kernel' else AUTO)
         return epi is not None
     return False
@@ -381,11 +381,11 @@ def _index_type(A, B, C):
     return 'int' if reach < 1 << 31 else 'long'
 
 
-#: ``_plan_kernel``'s tile when the product takes the built-in one (``register_blocking``)
+#: ``plan_kernel``'s tile when the product takes the built-in one (``register_blocking``)
 AUTO = 'auto'
 
 
-def _plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None, tile=AUTO):
+def plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None, tile=AUTO):
     """Record the tiled kernel's launch(es). ``epilogue``: the consumer's (impl, input
     index, inputs and output as 3-d views of C's geometry), computed in the store of C
     (``Epilogue.views_for``): C is then never stored. ``tile``: (TX, TY, RM, RN, BK) or

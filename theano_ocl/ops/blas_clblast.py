@@ -30,7 +30,7 @@ def load_pyclblast():
     return pyclblast
 
 
-_TUNED_FILE = os.path.join(os.path.dirname(__file__), '..', 'clblast_tuned.json')
+TUNED_FILE = os.path.join(os.path.dirname(__file__), '..', 'clblast_tuned.json')
 _tuned = {}     # device pointer -> the entries applied (for tests and bench/gemm.py)
 _stored = {}    # (device pointer, precision) -> the tuned parameters applied from gemm_tune
 
@@ -66,7 +66,7 @@ def _apply_table(dev):
     pyclblast = load_pyclblast()
     if pyclblast is None or os.environ.get('THEANO_OCL_CLBLAST_TUNED', '1') == '0':
         return applied
-    with open(_TUNED_FILE) as fh:
+    with open(TUNED_FILE) as fh:
         table = json.load(fh)
     for name, entries in sorted(table.items()):
         kernel, precision = name[:-2], int(name[-2:])      # 'Xgemm32' -> Xgemm, 32-bit

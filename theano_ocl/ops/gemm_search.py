@@ -5,7 +5,7 @@ ran fastest (``gemm_tune.store_entry``). ``python -m theano_ocl tune`` runs it a
 time; a product's first use runs it where the ``tune`` setting says so.
 
 What is measured is what the planner runs: each candidate is planned by
-``blas._plan_kernel`` / ``blas_clblast.plan_clblast`` into a stand-in context
+``blas.plan_kernel`` / ``blas_clblast.plan_clblast`` into a stand-in context
 (:class:`_Bench`) that runs the recorded launches at once and repeats them.
 
 * Search space, kernel (``kernel_tiles``): work-groups of 64 to 256 work-items (TX x TY
@@ -129,7 +129,7 @@ def clblast_candidates(dev, dtype, seed=0):
             for values in itertools.product(*(CLBLAST_GRID[k] for k in keys))]
     ok = [p for p in grid if clblast_valid(p, dev.max_work_group_size, dev.local_mem_size, isz)]
     random.Random(seed).shuffle(ok)
-    with open(blas_clblast._TUNED_FILE) as fh:
+    with open(blas_clblast.TUNED_FILE) as fh:
         shipped = [e['params'] for entries in json.load(fh).values() for e in entries]
     return ([p for p in shipped if p not in ok] + [p for p in shipped if p in ok] +
             [p for p in ok if p not in shipped])[:CLBLAST_MAX]
@@ -137,7 +137,7 @@ def clblast_candidates(dev, dtype, seed=0):
 
 # --------------------------------------------------------------------------- measuring
 class _Bench(object):
-    """What ``blas._plan_kernel`` and ``blas_clblast.plan_clblast`` record into, as a
+    """What ``blas.plan_kernel`` and ``blas_clblast.plan_clblast`` record into, as a
     ``PlanContext`` offers it (``dev``, ``queue``, ``alloc``, ``launch``, ``enqueue``):
     the launches are bound as a frame binds them and run on the profiling queue."""
 
@@ -239,7 +239,7 @@ def _measure(problem, plan, events, repeat=3, target_s=0.03):
 
 def _kernel_plan(tile):
     def plan(bench, p):
-        blas._plan_kernel(bench, p.A, p.B, p.C, ONE, NONE, None, tile=tile)
+        blas.plan_kernel(bench, p.A, p.B, p.C, ONE, NONE, None, tile=tile)
     return plan
 
 

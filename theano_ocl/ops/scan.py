@@ -290,7 +290,7 @@ class Loop(LoopCopies):
         self.uploads = []        # events of host values copied in during this run
         self.strided = {}        # the places of (dst, src) -> strided copy, for _copy
         self.keep = []           # the DArrays those copies were built on
-        self.wrapped = {}        # id(DArray) -> pyopencl array over it, for _as_pyopencl
+        self.wrapped = {}        # id(DArray) -> pyopencl array over it, for as_pyopencl
         self.wrappers = {}       # device values handed back per step, for _wrap
         # a step's copies in one launch each way (ops/scan_rows.py), once built
         self.use_rows = settings.current().scan_rows
@@ -371,11 +371,11 @@ class Loop(LoopCopies):
         copy = self.copy_buffer
         for dst, src in self.init:
             self._copy(dst, src)
-        fixed = [(cell, self._as_pyopencl(v) if isinstance(v, DArray) else v)
+        fixed = [(cell, self.as_pyopencl(v) if isinstance(v, DArray) else v)
                  for cell, v in self.fixed]
         staged = []
         for cell, staging, src, o, tap, k in self.stage:
-            staged.append((cell, self._as_pyopencl(staging), staging.root.buf,
+            staged.append((cell, self.as_pyopencl(staging), staging.root.buf,
                            staging.boff, src.root.buf, src.boff, src.strides[0],
                            staging.nbytes, o, None if o is None else self.store[o], tap, k))
         rows_in = self._rows_in()
@@ -498,7 +498,7 @@ class Loop(LoopCopies):
             self.uploads = []
         return self._finish(i, pos)
 
-    def _until(self, cond, check):
+    def until(self, cond, check):
         """The :class:`~theano_ocl.runtime.loop.Until` of the lowered steps: ``cond`` (the
         inner frame's until condition) counted on the device, the flags read after
         ``check`` steps, then 2x, ... (None: the run planning the node, whose first

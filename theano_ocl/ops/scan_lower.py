@@ -83,7 +83,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
             if nbytes:
                 feeds.append(Copy(Rows(sbuf, soff, stride, *rows_of(o, tap)),
                                   Rows(dbuf, doff), nbytes))
-    cells += [(cell, scan._as_pyopencl(v) if isinstance(v, DArray) else v)
+    cells += [(cell, scan.as_pyopencl(v) if isinstance(v, DArray) else v)
               for cell, v in scan.fixed]
     # a sequence read on the host (an index): its row of the host copy the run read
     feeds += [HostRow(cell, rows) for cell, rows in host_seqs]
@@ -125,7 +125,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
             if masking and value.nbytes and _reached_again(j >= n_kept, tap, pos0[j],
                                                                 store[j], n):
                 # (unless the stop flag is set)
-                slot, run = scan._masked_row(k, value, out)
+                slot, run = scan.masked_row(k, value, out)
                 sinks.append(Strided(run, slot, dst))
             else:
                 sinks.append(Copy(Rows(value.root.buf, value.boff), dst, value.nbytes))
@@ -133,7 +133,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
     launches += sum(1 for m in feeds + sinks
                     if type(m) in (RowLaunch, Strided) or (type(m) is Copy and m.nbytes))
     if lay.as_while:
-        sinks.append(scan._until(results[-1], check))
+        sinks.append(scan.until(results[-1], check))
         launches += masking
     loop = Loop(frame, fns, 'scan', scan.dev, scan.queue, feeds=feeds, sinks=sinks,
                 cells=cells, clear=inner.host_output_cells)

@@ -181,7 +181,7 @@ class LoopCopies(object):
         return family('elementwise_later')(self.dev, self.queue, 'o0 = i1 ? i2 : i0;',
                                            [dst], [src, flag, dst], dst.shape)
 
-    def _masked_row(self, k, value, buf):
+    def masked_row(self, k, value, buf):
         """A kernel writing ``value`` (inner output ``k``: the inner frame's own DArray, the
         same object every step) into a place of ``buf``'s buffer unless the stop flag is
         set: (the root whose ``origin`` is that place, moved before each launch, and the
@@ -224,7 +224,7 @@ class LoopCopies(object):
         d.root.buf = value.base_data
         return d
 
-    def _as_pyopencl(self, d):
+    def as_pyopencl(self, d):
         """A pyopencl array over DArray ``d`` (the loop keeps ``d``), made again only when
         its root moved: the same array from run to run, so no run builds wrappers."""
         arr = self.wrapped.get(id(d))
