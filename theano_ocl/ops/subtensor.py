@@ -628,8 +628,7 @@ def planned_mask(ctx, d, var):
 
 
 def _has_mask(node, first):
-    """Whether an index from input ``first`` on is a boolean mask (read while planning:
-    ``planned_mask``)."""
+    """Whether an index from input ``first`` on is a boolean mask (``planned_mask``)."""
     return any(getattr(v.type, 'dtype', None) == 'bool' for v in node.inputs[first:])
 
 
