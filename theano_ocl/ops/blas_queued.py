@@ -130,10 +130,9 @@ def _load():
     with _LOCK:
         if 'run' not in _STATE:
             try:
-                import ctypes.util
+                from ..runtime.native import opencl_library
                 run, so = _compile()
-                cl = ctypes.CDLL(ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1')
-                fn = cl.clEnqueueNativeKernel
+                fn = opencl_library().clEnqueueNativeKernel
                 fn.restype = ctypes.c_int32
                 fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                ctypes.c_uint32, ctypes.c_void_p, ctypes.c_void_p,
@@ -164,18 +163,26 @@ def available(dev):
 class Addresses(object):
     """The host address of each of a device's pool buffers, mapped once (a CPU device's
     map is the buffer itself). Forgotten whenever the pool let buffers go (its managed
-    bytes went down), since a new buffer may then reuse an old one's handle."""
+    bytes went down), since a new buffer may then reuse an old one's handle; each time,
+    ``generation`` moves on, so a command filled with older addresses fills itself again."""
 
     def __init__(self, dev):
         self.dev = dev
         self.known = {}
         self.managed = dev.pool.managed_bytes
+        self.generation = 0
 
-    def of(self, buf):
+    def current(self):
+        """The generation of the addresses known now (forgetting them first where the pool
+        let buffers go since they were mapped)."""
         managed = self.dev.pool.managed_bytes
         if managed < self.managed:
-            self.known.clear()
+            self.forget()
         self.managed = managed
+        return self.generation
+
+    def of(self, buf):
+        self.current()
         h = buf.int_ptr
         addr = self.known.get(h)
         if addr is None:
@@ -188,6 +195,7 @@ class Addresses(object):
 
     def forget(self):
         self.known.clear()
+        self.generation += 1
 
 
 def addresses(dev):
@@ -280,13 +288,13 @@ class Product(object):
             self.mems[j] = b.int_ptr
             a.want[j] = self.addresses.of(b)
         a.nbuf = len(bufs)
-        self.bound = tuple(d.root.buf for d in self.ops) + (self.addresses.known,)
+        self.bound = tuple(d.root.buf for d in self.ops) + (self.addresses.current(),)
 
     def run(self):
         o = self.ops
         b = self.bound
         if b is None or b[0] is not o[0].root.buf or b[1] is not o[1].root.buf or \
-                b[2] is not o[2].root.buf or not b[3]:
+                b[2] is not o[2].root.buf or b[3] != self.addresses.current():
             self.bind()
         elif any(d.root.origin + d.offset != self.args.off[i] for i, d in enumerate(o)):
             self.bind()

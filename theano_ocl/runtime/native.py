@@ -23,12 +23,18 @@ _lib = None
 _enqueue = None
 
 
+def opencl_library():
+    """The OpenCL ICD loader, opened once by ctypes (for every native call of the package)."""
+    global _lib
+    if _lib is None:
+        _lib = ctypes.CDLL(ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1')
+    return _lib
+
+
 def _load():
-    global _lib, _enqueue
+    global _enqueue
     if _enqueue is None:
-        name = ctypes.util.find_library('OpenCL') or 'libOpenCL.so.1'
-        _lib = ctypes.CDLL(name)
-        fn = _lib.clEnqueueNDRangeKernel
+        fn = opencl_library().clEnqueueNDRangeKernel
         fn.restype = ctypes.c_int32
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
                        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_void_p,
