@@ -40,14 +40,23 @@ import common  # noqa: E402
 def build(model, mode, batch, average):
     if model == 'mlp':
         from theano_ocl.benchmarks.mlp import build as build_mlp, make_data
-        f, _ = build_mlp(mode, (784, 1000, 1000, 10), batch, 0.01, 0.9, 0, average=average)
+        f, params = build_mlp(mode, (784, 1000, 1000, 10), batch, 0.01, 0.9, 0, average=average)
         xs, ys = make_data(batch * 4, 784, 10, np.random.RandomState(1234 + dist.rank()))
     else:
         from lenet import build_lenet, make_data
-        f, _ = build_lenet(mode, batch, average=average)
+        f, params = build_lenet(mode, batch, average=average)
         xs, ys = make_data(batch * 4, np.random.RandomState(1234 + dist.rank()))
     return f, lambda k: (xs[(k % 4) * batch:(k % 4 + 1) * batch],
-                         ys[(k % 4) * batch:(k % 4 + 1) * batch])
+                         ys[(k % 4) * batch:(k % 4 + 1) * batch]), params
+
+
+def build_exchange(mode, params):
+    """A function that only exchanges: buffers of the gradients' shapes averaged over the
+    ranks exactly as a training step averages its gradients (same buckets), stored back."""
+    import theano
+    bufs = [theano.shared(np.zeros_like(p.get_value()), name=p.name) for p in params]
+    means = dist.average_gradients(bufs, params)
+    return theano.function([], [], updates=list(zip(bufs, means)), mode=mode)
 
 
 def wait_for_all():
@@ -130,35 +139,44 @@ def main():
             common.header('data_parallel', dev)
         for ln in lines:
             print('#   %s' % ln)
-    one, one_args = build(args.model, args.mode, args.batch, None)
-    par, par_args = build(args.model, args.mode, args.batch, dist.average_gradients)
+    one, one_args, _ = build(args.model, args.mode, args.batch, None)
+    par, par_args, params = build(args.model, args.mode, args.batch, dist.average_gradients)
+    exchange = build_exchange(args.mode, params)
     for k in range(args.warmup):
         one(*one_args(k))
         par(*par_args(k))
+        exchange()
     rounds = []
     for r in range(args.rounds):
         wait_for_all()
         t_one, load_one = timed(one, one_args, args.steps) if rank == 0 else (None, None)
         wait_for_all()
         t_par, load_par = timed(par, par_args, args.steps)
-        every = dist.comm().allgather((t_par, load_par)) if K > 1 else [(t_par, load_par)]
-        slowest = max(t for t, _ in every)
+        wait_for_all()
+        t_ex, _ = timed(lambda: exchange(), lambda k: (), args.steps)
+        every = dist.comm().allgather((t_par, load_par, t_ex)) if K > 1 else \
+            [(t_par, load_par, t_ex)]
+        slowest = max(t for t, _, _ in every)
+        exchange_ms = 1e3 * max(t for _, _, t in every)
         if rank == 0:
             speedup = K * t_one / slowest
-            other = (outside_load([load_one]), outside_load([ld for _, ld in every]))
+            other = (outside_load([load_one]), outside_load([ld for _, ld, _ in every]))
             rounds.append(dict(one_ms=t_one * 1e3, ranks_ms=slowest * 1e3, speedup=speedup,
-                               other_load=other))
-            print('round %d: one rank %.1f ms/step (%.0f samples/s); %d ranks %.1f ms/step '
-                  '(%.0f samples/s per rank): %.2fx, efficiency %.0f%%; other processes: '
-                  '%s of the CPUs' % (
+                               exchange_ms=exchange_ms, other_load=other))
+            print('round %d: one rank %.2f ms/step (%.0f samples/s); %d ranks %.2f ms/step '
+                  '(%.0f samples/s per rank): %.2fx, efficiency %.0f%%; the exchange alone '
+                  '%.2f ms; other processes: %s of the CPUs' % (
                       r, t_one * 1e3, args.batch / t_one, K, slowest * 1e3,
-                      args.batch / slowest, speedup, 100 * speedup / K,
+                      args.batch / slowest, speedup, 100 * speedup / K, exchange_ms,
                       '/'.join('?' if o is None else '%.0f%%' % (100 * o) for o in other)))
     if rank != 0:
         return 0
     sp = np.array([x['speedup'] for x in rounds])
     one_ms = np.median([x['one_ms'] for x in rounds])
     par_ms = np.median([x['ranks_ms'] for x in rounds])
+    print('the gradients\' exchange alone (%.2f MB, the same buckets): median %.2f ms per '
+          'step' % (GRADIENT_BYTES[args.model] / 1e6,
+                    np.median([x['exchange_ms'] for x in rounds])))
     print('\nthroughput per rank: one rank %.0f samples/s, %d ranks %.0f samples/s each' % (
         args.batch / one_ms * 1e3, K, args.batch / par_ms * 1e3))
     print('speedup of %d ranks over one: median %.2fx (range %.2f..%.2f), scaling efficiency '
@@ -171,6 +189,7 @@ def main():
                       commit=common.commit(), placement=lines,
                       device=None if dev is None else dev.name,
                       platform=None if dev is None else dev.platform_name,
+                      gradient_bytes=GRADIENT_BYTES[args.model],
                       rounds=rounds, speedup_median=float(np.median(sp)),
                       efficiency_median=float(np.median(sp) / K))
         with open(args.json, 'w') as fh:

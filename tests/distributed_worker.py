@@ -13,6 +13,7 @@ BATCH = K*b it is the one-process run the K ranks must reach.
 other waits in a collective; the job must end, not hang.
 ``caught``: every rank catches a mismatch; no rank commits that call's update.
 """
+import contextlib
 import os
 import sys
 
@@ -78,23 +79,59 @@ def data(batch, size):
     return xs, ys
 
 
+@contextlib.contextmanager
+def staged(on):
+    """Within: the device's collectives take a GPU's path (staged through page-locked
+    blocks, overlapped until their Waits), on the CPU device, by hiding its shared memory."""
+    if not on:
+        yield
+        return
+    import theano_ocl
+    dev = theano_ocl.get_device()
+    before = dev.unified_memory
+    dev.unified_memory = False
+    try:
+        yield
+    finally:
+        dev.unified_memory = before
+
+
+def overlapped(f):
+    """Assert ``f``'s AllReduces took the overlapped path, and that every one of them is
+    followed by some other node before its Wait (the schedule moved work in between)."""
+    import theano_ocl
+    places = theano_ocl.placements(f)
+    impls = [impl for node, where, impl in places if type(node.op).__name__ == 'AllReduce']
+    assert impls and all('overlapped' in i for i in impls), impls
+    order = [node for node, _, _ in places]
+    for i, node in enumerate(order):
+        if type(node.op).__name__ == 'AllReduce':
+            wait = next(j for j in range(i + 1, len(order))
+                        if type(order[j].op).__name__ == 'Wait' and
+                        order[j].inputs[0] is node.outputs[0])
+            assert wait > i + 1, 'nothing between %s and its Wait' % node
+
+
 def train(out, batch):
     results = {}
     xs, ys = data(batch, dist.size())
     for rule in sorted(RULES):
-        for how in ('OCL', 'FAST_RUN', 'run_steps'):
-            x, y, cost, params = model(dist.rank())
-            updates = dist.data_parallel_updates(cost, params, RULES[rule])
-            mode = 'OCL' if how == 'OCL' else 'FAST_RUN'
-            f = theano.function([x, y], cost, updates=updates, mode=mode)
-            if how == 'run_steps':
-                import theano_ocl
-                sim = theano_ocl.SimulatorOCL(f)
-                sim.run_steps(STEPS, inputs={'x': xs, 'y': ys})
-                sim.sync_to_theano()
-            else:
-                for s in range(STEPS):
-                    f(xs[s], ys[s])
+        for how in ('OCL', 'OCL-staged', 'FAST_RUN', 'run_steps'):
+            with staged(how == 'OCL-staged'):
+                x, y, cost, params = model(dist.rank())
+                updates = dist.data_parallel_updates(cost, params, RULES[rule])
+                mode = 'FAST_RUN' if how == 'FAST_RUN' else 'OCL'
+                f = theano.function([x, y], cost, updates=updates, mode=mode)
+                if how == 'run_steps':
+                    import theano_ocl
+                    sim = theano_ocl.SimulatorOCL(f)
+                    sim.run_steps(STEPS, inputs={'x': xs, 'y': ys})
+                    sim.sync_to_theano()
+                else:
+                    for s in range(STEPS):
+                        f(xs[s], ys[s])
+                if how == 'OCL-staged':
+                    overlapped(f)
             for p in params:
                 value = p.get_value()
                 every = dist.comm().allgather(value) if dist.size() > 1 else [value]
@@ -122,9 +159,14 @@ def fail(how):
     print('rank %d: the collective returned' % dist.rank(), flush=True)
 
 
-def caught():
+def caught(path):
     """A mismatch every rank catches: no rank commits its update; the next call, whose
-    shapes agree, commits it on every rank."""
+    shapes agree, commits it on every rank. ``path``: 'mapped' or 'staged'."""
+    with staged(path == 'staged'):
+        _caught()
+
+
+def _caught():
     x = T.fvector('x')
     w = theano.shared(np.float32(1), name='w')
     s = dist.allreduce(x, 'sum').sum()
@@ -147,6 +189,6 @@ if __name__ == '__main__':
     if sys.argv[1] == 'train':
         train(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == 'caught':
-        caught()
+        caught(sys.argv[2])
     else:
         fail(sys.argv[2])

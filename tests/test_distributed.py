@@ -93,7 +93,7 @@ def trained(tmp_path_factory):
 
 
 CASES = [(rule, how) for rule in ('adam', 'sgd_momentum')
-         for how in ('OCL', 'FAST_RUN', 'run_steps')]
+         for how in ('OCL', 'OCL-staged', 'FAST_RUN', 'run_steps')]
 
 
 @needs_mpi
@@ -131,8 +131,9 @@ def test_a_shape_mismatch_names_the_tensor_and_every_rank():
 
 
 @needs_mpi
-def test_a_caught_mismatch_commits_nothing_on_any_rank():
-    rc, out, _ = _run(['caught'], RANKS, timeout=FAIL_BOUND + 30)
+@pytest.mark.parametrize('path', ['mapped', 'staged'])
+def test_a_caught_mismatch_commits_nothing_on_any_rank(path):
+    rc, out, _ = _run(['caught', path], RANKS, timeout=FAIL_BOUND + 30)
     assert rc == 0, out[-4000:]
     assert out.count('all or nothing on every rank') == RANKS, out[-4000:]
 

@@ -564,6 +564,13 @@ class OCLLinker(gof_link.LocalLinker):
         self.profile = profile
         return self
 
+    def schedule(self, fgraph):
+        """Theano's topological order, rearranged where asynchronous exchanges (the
+        collectives of ``theano_ocl.distributed``) can overlap the computation
+        (``ops.collective.overlap_schedule``)."""
+        from .ops.collective import overlap_schedule
+        return overlap_schedule(fgraph, fgraph.toposort())
+
     def accept_var_updates(self, updated_vars):
         self.updated_vars = updated_vars
 

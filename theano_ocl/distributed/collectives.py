@@ -14,6 +14,8 @@ has, instead of reducing garbage or waiting forever. (Not at every call: on a lo
 each collective costs a meeting of all ranks, and a gradient's shape does not change. The
 calls are counted per op, so every rank checks at the same calls.)
 """
+import queue
+import threading
 import zlib
 
 import numpy as np
@@ -95,6 +97,68 @@ def broadcast_into(src, dst, root, name, check=True):
     return dst
 
 
+class Job(object):
+    """One exchange handed to the :class:`Exchanger` thread."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.error = None
+        self.over = threading.Event()
+
+    def run(self):
+        try:
+            self.fn()
+        except BaseException as e:         # delivered to the waiting thread
+            self.error = e
+        finally:
+            self.over.set()
+
+    def result(self):
+        """Wait for the exchange (interruptible: Ctrl-C reaches the caller) and raise its
+        error, if it had one."""
+        while not self.over.wait(0.05):
+            pass
+        if self.error is not None:
+            raise self.error
+
+    def settle(self):
+        """Wait for the exchange, whatever its outcome (its call failed before awaiting it)."""
+        self.over.wait()
+
+
+class Exchanger(object):
+    """The thread that runs the exchanges started by the device's collectives, one at a
+    time, in the order they were started (the same order on every rank: MPI's rule), while
+    the calling thread goes on queueing kernels."""
+
+    def __init__(self):
+        self.jobs = queue.Queue()
+        self.thread = threading.Thread(target=self._serve, name='theano_ocl exchanges',
+                                       daemon=True)
+        self.thread.start()
+
+    def _serve(self):
+        while True:
+            self.jobs.get().run()
+
+    def submit(self, fn):
+        job = Job(fn)
+        self.jobs.put(job)
+        return job
+
+
+_exchanger = []
+_exchanger_lock = threading.Lock()
+
+
+def exchanger():
+    """The process's :class:`Exchanger` (started at the first asynchronous collective)."""
+    with _exchanger_lock:
+        if not _exchanger:
+            _exchanger.append(Exchanger())
+        return _exchanger[0]
+
+
 class _Collective(Op):
     """What the two collectives share: one input, an output of its type, no folding."""
     #: read by the runtime: the node talks to the other ranks, so it runs exactly once per
@@ -150,7 +214,7 @@ class AllReduce(_Collective):
             return [theano.gradient.grad_not_implemented(self, 0, inputs[0])]
         # every rank's output holds every rank's input: the gradient of one input is the
         # sum (the mean) of the output gradients of all ranks
-        return [AllReduce(self.op)(grads[0])]
+        return [allreduce(grads[0], self.op)]
 
     def __str__(self):
         return 'AllReduce{%s}' % self.op
@@ -175,11 +239,46 @@ class Broadcast(_Collective):
         return 'Broadcast{root=%d}' % self.root
 
 
+class Wait(Op):
+    """A collective's result, awaited: :func:`allreduce` returns ``Wait(AllReduce(x))``.
+
+    On the host the exchange is over when the AllReduce node has run, so ``Wait`` is the
+    identity (a view). On a GPU, theano_ocl starts the exchange where the AllReduce node
+    runs (the gradient is copied out and handed to a communication thread) and waits for
+    it here; its linker schedules the AllReduce as early and the Wait as late as the graph
+    allows, so the exchange overlaps the computation in between (the earlier layers'
+    gradients)."""
+    __props__ = ()
+    view_map = {0: [0]}
+    #: the runtime keeps functions with a collective off the host tier (see _Collective)
+    collective = True
+
+    def make_node(self, x):
+        x = T.as_tensor_variable(x)
+        return Apply(self, [x], [x.type()])
+
+    def perform(self, node, inputs, out):
+        out[0][0] = inputs[0]
+
+    def infer_shape(self, node, shapes):
+        return [shapes[0]]
+
+    def grad(self, inputs, grads):
+        return [grads[0]]
+
+    def do_constant_folding(self, node):
+        return False
+
+    def __str__(self):
+        return 'Wait'
+
+
 def allreduce(x, op='sum'):
     """``op`` ('sum', 'mean' or 'max') of tensor ``x`` over every rank, on every rank: a
-    graph op (host ``perform``; a step of the frame under OCL)."""
+    graph op (host ``perform``; a step of the frame under OCL, which on a GPU overlaps the
+    exchange with the computation that does not need its result: :class:`Wait`)."""
     world.init()
-    return AllReduce(op)(x)
+    return Wait()(AllReduce(op)(x))
 
 
 def broadcast(x, root=0):

@@ -1,27 +1,87 @@
-"""The collectives family (``theano_ocl.distributed``: AllReduce, Broadcast) on the device.
+"""The collectives family (``theano_ocl.distributed``: AllReduce, Broadcast, Wait) on the
+device.
 
-A collective is one host step of the frame, in the frame's order (a barrier: the planner
-moves nothing across it, so every rank meets its collectives in the same order), running
-the same exchange as the op's ``perform`` (``distributed.collectives.reduce_into`` /
+A collective is a host step of the frame, in the frame's order (a barrier: the planner moves
+nothing across it, so every rank meets its collectives in the same order), running the same
+exchange as the op's ``perform`` (``distributed.collectives.reduce_into`` /
 ``broadcast_into``) on the device's buffers:
 
 - where the device shares memory with the host (a CPU device, PoCL), the input and output
   buffers are mapped (no copy: PoCL hands back the buffer itself) and the mapped arrays are
-  handed to MPI directly;
-- otherwise (a GPU) the input is downloaded into a page-locked block of the device's pool,
-  reduced there in place, and uploaded into the output; the block is the frame's, made once.
+  handed to MPI directly; the exchange is over when the step ends, and ``Wait`` is a view;
+- otherwise (a GPU) the input is copied into a page-locked block of the device's pool and
+  reduced there in place, then copied into the output. Where every consumer of an
+  AllReduce is a ``Wait`` (``allreduce()`` builds it so), the exchange is asynchronous: the
+  AllReduce's step queues the copy out without waiting and hands the exchange to the
+  process's exchange thread (``distributed.collectives.Exchanger``); the Wait's step, which
+  the linker schedules as late as the graph allows (``overlap_schedule``), waits for it
+  and queues the copy in. The kernels queued in between (the earlier layers' gradients)
+  run meanwhile. An exchange's error is raised by its Wait, before anything is committed.
 """
+import heapq
+import weakref
+
+import numpy as np
+
 from ..darray import span
-from ..distributed.collectives import AllReduce, Broadcast, broadcast_into, reduce_into
-from ..runtime.memory import download, upload
+from ..distributed.collectives import (AllReduce, Broadcast, Wait, broadcast_into, exchanger,
+                                       reduce_into)
+from ..runtime.memory import download, download_later, upload
 from .base import DeviceImpl, INT_DTYPES
 from .blas_host import _Mapped
 from .registry import implemented_by, ocl_impl
 
+#: frame -> {AllReduce output variable: its Transfer}: how a Wait finds its exchange
+_IN_FLIGHT = weakref.WeakKeyDictionary()
+
+
+class Transfer(object):
+    """An asynchronous exchange of one frame: ``start`` queues the copy of ``x`` into the
+    page-locked ``stage`` and hands the exchange to the exchange thread; ``finish`` waits for
+    it and queues the copy of the result into ``y``."""
+
+    def __init__(self, dev, queue, x, y, stage, exchange):
+        self.dev, self.queue, self.x, self.y, self.stage = dev, queue, x, y, stage
+        self.exchange = exchange
+        self.job = None
+
+    def start(self):
+        if self.job is not None:        # a failed call left its exchange running
+            self.job.settle()
+            self.job = None
+        ev = download_later(self.dev, self.queue, self.x, self.stage)
+        stage, exchange = self.stage, self.exchange
+
+        def run():
+            if ev is not None:
+                ev.wait()
+            exchange(stage, stage)
+        self.job = exchanger().submit(run)
+
+    def finish(self):
+        job = self.job
+        try:
+            job.result()
+        finally:
+            if job.over.is_set():
+                self.job = None
+        # the queue is in order: the kernels reading y come after this copy
+        upload(self.dev, self.queue, self.y, self.stage, blocking=False)
+
+
+def _threads_allowed():
+    """Whether MPI may be called from the exchange thread while the caller's thread may
+    call it too (MPI_THREAD_MULTIPLE; no MPI at all: one rank, nothing is sent)."""
+    from ..distributed import world
+    MPI = world.mpi()
+    if MPI is None or not MPI.Is_initialized():
+        return True
+    return MPI.Query_thread() >= MPI.THREAD_MULTIPLE
+
 
 class CollectiveImpl(DeviceImpl):
     """One collective as a host step: mapped buffers on a CPU device, staged through a
-    page-locked block on a GPU."""
+    page-locked block on a GPU (asynchronously where a Wait awaits it)."""
     dtypes = ('float32', 'float64') + INT_DTYPES      # (MPI has no float16 of its own)
     collective = True
 
@@ -29,9 +89,14 @@ class CollectiveImpl(DeviceImpl):
         super(CollectiveImpl, self).__init__(node, dev)
         self.exchange = exchange          # (src, dst) host arrays -> None
         self.mapped = bool(dev.unified_memory)
+        clients = getattr(node.outputs[0], 'clients', None) or ()
+        self.awaited = bool(clients) and all(
+            not isinstance(c, str) and isinstance(c.op, Wait) for c, _ in clients)
 
     def describe(self):
-        return '%s (%s)' % (self.node.op, 'mapped buffers' if self.mapped else 'staged')
+        how = 'mapped buffers' if self.mapped else \
+            'staged, overlapped until its Wait' if self.awaited else 'staged'
+        return '%s (%s)' % (self.node.op, how)
 
     def plan(self, ctx, ins):
         x = ctx.contiguous(ins[0])
@@ -47,6 +112,10 @@ class CollectiveImpl(DeviceImpl):
                     exchange(m.view(x), m.view(y))
                 finally:
                     m.release()
+        elif self.awaited and _threads_allowed():
+            t = Transfer(dev, queue, x, y, dev.pinned.empty(x.shape, x.dtype), exchange)
+            _IN_FLIGHT.setdefault(ctx.frame, {})[self.node.outputs[0]] = t
+            run = t.start
         else:
             stage = dev.pinned.empty(x.shape, x.dtype)
 
@@ -56,6 +125,20 @@ class CollectiveImpl(DeviceImpl):
                 upload(dev, queue, y, stage, blocking=True)
         ctx.host_step(run)
         return [y]
+
+
+class WaitImpl(DeviceImpl):
+    """The end of an asynchronous exchange (a host step waiting for it, then the copy of
+    its result queued); a view where the exchange was over when its step ended."""
+    complex_ok = True
+    collective = True
+
+    def plan(self, ctx, ins):
+        t = _IN_FLIGHT.get(ctx.frame, {}).get(self.node.inputs[0])
+        if t is None:
+            return [ins[0]]
+        ctx.host_step(t.finish)
+        return [t.y]
 
 
 @ocl_impl.register(AllReduce)
@@ -74,3 +157,76 @@ def _broadcast(op, node, dev):
 
 
 _broadcast.impls = (CollectiveImpl,)
+
+
+@ocl_impl.register(Wait)
+@implemented_by(WaitImpl)
+def _wait(op, node, dev):
+    return WaitImpl(node, dev)
+
+
+def overlap_schedule(fgraph, order):
+    """``order`` (a topological order of ``fgraph``'s nodes, its ``orderings()`` kept)
+    rearranged so that asynchronous exchanges overlap computation: an AllReduce awaited by
+    a Wait runs as soon as its input is ready; the nodes it needs go first, those of the
+    exchange needing the least work first (the last layer's gradient, in back-propagation);
+    then the nodes needing no exchange; Waits and everything after them last. The same
+    graph gives the same order on every rank. ``order`` itself where there is no Wait."""
+    waits = [n for n in order if isinstance(n.op, Wait)]
+    starts = [w.inputs[0].owner for w in waits if w.inputs[0].owner is not None and
+              isinstance(w.inputs[0].owner.op, AllReduce)]
+    if not starts:
+        return order
+    index = {n: i for i, n in enumerate(order)}
+    deps = {n: {v.owner for v in n.inputs if v.owner is not None and v.owner in index}
+            for n in order}
+    for n, before in fgraph.orderings().items():
+        if n in deps:
+            deps[n].update(b for b in before if b in index)
+    # the work each start needs: its ancestors
+    need = {}
+    for s in starts:
+        seen, stack = set(), [s]
+        while stack:
+            n = stack.pop()
+            for d in deps[n]:
+                if d not in seen:
+                    seen.add(d)
+                    stack.append(d)
+        need[s] = seen
+    cost = {}
+    for s in sorted(starts, key=lambda s: len(need[s]), reverse=True):
+        for n in need[s]:
+            cost[n] = len(need[s])
+    succ = {n: [] for n in order}
+    for n, ds in deps.items():
+        for d in ds:
+            succ[d].append(n)
+    late = set()
+    stack = list(waits)
+    while stack:
+        n = stack.pop()
+        if n not in late:
+            late.add(n)
+            stack.extend(succ[n])
+    start_set = set(starts)
+
+    def key(n):
+        if n in start_set:
+            return (0, 0, index[n])
+        if n in cost:
+            return (1, cost[n], index[n])
+        return (3 if n in late else 2, 0, index[n])
+    waiting = {n: len(ds) for n, ds in deps.items()}
+    ready = [key(n) + (n,) for n in order if not waiting[n]]
+    heapq.heapify(ready)
+    out = []
+    while ready:
+        n = heapq.heappop(ready)[-1]
+        out.append(n)
+        for m in succ[n]:
+            waiting[m] -= 1
+            if not waiting[m]:
+                heapq.heappush(ready, key(m) + (m,))
+    assert len(out) == len(order), 'overlap_schedule lost nodes'
+    return out
