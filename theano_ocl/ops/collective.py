@@ -54,7 +54,7 @@ class Transfer(object):
 
         def run():
             if ev is not None:
-                ev.wait()
+                wait_for(ev)
             exchange(stage, stage)
         self.job = exchanger().submit(run)
 
@@ -67,6 +67,21 @@ class Transfer(object):
                 self.job = None
         # the queue is in order: the kernels reading y come after this copy
         upload(self.dev, self.queue, self.y, self.stage, blocking=False)
+
+
+def wait_for(ev):
+    """Wait for an OpenCL event without holding Python's lock (a ctypes call releases it;
+    the calling thread meanwhile goes on queueing kernels)."""
+    import ctypes
+    from ..runtime.native import opencl_library
+    try:
+        wait = opencl_library().clWaitForEvents
+    except (OSError, AttributeError):       # pragma: no cover - no ICD loader by ctypes
+        ev.wait()
+        return
+    err = wait(ctypes.c_uint32(1), ctypes.byref(ctypes.c_void_p(ev.int_ptr)))
+    if err:
+        raise RuntimeError('clWaitForEvents failed with OpenCL error %d' % err)
 
 
 def _threads_allowed():
