@@ -128,6 +128,8 @@ def main():
     ap.add_argument('--warmup', type=int, default=3)
     ap.add_argument('--mode', default='OCL', help="'OCL' or a Theano mode ('FAST_RUN')")
     ap.add_argument('--json', default=None, help='write the run to this file (rank 0)')
+    ap.add_argument('--note', default=None,
+                    help='stored in the record: where it ran, what the variant is')
     args = ap.parse_args()
     K, rank = WORLD.size, WORLD.rank
     dev = theano_ocl.get_device() if args.mode == 'OCL' else None
@@ -189,7 +191,7 @@ def main():
                       commit=common.commit(), placement=lines,
                       device=None if dev is None else dev.name,
                       platform=None if dev is None else dev.platform_name,
-                      gradient_bytes=GRADIENT_BYTES[args.model],
+                      gradient_bytes=GRADIENT_BYTES[args.model], note=args.note,
                       rounds=rounds, speedup_median=float(np.median(sp)),
                       efficiency_median=float(np.median(sp) / K))
         with open(args.json, 'w') as fh:

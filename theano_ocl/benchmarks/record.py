@@ -292,7 +292,7 @@ def render(data_dir=None, out_dir=None, plots=True):
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
     index += _script_runs(scripts) + _small_model_runs(scripts) + _torch_runs(scripts) + \
-        _keras_runs(scripts)
+        _keras_runs(scripts) + _data_parallel_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -414,6 +414,48 @@ def _keras_runs(scripts_dir):
             '| run | device | commit | variant | C vs OCL | C vs C (1 ulp) | ratio | first '
             'batch apart | first batch apart (1 ulp) |',
             '|---|---|---|---|---:|---:|---:|---:|---:|'] + rows + ['']
+
+
+def _data_parallel_runs(scripts_dir):
+    """A table of ``mpirun -n K python bench/data_parallel.py --json`` records (K ranks with
+    their gradients averaged against one rank alone, in the same run), newest first: the
+    lines of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('data_parallel',)):
+        commit = rec.get('commit')
+        dirty = isinstance(commit, dict) and commit.get('dirty')
+        commit = commit.get('commit') or '?' if isinstance(commit, dict) else str(commit)
+        commit = commit[:7] + (' with changes' if dirty else '')
+        rounds = rec.get('rounds', [])
+        if not rounds:
+            continue
+        sp = [r['speedup'] for r in rounds]
+        ex = [r['exchange_ms'] for r in rounds if r.get('exchange_ms') is not None]
+        rows.append('| %s | %s | %s | %s | %d | %d | %s | %s | %s | %.2fx (%.2f..%.2f) | %.0f%% |' % (
+            name, rec.get('device') or rec.get('mode'), commit, rec['model'], rec['batch'],
+            rec['ranks'], _ms(_median([r['one_ms'] for r in rounds])),
+            _ms(_median([r['ranks_ms'] for r in rounds])),
+            _ms(_median(ex)) + ' ms' if ex else '-', _median(sp), min(sp), max(sp),
+            100 * _median(sp) / rec['ranks']))
+    if not rows:
+        return []
+    return ['## Data-parallel training', '',
+            'The `--json` records of `mpirun -n K python bench/data_parallel.py` (the MLP '
+            '784-1000-1000-10 with SGD and momentum, LeNet with SGD; float32; the record\'s '
+            '`note` says where it ran and what the variant in its name is): per round, one rank '
+            'alone without collectives, then K ranks with their gradients averaged, then the '
+            'exchange alone (the same buckets, no computation); the medians over rounds of '
+            'the milliseconds per step, and the speedup (K ranks\' samples per second over one '
+            'rank\'s) with its range over rounds and its share of K (scaling efficiency).', '',
+            '| run | device | commit | model | batch per rank | ranks | one rank, ms / step | '
+            'K ranks, ms / step | exchange alone | speedup (range) | efficiency |',
+            '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|'] + rows + ['']
+
+
+def _median(values):
+    values = sorted(values)
+    n = len(values)
+    return (values[n // 2] + values[(n - 1) // 2]) / 2.0
 
 
 def _scripts(scripts_dir, benches):
