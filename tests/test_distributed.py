@@ -186,3 +186,83 @@ def test_core_share_gives_every_local_rank_its_own_cores():
     assert [core_share(r, 2, [0, 1]) for r in range(2)] == [[0], [1]]
     assert [core_share(r, 3, range(8)) for r in range(3)] == [[0, 1, 2], [3, 4, 5], [6, 7]]
     assert [core_share(r, 4, [0, 1]) for r in range(4)] == [[0], [1], [0], [1]]
+
+
+def _mlp_step(mode):
+    """A 2-layer network's SGD step with its gradients averaged (data_parallel_updates),
+    compiled under ``mode``; (function, parameters)."""
+    import theano
+    import theano.tensor as T
+    import theano_ocl.distributed as dist
+    rng = np.random.RandomState(7)
+    x, y = T.matrix('x'), T.ivector('y')
+    params = [theano.shared(rng.uniform(-.1, .1, s).astype(x.dtype), name=n)
+              for s, n in (((6, 5), 'W1'), ((5,), 'b1'), ((5, 3), 'W2'), ((3,), 'b2'))]
+    h = T.tanh(T.dot(x, params[0]) + params[1])
+    p = T.nnet.softmax(T.dot(h, params[2]) + params[3])
+    cost = T.nnet.categorical_crossentropy(p, y).mean()
+    updates = dist.data_parallel_updates(
+        cost, params, lambda g, ps: [(q, q - 0.5 * d) for q, d in zip(ps, g)],
+        bucket_bytes=64)
+    return theano.function([x, y], cost, updates=updates, mode=mode), params
+
+
+@pytest.mark.parametrize('fail_at', [None, 0, 1, 2])
+def test_overlapped_exchanges_match_c_and_a_failed_one_commits_nothing(monkeypatch, fail_at):
+    """The GPU path (staged, overlapped until each Wait), on the CPU device by hiding its
+    shared memory, one rank: the AllReduces run before work that does not need them and
+    their Waits after it; three steps equal Theano C's; an exchange that fails (the
+    ``fail_at``-th of a call) raises from the call, which commits no update, and the next
+    call takes the step."""
+    import theano_ocl
+    import theano_ocl.distributed as dist
+    from theano_ocl.distributed import collectives
+    if dist.size() != 1:
+        pytest.skip('started under an MPI launcher')
+    monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
+    rng = np.random.RandomState(3)
+    xs = rng.rand(3, 4, 6).astype('float32')
+    ys = rng.randint(0, 3, size=(3, 4)).astype('int32')
+    f_c, p_c = _mlp_step('FAST_RUN')
+    f_o, p_o = _mlp_step('OCL')
+    places = theano_ocl.placements(f_o)
+    order = [node for node, _, _ in places]
+    starts = [i for i, n in enumerate(order) if type(n.op).__name__ == 'AllReduce']
+    assert len(starts) >= 2, [type(n.op).__name__ for n in order]
+    for i in starts:
+        assert 'overlapped' in places[i][2], places[i]
+        j = next(j for j, n in enumerate(order) if type(n.op).__name__ == 'Wait' and
+                 n.inputs[0] is order[i].outputs[0])
+        between = [type(n.op).__name__ for n in order[i + 1:j]]
+        assert any(b not in ('AllReduce', 'Wait') for b in between), between
+    # the earliest exchange starts before the backward pass is over
+    assert starts[0] < max(i for i, n in enumerate(order)
+                           if type(n.op).__name__ not in ('AllReduce', 'Wait')) - 1
+    real = collectives.reduce_into
+    calls = []
+    armed = []
+
+    def failing(src, dst, op, name, check=True):
+        calls.append(name)
+        if armed and len(calls) == fail_at + 1:
+            raise RuntimeError('exchange %d fails on purpose' % fail_at)
+        return real(src, dst, op, name, check)
+    from theano_ocl.ops import collective
+    monkeypatch.setattr(collective, 'reduce_into', failing)
+    for s in range(3):
+        before = [p.get_value() for p in p_o]
+        if s == 1 and fail_at is not None:
+            calls[:] = []
+            armed.append(True)
+            with pytest.raises(RuntimeError, match='fails on purpose'):
+                f_o(xs[s], ys[s])
+            armed[:] = []
+            assert len(calls) > fail_at
+            for p, b in zip(p_o, before):
+                np.testing.assert_array_equal(p.get_value(), b, err_msg=p.name)
+        want = f_c(xs[s], ys[s])
+        got = f_o(xs[s], ys[s])
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        for a, b in zip(p_o, p_c):
+            np.testing.assert_allclose(a.get_value(), b.get_value(), rtol=1e-5, atol=1e-6,
+                                       err_msg=a.name)
