@@ -21,8 +21,6 @@ exchange as the op's ``perform`` (``distributed.collectives.reduce_into`` /
 import heapq
 import weakref
 
-import numpy as np
-
 from ..darray import span
 from ..distributed.collectives import (AllReduce, Broadcast, Wait, broadcast_into, exchanger,
                                        reduce_into)
