@@ -266,3 +266,36 @@ def test_overlapped_exchanges_match_c_and_a_failed_one_commits_nothing(monkeypat
         for a, b in zip(p_o, p_c):
             np.testing.assert_allclose(a.get_value(), b.get_value(), rtol=1e-5, atol=1e-6,
                                        err_msg=a.name)
+
+
+def test_overlapped_exchanges_in_run_steps_agree_with_calls(monkeypatch):
+    """The same overlapped step (the GPU path on the CPU device, one rank) run by
+    ``SimulatorOCL.run_steps`` takes the steps that plain calls take: the parameters after
+    each of 3 steps (run 1, 2, 3 steps from the same start) equal those of the calls."""
+    import theano_ocl
+    import theano_ocl.distributed as dist
+    if dist.size() != 1:
+        pytest.skip('started under an MPI launcher')
+    monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
+    rng = np.random.RandomState(5)
+    xs = rng.rand(3, 4, 6).astype('float32')
+    ys = rng.randint(0, 3, size=(3, 4)).astype('int32')
+    f_o, p_o = _mlp_step('OCL')
+    start = [p.get_value() for p in p_o]
+    after_calls = []
+    for s in range(3):
+        f_o(xs[s], ys[s])
+        after_calls.append([p.get_value() for p in p_o])
+    f_c, p_c = _mlp_step('FAST_RUN')          # relinked by the simulator
+    sim = theano_ocl.SimulatorOCL(f_c)
+    for n in (1, 2, 3):
+        for p, v in zip(p_c, start):
+            p.set_value(v)
+        sim.run_steps(n, inputs={'x': xs[:n], 'y': ys[:n]})
+        sim.sync_to_theano()
+        for p, want in zip(p_c, after_calls[n - 1]):
+            np.testing.assert_allclose(p.get_value(), want, rtol=1e-6, atol=1e-7,
+                                       err_msg='%s after %d steps' % (p.name, n))
+    impls = [impl for node, _, impl in theano_ocl.placements(sim.function)
+             if type(node.op).__name__ == 'AllReduce']
+    assert impls and all('overlapped' in i for i in impls), impls
