@@ -207,22 +207,30 @@ def _mlp_step(mode):
     return theano.function([x, y], cost, updates=updates, mode=mode), params
 
 
+@pytest.fixture
+def staged_batches(monkeypatch):
+    """One rank, the collectives on the GPU path (staged, overlapped until their Waits) on
+    the CPU device by hiding its shared memory; 3 random batches (xs, ys) of 4 samples."""
+    import theano_ocl
+    import theano_ocl.distributed as dist
+    if dist.size() != 1:
+        pytest.skip('started under an MPI launcher')
+    monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
+    rng = np.random.RandomState(3)
+    return rng.rand(3, 4, 6).astype('float32'), rng.randint(0, 3, size=(3, 4)).astype('int32')
+
+
 @pytest.mark.parametrize('fail_at', [None, 0, 1, 2])
-def test_overlapped_exchanges_match_c_and_a_failed_one_commits_nothing(monkeypatch, fail_at):
+def test_overlapped_exchanges_match_c_and_a_failed_one_commits_nothing(monkeypatch, fail_at,
+                                                                       staged_batches):
     """The GPU path (staged, overlapped until each Wait), on the CPU device by hiding its
     shared memory, one rank: the AllReduces run before work that does not need them and
     their Waits after it; three steps equal Theano C's; an exchange that fails (the
     ``fail_at``-th of a call) raises from the call, which commits no update, and the next
     call takes the step."""
     import theano_ocl
-    import theano_ocl.distributed as dist
     from theano_ocl.distributed import collectives
-    if dist.size() != 1:
-        pytest.skip('started under an MPI launcher')
-    monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
-    rng = np.random.RandomState(3)
-    xs = rng.rand(3, 4, 6).astype('float32')
-    ys = rng.randint(0, 3, size=(3, 4)).astype('int32')
+    xs, ys = staged_batches
     f_c, p_c = _mlp_step('FAST_RUN')
     f_o, p_o = _mlp_step('OCL')
     places = theano_ocl.placements(f_o)
@@ -268,18 +276,12 @@ def test_overlapped_exchanges_match_c_and_a_failed_one_commits_nothing(monkeypat
                                        err_msg=a.name)
 
 
-def test_overlapped_exchanges_in_run_steps_agree_with_calls(monkeypatch):
+def test_overlapped_exchanges_in_run_steps_agree_with_calls(staged_batches):
     """The same overlapped step (the GPU path on the CPU device, one rank) run by
     ``SimulatorOCL.run_steps`` takes the steps that plain calls take: the parameters after
     each of 3 steps (run 1, 2, 3 steps from the same start) equal those of the calls."""
     import theano_ocl
-    import theano_ocl.distributed as dist
-    if dist.size() != 1:
-        pytest.skip('started under an MPI launcher')
-    monkeypatch.setattr(theano_ocl.get_device(), 'unified_memory', False)
-    rng = np.random.RandomState(5)
-    xs = rng.rand(3, 4, 6).astype('float32')
-    ys = rng.randint(0, 3, size=(3, 4)).astype('int32')
+    xs, ys = staged_batches
     f_o, p_o = _mlp_step('OCL')
     start = [p.get_value() for p in p_o]
     after_calls = []
