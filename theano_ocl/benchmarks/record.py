@@ -8,6 +8,7 @@ of a variant is computed from its raw samples, which all of them keep.
 import glob
 import json
 import os
+import statistics
 
 from . import BASELINE, OCL, paths
 from .stats import (brief, cases, fmt_time, others_cpu, ratio_range, spread, unreliable,
@@ -313,10 +314,7 @@ def _script_runs(scripts_dir):
         times = rec.get('ms_per_step')
         if not times:
             continue
-        commit = rec.get('commit')
-        dirty = isinstance(commit, dict) and commit.get('dirty')
-        commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
-        commit = commit[:7] + (' with changes' if dirty else '')
+        commit = _commit_label(rec)
         ocl = [r[0] * 1e3 for r in rec.get('rounds', {}).get('theano_ocl', [])]
         rows.append('| %s | %s | %s | %s ms | %s ms (%s) | %.1fx |' % (
             name, rec['device'], commit,
@@ -342,10 +340,7 @@ def _small_model_runs(scripts_dir):
     of index.md's last part."""
     rows = []
     for name, rec in _scripts(scripts_dir, ('small_models',)):
-        commit = rec.get('commit')
-        dirty = isinstance(commit, dict) and commit.get('dirty')
-        commit = commit.get('commit', '?') if isinstance(commit, dict) else str(commit)
-        commit = commit[:7] + (' with changes' if dirty else '')
+        commit = _commit_label(rec)
         for c in rec.get('cases', []):
             ms = c['ms_per_call']
             others = '; '.join('%s %.2fx' % (k.replace('theano_ocl ', ''), v)
@@ -392,8 +387,7 @@ def _keras_runs(scripts_dir):
     lines of index.md's last part."""
     rows = []
     for name, rec in _scripts(scripts_dir, ('keras_mlp',)):
-        commit = rec.get('commit')
-        commit = commit.get('commit', '?')[:7] if isinstance(commit, dict) else str(commit)
+        commit = _commit_label(rec)
         for r in rec.get('rows', []):
             rows.append('| %s | %s | %s | %s | %.3g | %.3g | %.3g | %d | %d |' % (
                 name, rec['device'], commit, r['variant'], r['C vs OCL'], r['C vs C(x+1ulp)'],
@@ -422,21 +416,20 @@ def _data_parallel_runs(scripts_dir):
     lines of index.md's last part."""
     rows = []
     for name, rec in _scripts(scripts_dir, ('data_parallel',)):
-        commit = rec.get('commit')
-        dirty = isinstance(commit, dict) and commit.get('dirty')
-        commit = commit.get('commit') or '?' if isinstance(commit, dict) else str(commit)
-        commit = commit[:7] + (' with changes' if dirty else '')
+        commit = _commit_label(rec)
         rounds = rec.get('rounds', [])
         if not rounds:
             continue
         sp = [r['speedup'] for r in rounds]
         ex = [r['exchange_ms'] for r in rounds if r.get('exchange_ms') is not None]
-        rows.append('| %s | %s | %s | %s | %d | %d | %s | %s | %s | %.2fx (%.2f..%.2f) | %.0f%% |' % (
+        median = statistics.median
+        rows.append('| %s | %s | %s | %s | %d | %d | %s | %s | %s | %.2fx (%.2f..%.2f) | '
+                    '%.0f%% |' % (
             name, rec.get('device') or rec.get('mode'), commit, rec['model'], rec['batch'],
-            rec['ranks'], _ms(_median([r['one_ms'] for r in rounds])),
-            _ms(_median([r['ranks_ms'] for r in rounds])),
-            _ms(_median(ex)) + ' ms' if ex else '-', _median(sp), min(sp), max(sp),
-            100 * _median(sp) / rec['ranks']))
+            rec['ranks'], _ms(median([r['one_ms'] for r in rounds])),
+            _ms(median([r['ranks_ms'] for r in rounds])),
+            _ms(median(ex)) + ' ms' if ex else '-', median(sp), min(sp), max(sp),
+            100 * median(sp) / rec['ranks']))
     if not rows:
         return []
     return ['## Data-parallel training', '',
@@ -452,10 +445,12 @@ def _data_parallel_runs(scripts_dir):
             '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|'] + rows + ['']
 
 
-def _median(values):
-    values = sorted(values)
-    n = len(values)
-    return (values[n // 2] + values[(n - 1) // 2]) / 2.0
+def _commit_label(rec):
+    """A script record's commit (``common.commit()``: a dict, or a string), shortened."""
+    commit = rec.get('commit')
+    if not isinstance(commit, dict):
+        return str(commit)
+    return (commit.get('commit') or '?')[:7] + (' with changes' if commit.get('dirty') else '')
 
 
 def _scripts(scripts_dir, benches):
