@@ -25,6 +25,7 @@ from ..darray import span
 from ..distributed.collectives import (AllReduce, Broadcast, Wait, broadcast_into, exchanger,
                                        reduce_into)
 from ..runtime.memory import download, download_later, upload
+from ..runtime.native import wait_for_event
 from .base import DeviceImpl, INT_DTYPES
 from .blas_host import _Mapped
 from .registry import implemented_by, ocl_impl
@@ -52,7 +53,7 @@ class Transfer(object):
 
         def run():
             if ev is not None:
-                wait_for(ev)
+                wait_for_event(ev)
             exchange(stage, stage)
         self.job = exchanger().submit(run)
 
@@ -65,21 +66,6 @@ class Transfer(object):
                 self.job = None
         # the queue is in order: the kernels reading y come after this copy
         upload(self.dev, self.queue, self.y, self.stage, blocking=False)
-
-
-def wait_for(ev):
-    """Wait for an OpenCL event without holding Python's lock (a ctypes call releases it;
-    the calling thread meanwhile goes on queueing kernels)."""
-    import ctypes
-    from ..runtime.native import opencl_library
-    try:
-        wait = opencl_library().clWaitForEvents
-    except (OSError, AttributeError):       # pragma: no cover - no ICD loader by ctypes
-        ev.wait()
-        return
-    err = wait(ctypes.c_uint32(1), ctypes.byref(ctypes.c_void_p(ev.int_ptr)))
-    if err:
-        raise RuntimeError('clWaitForEvents failed with OpenCL error %d' % err)
 
 
 def _threads_allowed():

@@ -31,6 +31,31 @@ def opencl_library():
     return _lib
 
 
+_wait = None
+
+
+def wait_for_event(ev):
+    """Wait for the pyopencl event ``ev`` by ``clWaitForEvents`` through ctypes, which lets
+    go of Python's lock meanwhile (another thread goes on queueing kernels); pyopencl's
+    own wait where the loader cannot be called."""
+    global _wait
+    if _wait is None:
+        try:
+            fn = opencl_library().clWaitForEvents
+        except (OSError, AttributeError):       # pragma: no cover - no ICD loader by ctypes
+            _wait = False
+        else:
+            fn.restype = ctypes.c_int32
+            fn.argtypes = [ctypes.c_uint32, ctypes.POINTER(ctypes.c_void_p)]
+            _wait = fn
+    if _wait is False:                          # pragma: no cover
+        ev.wait()
+        return
+    err = _wait(1, ctypes.byref(ctypes.c_void_p(ev.int_ptr)))
+    if err:
+        raise RuntimeError('clWaitForEvents failed with OpenCL error %d' % err)
+
+
 def _load():
     global _enqueue
     if _enqueue is None:
