@@ -303,6 +303,7 @@ class OCLDevice(object):
         # the memory theano_ocl may hold: the device's reported size (PoCL does not enforce
         # it; a GPU driver does, and then fails later and less clearly)
         self.memory_limit = self.global_mem_size
+        self.released = 0            # times the pool gave held buffers back (free_held)
         self._programs = collections.OrderedDict()   # (source, options) -> Program, LRU
         self.max_programs = MAX_PROGRAMS
         self.program_builds = 0      # memo misses (built from source or the disk cache)
@@ -415,16 +416,23 @@ class OCLDevice(object):
         """Give the pool's held buffers back to the driver when they exceed ``keep`` bytes
         (after frames were dropped: a function deleted, a large frame evicted)."""
         if self.held_bytes() > keep:
-            self.pool.free_held()
+            self.free_held()
+
+    def free_held(self):
+        """Give every buffer the pool holds back to the driver. ``released`` moves on: a
+        buffer made later may get a released one's handle with other memory behind it, so
+        whatever was keyed by handle (``blas_queued.Addresses``) is stale from then on."""
+        self.pool.free_held()
+        self.released += 1
 
     def _reclaim(self):
-        self.pool.free_held()
+        self.free_held()
         alive = []
         for fn in self._reclaimers:
             if fn() is not False:
                 alive.append(fn)
         self._reclaimers = alive
-        self.pool.free_held()
+        self.free_held()
 
     def alloc(self, nbytes):
         """A device buffer of at least ``nbytes`` from the pool.
@@ -443,9 +451,9 @@ class OCLDevice(object):
         for attempt in (0, 1):
             if self.pool.active_bytes + nbytes <= self.memory_limit:
                 if self.pool.managed_bytes + nbytes > self.memory_limit:
-                    self.pool.free_held()
+                    self.free_held()
                 try:
-                    return self.pool.allocate(nbytes)
+                    return self._allocate(nbytes)
                 except (cl.MemoryError, cl.RuntimeError, cl.LogicError) as e:
                     error = e
             else:
@@ -457,6 +465,18 @@ class OCLDevice(object):
             "the device's %s%s" % (
                 self.name, fmt_bytes(nbytes), fmt_bytes(self.pool.active_bytes),
                 fmt_bytes(self.memory_limit), (' (driver: %s)' % error) if error else ''))
+
+    def _allocate(self, nbytes):
+        pool = self.pool
+        held, managed = pool.held_blocks, pool.managed_bytes
+        try:
+            return pool.allocate(nbytes)
+        finally:
+            # one held block taken (managed unchanged) or none (a new one): anything else
+            # means the pool let held blocks go itself (its retry after the driver refused)
+            after = pool.held_blocks
+            if after < held - 1 or (after == held - 1 and pool.managed_bytes != managed):
+                self.released += 1
 
     def memory_info(self):
         return dict(device=self.name, global_mem=self.global_mem_size,

@@ -162,23 +162,23 @@ def available(dev):
 
 class Addresses(object):
     """The host address of each of a device's pool buffers, mapped once (a CPU device's
-    map is the buffer itself). Forgotten whenever the pool let buffers go (its managed
-    bytes went down), since a new buffer may then reuse an old one's handle; each time,
-    ``generation`` moves on, so a command filled with older addresses fills itself again."""
+    map is the buffer itself). Forgotten whenever the pool gave held buffers back to the
+    driver (``OCLDevice.released`` moved on), since a new buffer may then get an old one's
+    handle; each time, ``generation`` moves on, so a command filled with older addresses
+    fills itself again."""
 
     def __init__(self, dev):
         self.dev = dev
         self.known = {}
-        self.managed = dev.pool.managed_bytes
+        self.released = dev.released
         self.generation = 0
 
     def current(self):
         """The generation of the addresses known now (forgetting them first where the pool
-        let buffers go since they were mapped)."""
-        managed = self.dev.pool.managed_bytes
-        if managed < self.managed:
+        gave buffers back since they were mapped)."""
+        if self.dev.released != self.released:
+            self.released = self.dev.released
             self.forget()
-        self.managed = managed
         return self.generation
 
     def of(self, buf):
