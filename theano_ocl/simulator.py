@@ -42,7 +42,10 @@ def _relink(f, device):
     maker = f.maker
     if not isinstance(maker, fm.FunctionMaker):
         raise TypeError('SimulatorOCL needs a compiled theano.function, got %r' % (f,))
-    mode = OCLMode(device=device)
+    # an OCL function's settings go with it (the arguments its mode was given)
+    from .linker import OCLLinker
+    given = dict(maker.linker.settings) if isinstance(maker.linker, OCLLinker) else {}
+    mode = OCLMode(device=device, **given)
     ins = [copy.copy(i) for i in maker.inputs]
     memo = gof.graph.clone_get_equiv(maker.fgraph.inputs, maker.fgraph.outputs)
     fg = gof.fg.FunctionGraph([memo[i] for i in maker.fgraph.inputs],
