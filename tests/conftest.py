@@ -18,6 +18,10 @@ if sys.path[:1] != [REPO]:
     sys.path.insert(0, REPO)
 
 os.environ.setdefault('THEANO_OCL_TUNE', 'off')
+# the tests check the device's kernels against Theano C on small values, which the CPU
+# device's cost model (runtime/cost.py) would hand to Theano's VM: off here, and on in
+# tests/test_cost_model.py, which checks the choice itself
+os.environ.setdefault('THEANO_OCL_COST_MODEL', 'off')
 
 _worker = os.environ.get('PYTEST_XDIST_WORKER')
 _per_worker = os.environ.get('THEANO_OCL_TEST_WORKER_COMPILEDIR')

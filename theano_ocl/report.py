@@ -111,7 +111,9 @@ def inner_functions(f):
 
 def report(f, file=None, width=WIDTH):
     """Print, per node, where it runs and with which implementation; under a node that
-    runs an inner function (a device Scan), that function's placements, indented.
+    runs an inner function (a device Scan), that function's placements, indented. On a CPU
+    device, a line per input signature says whether its calls run on the host or on the
+    device, and why (the cost model of ``runtime/cost.py``).
 
     A node's line longer than ``width`` characters is cut, ending in ``...`` (a fused
     kernel's detail can list dozens of producers); ``width=None`` prints every line
@@ -120,6 +122,10 @@ def report(f, file=None, width=WIDTH):
     prog, fn = _program(f)
     rows = placements(f)
     print('theano_ocl: %s  |  %s' % (fn.dev, _counts(prog, rows)), file=file)
+    for k, choice in enumerate(c for c in getattr(fn, 'cost_choices', {}).values()
+                               if c is not None):
+        # (runtime/cost.py: a CPU device's choice at each input signature's first call)
+        _print(file, width, '  input signature %d %s' % (k, choice.why))
     _print_rows(f, rows, file, width, '')
 
 

@@ -31,7 +31,7 @@ import numpy as np
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, faults, host_tier, steps
+from .runtime import commit, cost, faults, host_tier, steps
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -105,6 +105,7 @@ class OCLFunction(object):
             from .profiling import Profiler
             rc.profiler = Profiler(self, profile)
         self._host_tier = None
+        self.cost_choices = {}      # frame key -> runtime.cost.Choice (None: not chosen)
         self._lock = dev.call_lock           # one call at a time per device (shared.py)
         self._warned_host = False
         self._cache = cache = FrameCache(rc)
@@ -183,10 +184,12 @@ class OCLFunction(object):
                     frame.replays += 1
                     if frame.on_host or (frame.tiny and frame.replays > rc.host_tier_after):
                         if frame.on_host or not frame.tier_probes:
+                            cache.last_frame = frame
                             return self._run_in_thread(False, up0)
                         probe = self._tier_probe(frame)   # then the device call, compared
                     frame = self._run_or_replan(frame, executor.replay)
                 if frame is None:
+                    self._choose_host(key)      # raises RunOnHost where the host wins
                     frame = self._plan(key)
                 guard = frame.guard
                 if guard is None:
@@ -413,6 +416,37 @@ class OCLFunction(object):
         finally:
             self._lock.release()
         return None
+
+    def _choose_host(self, key):
+        """On a CPU device, the first call of ``key``: the cost model (runtime/cost.py)
+        runs it dry on the host and, where the host wins, its calls run there from now on
+        (RunOnHost); otherwise nothing happens and the device plans it."""
+        rc = self._rc
+        if key is None or not cost.eligible(rc.program, rc.dev, rc):
+            return
+        # (inputs staged on the device, as run_steps stages them: their host copies, so
+        # that its steps choose as calls of the same shapes do)
+        prog = rc.program
+        swapped = [(cell, cell[0]) for cell in (prog.input_cells[i] for i, kind
+                                                 in prog.input_plan if kind == 'dev')
+                   if da.is_device_array(cell[0])]
+        try:
+            for cell, value in swapped:
+                cell[0] = value.get(queue=rc.queue)
+            choice = cost.choose(prog, rc.dev, self._tier())
+        finally:
+            for cell, value in swapped:
+                cell[0] = value
+        if choice is None or not choice.host:
+            self.cost_choices[key] = choice
+            return
+        self.cost_choices[key] = choice
+        frame = Frame(key)
+        frame.on_host = True
+        self._cache.add(key, frame)
+        self._cache.hot_guard = None
+        self._cache.last_frame = frame
+        raise RunOnHost()
 
     def _on_host(self, key, error):
         """Remember that calls with ``key`` run on the host, warn once, raise RunOnHost."""

@@ -279,6 +279,12 @@ class Executor(object):
             outs0 = call()
             t_first = time.perf_counter()
             frame = cache.last_frame
+            if frame.on_host:
+                # the signature's calls run on the host (runtime/cost.py, or a value the
+                # device cannot hold): the other steps are calls too
+                out = self._calls(call, outs0, n, feeds, carry, probe_idx, k, stats,
+                                  t_first - t_start)
+                return out if probes_on == 'host' else [cla.to_device(queue, a) for a in out]
             # a host step may have replaced a fed device input's cell with its host copy
             # (an input read on the host too): every pass starts from the staged input
             staged = [(cells[i], stage) for i, stage, _, _, _ in copies] + \
@@ -447,6 +453,33 @@ class Executor(object):
                 c[0] = v
 
     # ------------------------------------------------------------------ parts of run
+    def _calls(self, call, outs0, n, feeds, carry, probe_idx, k, stats, first_s):
+        """``run``'s steps 1..n-1 as calls (pass 0 returned ``outs0``), for a signature
+        whose calls run on the host: every step is exactly a call, its updates committed
+        after it; the probes and carries as the device loop keeps them."""
+        cells = self.rc.program.input_cells
+        host = {i: (a.get(queue=self.rc.queue) if hasattr(a, 'base_data') else np.asarray(a))
+                for i, a in feeds.items()}
+        probed = {j: [] for j in probe_idx}
+        stats.update(host_steps=0, feed='call', steps=n, first_step_s=first_s, plan_s=0.0,
+                     steps_done=1, call_steps=n - 1)
+        t_loop = time.perf_counter()
+        outs = outs0
+        for step in range(n):
+            if step:
+                for i, arr in host.items():
+                    cells[i][0] = arr[step, ...]
+                for i, (j, _) in carry.items():
+                    cells[i][0] = _host_value(outs[j], self.rc.queue)
+                outs = call()
+                stats['steps_done'] = step + 1
+            if (step + 1) % k == 0:
+                for j in probe_idx:
+                    probed[j].append(np.array(_host_value(outs[j], self.rc.queue), copy=True))
+        stats['loop_s'] = time.perf_counter() - t_loop
+        return [np.array(probed[j]).reshape((n // k,) + np.shape(probed[j][0]) if probed[j]
+                                            else (0,)) for j in probe_idx]
+
     def _write(self, buf, offset, value, like, what='run', error=RunStepsError, j=None):
         """Copy a call's output ``value`` (host or device array) into ``buf`` at byte
         ``offset``, where the loop keeps values shaped as ``like``."""
@@ -634,3 +667,8 @@ def _fmt(part):
     if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
         return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
     return 'shape %s' % (part,)
+
+
+def _host_value(value, queue):
+    """A call's output as a host array (a device output: its copy)."""
+    return value.get(queue=queue) if hasattr(value, 'base_data') else value

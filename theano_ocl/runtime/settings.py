@@ -36,6 +36,11 @@ argument           default (environment)   meaning
                                            every one (faster; float results may then
                                            differ in the last bits from the first
                                            calls'), 'off' none
+``cost_model``     THEANO_OCL_COST_MODEL   on a CPU device, each input signature's first
+                   =on                     call runs dry on the host by Theano's VM, and
+                                           its calls stay there where that beat the
+                                           device's measured best case
+                                           (``runtime/cost.py``); 'off': never
 ``pinned``         THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
                                            into page-locked memory (``runtime/pinned.py``):
                                            'gpu' on GPUs, 'always', 'off'
@@ -172,6 +177,8 @@ SPECS = collections.OrderedDict([
     ('scan_rows', Spec('THEANO_OCL_SCAN_ROWS', False, switch)),
     ('scan_bind', Spec('THEANO_OCL_SCAN_BIND', True, switch)),
     ('host_tier', Spec('THEANO_OCL_HOST_TIER', 'exact', choice('exact', 'any', 'off'))),
+    ('cost_model', Spec('THEANO_OCL_COST_MODEL', 'on', choice('on', 'off', empty='on',
+                                                              bools=('on', 'off')))),
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
     ('tune', Spec('THEANO_OCL_TUNE', 'auto', choice('auto', 'cached', 'off', empty='auto'))),

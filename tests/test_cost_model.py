@@ -1,0 +1,146 @@
+"""The CPU device's cost model (runtime/cost.py): at each input signature's first call, a
+small function goes to Theano's VM on the host and stays there, a large one stays on the
+device. Checked through the public API (results, ``theano_ocl.stats``, ``report``) against
+Theano C: a host signature's results are Theano C's to the bit from its first call, its
+failures are Theano C's and commit nothing, ``run_steps`` of it agrees with calls, and the
+setting turns it off. The functions are chosen far from the line (a few scalar-sized nodes
+against a device call's round trip; a million-element exp against a few launches), so the
+choice does not depend on how busy the machine is. Skipped on GPUs, where it never runs."""
+import io
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from theano_ocl import SimulatorOCL
+
+pytestmark = pytest.mark.skipif(not theano_ocl.get_device().is_cpu,
+                                reason='the cost model chooses on CPU devices only')
+
+ON = dict(cost_model='on')
+
+
+def _small(mode):
+    """A float64 step on a vector of 7 with exp, log and an update (plus an int counter)."""
+    x = T.dvector('x')
+    w = theano.shared(np.linspace(0.5, 1.5, 7), 'w')
+    k = theano.shared(np.int64(0), 'k')
+    y = T.log1p(T.exp(w * x)) / (1 + T.cast(k, 'float64'))
+    f = theano.function([x], y.sum(), updates=[(w, w - 0.1 * T.tanh(y)), (k, k + 1)],
+                        mode=mode)
+    return f, w, k
+
+
+def _where(f):
+    out = io.StringIO()
+    theano_ocl.report(f, file=out)
+    return out.getvalue()
+
+
+def test_a_small_function_runs_theano_c_from_its_first_call():
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    g, wc, kc = _small('FAST_RUN')
+    rng = np.random.RandomState(0)
+    for call in range(4):
+        x = rng.randn(7)
+        np.testing.assert_array_equal(f(x), g(x), err_msg='call %d' % call)
+        np.testing.assert_array_equal(w.get_value(), wc.get_value())
+        assert k.get_value() == kc.get_value() == call + 1
+        assert theano_ocl.stats(f)['on_host'] is True
+    text = _where(f)
+    assert 'input signature 0 on the host' in text, text
+    assert 'us on the host; the device at best' in text
+
+
+def test_a_large_function_stays_on_the_device():
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x) * 2, mode=theano_ocl.OCLMode(**ON))
+    g = theano.function([x], T.exp(x) * 2)
+    v = np.random.RandomState(1).rand(1 << 20).astype('float32')
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-6)
+    assert theano_ocl.stats(f)['on_host'] is False
+    assert 'input signature 0 on the device' in _where(f)
+    # a second signature chooses for itself: 7 elements go to the host
+    np.testing.assert_array_equal(f(v[:7]), g(v[:7]))
+    assert theano_ocl.stats(f)['on_host'] is True
+
+
+def test_a_first_call_that_fails_fails_as_theano_c_does_and_commits_nothing():
+    A, v = T.dmatrix('A'), T.dvector('v')
+    s = theano.shared(np.zeros(3), 's')
+    f = theano.function([A, v], T.dot(A, v), updates=[(s, s + 1)],
+                        mode=theano_ocl.OCLMode(**ON))
+    g = theano.function([A, v], T.dot(A, v))
+    bad = (np.ones((3, 4)), np.ones(5))
+    with pytest.raises(ValueError) as want:
+        g(*bad)
+    with pytest.raises(ValueError) as got:
+        f(*bad)
+    assert type(got.value) is type(want.value)
+    np.testing.assert_array_equal(s.get_value(), np.zeros(3))
+    good = (np.arange(12.).reshape(3, 4), np.arange(4.))
+    np.testing.assert_array_equal(f(*good), g(*good))
+    np.testing.assert_array_equal(s.get_value(), np.ones(3))
+
+
+@pytest.mark.parametrize('order', ['calls first', 'run_steps first'])
+def test_run_steps_of_a_host_signature_agrees_with_calls(order):
+    """Its steps run as calls (the signature's calls run on the host): the simulator's
+    plain calls and ``run_steps`` agree to the bit (probes of every step and of every
+    second step, a per-step input, the updates and the int counter), and Theano C to
+    rounding (the simulator's graph is its own)."""
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    g, wc, kc = _small('FAST_RUN')
+    xs = np.random.RandomState(2).randn(6, 7)
+    sim = SimulatorOCL(f)
+    w0 = w.get_value()
+
+    def reset():
+        w.set_value(w0)
+        k.set_value(np.int64(0))
+
+    def calls():
+        reset()
+        return np.array([sim(x) for x in xs]), w.get_value()
+
+    def run_steps(every=1):
+        reset()
+        return sim.run_steps(6, inputs={'x': xs}, probes=[0], probe_every=every)[0], \
+            w.get_value()
+
+    first, then = (calls, run_steps) if order == 'calls first' else (run_steps, calls)
+    a, b = first(), then()
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+    assert k.get_value() == 6
+    every2, _ = run_steps(2)
+    np.testing.assert_array_equal(every2, a[0][1::2])
+    want = np.array([g(x) for x in xs])
+    np.testing.assert_allclose(a[0], want, rtol=1e-13)
+    np.testing.assert_allclose(a[1], wc.get_value(), rtol=1e-13)
+    assert theano_ocl.stats(sim)['on_host'] is True
+    assert theano_ocl.stats(sim)['run_steps']['call_steps'] == 5
+
+
+def test_the_setting_off_keeps_the_device():
+    f, w, _ = _small(theano_ocl.OCLMode(cost_model='off'))
+    g, wc, _ = _small('FAST_RUN')
+    x = np.random.RandomState(3).randn(7)
+    np.testing.assert_allclose(f(x), g(x), rtol=1e-12)
+    np.testing.assert_allclose(w.get_value(), wc.get_value(), rtol=1e-12)
+    assert theano_ocl.stats(f)['on_host'] is False
+    assert 'input signature' not in _where(f)
+    with pytest.raises(theano_ocl.SettingError, match='cost_model'):
+        theano_ocl.OCLMode(cost_model='sometimes')
+
+
+def test_functions_whose_host_run_is_seen_stay_on_the_device(capsys):
+    """A Print would print twice and a generator advance twice: left to the device."""
+    x = T.dvector('x')
+    f = theano.function([x], theano.printing.Print('seen')(x * 2).sum(),
+                        mode=theano_ocl.OCLMode(**ON))
+    assert f(np.ones(3)) == 6
+    assert capsys.readouterr().out.count('seen') == 1
+    assert theano_ocl.stats(f)['on_host'] is False

@@ -1,0 +1,148 @@
+"""Host or device, per input signature, on CPU devices: a cost model measured on the device.
+
+A CPU device shares memory with the host, so a function can run either as PoCL kernels or
+as Theano's own C code on the same values. Kernels win where the work is parallel and
+large; for a small function the device's fixed costs (each launch, the round trip of a
+call) exceed the whole of Theano C's time (the tutorial's logistic regression step, 20 x
+784 float64: about 0.2 ms in C against 0.35-0.45 ms in 11 launches on the 2-core Xeon,
+2026-11-29).
+
+The choice is made once per input signature, at its first call, before any result is
+returned, so a function never changes where it computes (code comparing results across
+calls, ``verify_grad`` or a line search, sees no move in the last bits):
+
+- the call runs on the host first, dry (Theano's VM over the function's values; nothing is
+  committed), twice, and the second run's wall time is ``host_s``;
+- the device's time is estimated from constants measured once per device
+  (:func:`constants`: the cost of one more launch in a queue, and of a call's round trip)
+  as ``call + launches * launch + host_s / compute units`` (plus the host nodes' share of
+  ``host_s``: shape arithmetic runs on the host either way): the host's work spread over
+  every core with nothing lost (a lower bound, so the host is chosen only where even a
+  perfect device would be slower);
+- where ``host_s`` is lower, the signature's calls run on the host from this one on (a
+  frame ``on_host``, as for a value the device cannot hold); ``report(f)`` prints why.
+
+Functions it leaves alone: those on a GPU, those with device outputs, profiled ones, and
+those whose host run could be seen twice (a ``Print``, a random generator's state, a
+collective, an op without a C or Python implementation Theano's VM can run dry). A dry run
+that raises leaves the choice to the device, which raises the same error. The
+``cost_model`` setting ('on', 'off') turns it off.
+"""
+import time
+
+import numpy as np
+
+#: the ops whose host run is seen by the outside world (printed, a generator advanced, a
+#: message sent): their functions always run as planned on the device
+_SEEN = frozenset(['Print', 'RandomFunction', 'AllReduce', 'Broadcast', 'Wait',
+                   'mrg_uniform', 'GPUA_mrg_uniform'])
+
+#: the calibration kernel: one small elementwise op, as a tiny function's launches are
+_KERNEL = ('__kernel void tocl_calibrate(__global float *x, int n) '
+           '{ int i = get_global_id(0); if (i < n) x[i] = x[i] * 2.0f + 1.0f; }')
+_N = 4096
+
+
+def constants(dev):
+    """(launch_s, call_s) for ``dev``, measured once: ``launch_s`` what one more launch of
+    a small elementwise kernel (4096 floats, the device's own work-group size) adds to a
+    queue that is then finished (enqueueing and running it), ``call_s`` one such launch
+    and a blocking read of 8 bytes (the round trip every call pays)."""
+    c = getattr(dev, 'cost_constants', None)
+    if c is not None:
+        return c
+    cl = dev.cl
+    queue = dev.queue
+    kernel = dev.build(_KERNEL).tocl_calibrate
+    buf = dev.alloc(_N * 4)
+    kernel.set_args(buf, np.int32(_N))
+    host = np.empty(2, np.float32)
+    n = 32
+
+    def launch():
+        cl.enqueue_nd_range_kernel(queue, kernel, (_N,), None)
+
+    best_batch = best_call = float('inf')
+    for _ in range(5):
+        queue.finish()
+        t = time.perf_counter()
+        for _ in range(n):
+            launch()
+        queue.finish()
+        best_batch = min(best_batch, (time.perf_counter() - t) / n)
+        t = time.perf_counter()
+        launch()
+        cl.enqueue_copy(queue, host, buf, is_blocking=True)
+        best_call = min(best_call, time.perf_counter() - t)
+    del buf
+    c = dev.cost_constants = (best_batch, best_call)
+    return c
+
+
+def host_tasks(prog):
+    """The tasks a call of ``prog`` runs on the host whichever way it goes (shape
+    arithmetic, fallbacks)."""
+    return sum(1 for t in prog.tasks if t.kind != 'dev')
+
+
+def launches(prog):
+    """The launches a call of ``prog`` would make at least: its device tasks not fused into
+    another's kernel, less views (a host BLAS product queued on the device counts: it is a
+    command of the queue)."""
+    n = 0
+    for t in prog.tasks:
+        if t.kind != 'dev' or t.fused_into is not None:
+            continue
+        if t.impl.describe().startswith('view'):
+            continue
+        n += 1
+    return n
+
+
+def eligible(prog, dev, rc):
+    """Whether the cost model may choose for ``prog``'s calls (see the module docstring)."""
+    if not dev.is_cpu or rc.output_mode != 'host' or rc.profile or rc.loop_step:
+        return False
+    if rc.settings.cost_model != 'on':
+        return False
+    for t in prog.tasks:
+        if type(t.node.op).__name__ in _SEEN:
+            return False
+    for var in prog.fgraph.inputs:
+        if not hasattr(var.type, 'dtype'):        # a generator's state, a list, ...
+            return False
+    return True
+
+
+class Choice(object):
+    """What the model found for one input signature: ``host`` (True: its calls run on the
+    host), the measured and estimated seconds, and ``why``, a sentence for ``report(f)``."""
+
+    def __init__(self, host_s, nodes, host_nodes, launches_, launch_s, call_s, units):
+        self.host_s = host_s
+        # the host nodes cost the device what they cost the host (their share of host_s)
+        self.device_s = (call_s + launches_ * launch_s + host_s * host_nodes / max(nodes, 1)
+                         + host_s / max(units, 1))
+        self.host = host_s < self.device_s
+        self.why = ('%s: Theano\'s VM took %.0f us on the host; the device at best %.0f us '
+                    '(a call %.0f us + %d launches x %.1f us + %d host nodes + the host\'s '
+                    'work over %d compute units)' % (
+                        'on the host' if self.host else 'on the device',
+                        host_s * 1e6, self.device_s * 1e6, call_s * 1e6, launches_,
+                        launch_s * 1e6, host_nodes, units))
+
+
+def choose(prog, dev, tier):
+    """Run ``tier`` (a ``HostTier`` of ``prog``) dry twice and return the :class:`Choice`
+    for the call now in ``prog``'s cells; None where the dry run raised (the device runs
+    the call and raises its own error)."""
+    try:
+        tier.dry_run()
+        t = time.perf_counter()
+        tier.dry_run()
+        host_s = time.perf_counter() - t
+    except Exception:
+        return None
+    launch_s, call_s = constants(dev)
+    return Choice(host_s, len(prog.tasks), host_tasks(prog), launches(prog), launch_s, call_s,
+                  dev.compute_units)
