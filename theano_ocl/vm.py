@@ -185,6 +185,11 @@ class OCLFunction(object):
                     if frame.on_host or (frame.tiny and frame.replays > rc.host_tier_after):
                         if frame.on_host or not frame.tier_probes:
                             cache.last_frame = frame
+                            if frame.on_host:
+                                # (the next call may skip the key: the tier's guard)
+                                if frame.guard is None:
+                                    frame.guard = cache.guard_of(frame)
+                                cache.hot_guard = frame.guard or None
                             return self._run_in_thread(False, up0)
                         probe = self._tier_probe(frame)   # then the device call, compared
                     frame = self._run_or_replan(frame, executor.replay)
@@ -291,10 +296,11 @@ class OCLFunction(object):
         up = rc.dev.upload_tally
         rc.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         tier = self._tier()
-        for i, kind in rc.program.input_plan:
-            cell = rc.program.input_cells[i]
-            if kind == 'dev' and da.is_device_array(cell[0]):
-                cell[0] = cell[0].get(queue=rc.queue)
+        if not steady:      # (the steady guard found host arrays in every keyed input)
+            for i, kind in rc.program.input_plan:
+                cell = rc.program.input_cells[i]
+                if kind == 'dev' and da.is_device_array(cell[0]):
+                    cell[0] = cell[0].get(queue=rc.queue)
         try:
             outputs = tier()
         except BaseException:

@@ -142,15 +142,19 @@ class HostTier(object):
         self.updates = [(i, outputs[j]) for i, j in prog.updates]
         self.update_outputs = prog.update_outputs
         self.residents = list(prog.residents.values())
+        # the commit of a call's updates, made once: it reads the new values from the VM's
+        # output cells, which nothing writes until the next call (whose first step
+        # finishes any commit an interrupt left half-applied)
+        self.commit = [_host_updates_from(prog, self.updates)] if self.updates else None
 
     def __call__(self):
         """Run one call; returns the outputs (None for update outputs) and commits the
         updates, all or none."""
-        outputs, new_values = self._run('host tier run')
-        if new_values:
+        outputs, _ = self._run('host tier run')
+        if self.commit is not None:
             if faults.hook is not None:
                 faults.at('host tier commit')
-            commit.apply([_host_updates(self.prog, new_values)])
+            commit.apply(self.commit)
         return outputs
 
     def dry_run(self):
@@ -182,13 +186,14 @@ class HostTier(object):
         return -1
 
 
-def _host_updates(prog, new_values):
-    """The commit action: the new host values into the shared variables' cells (their
-    device copies are then stale)."""
+def _host_updates_from(prog, updates):
+    """The commit action of every call: each update's new value, read from its output
+    cell, into its shared variable's cell (the device copy is then stale)."""
+    targets = [(prog.input_cells[i], cell, prog.residents.get(i)) for i, cell in updates]
+
     def action():
-        for i, value in new_values:
-            prog.input_cells[i][0] = value
-            res = prog.residents.get(i)
+        for dst, src, res in targets:
+            dst[0] = src[0]
             if res is not None:
                 res.host_dirty = True
                 res.device_newer = False
