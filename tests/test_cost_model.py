@@ -51,7 +51,7 @@ def test_a_small_function_runs_theano_c_from_its_first_call():
         assert theano_ocl.stats(f)['on_host'] is True
     text = _where(f)
     assert 'input signature 0 on the host' in text, text
-    assert 'us on the host; the device at best' in text
+    assert 'us on the host; the device at least' in text
 
 
 def test_a_large_function_stays_on_the_device():

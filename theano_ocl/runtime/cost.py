@@ -13,14 +13,16 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
 
 - the call runs on the host first, dry (Theano's VM over the function's values; nothing is
   committed), twice, and the second run's wall time is ``host_s``;
-- the device's time is estimated from constants measured once per device
-  (:func:`constants`: the cost of one more launch in a queue, and of a call's round trip)
-  as ``call + launches * launch + host_s / compute units`` (plus the host nodes' share of
-  ``host_s``: shape arithmetic runs on the host either way): the host's work spread over
-  every core with nothing lost (a lower bound, so the host is chosen only where even a
-  perfect device would be slower);
-- where ``host_s`` is lower, the signature's calls run on the host from this one on (a
-  frame ``on_host``, as for a value the device cannot hold); ``report(f)`` prints why.
+- the device's time is bounded below by what its calls cost whatever their work:
+  ``call + launches * launch`` (plus the host nodes' share of ``host_s``: shape arithmetic
+  runs on the host either way), with ``call`` and ``launch`` measured once per device by
+  theano_ocl's own runtime (:func:`constants`) and ``launches`` the device nodes that
+  launch. Nothing is assumed of the device's speed on the work itself: fused kernels and
+  a queued BLAS can beat Theano C's code on one core (the MLP 784-1000-1000-10 step at
+  batch 128 on one core of the 2-core Xeon: 24 ms on the device, 73 ms in Theano's VM);
+- only where ``host_s`` is below that bound, the signature's calls run on the host from
+  this one on (a frame ``on_host``, as for a value the device cannot hold); ``report(f)``
+  prints why, either way.
 
 Functions it leaves alone: those on a GPU, those with device outputs, profiled ones, and
 those whose host run could be seen twice (a ``Print``, a random generator's state, a
@@ -37,45 +39,45 @@ import numpy as np
 _SEEN = frozenset(['Print', 'RandomFunction', 'AllReduce', 'Broadcast', 'Wait',
                    'mrg_uniform', 'GPUA_mrg_uniform'])
 
-#: the calibration kernel: one small elementwise op, as a tiny function's launches are
-_KERNEL = ('__kernel void tocl_calibrate(__global float *x, int n) '
-           '{ int i = get_global_id(0); if (i < n) x[i] = x[i] * 2.0f + 1.0f; }')
-_N = 4096
+#: launches of the calibration function's longer variant (see :func:`constants`)
+_CHAIN = 8
 
 
 def constants(dev):
-    """(launch_s, call_s) for ``dev``, measured once: ``launch_s`` what one more launch of
-    a small elementwise kernel (4096 floats, the device's own work-group size) adds to a
-    queue that is then finished (enqueueing and running it), ``call_s`` one such launch
-    and a blocking read of 8 bytes (the round trip every call pays)."""
+    """(launch_s, call_s) for ``dev``, measured once per process with theano_ocl's own
+    runtime: two small functions of 4096 floats (one launch, and a chain of reductions and
+    elementwise steps of ``2 * _CHAIN + 1`` launches), each called until its times settle.
+    ``call_s`` is the one-launch function's call (the round trip every call pays: guard,
+    launch, download), ``launch_s`` what each further launch adds to a call."""
     c = getattr(dev, 'cost_constants', None)
     if c is not None:
         return c
-    cl = dev.cl
-    queue = dev.queue
-    kernel = dev.build(_KERNEL).tocl_calibrate
-    buf = dev.alloc(_N * 4)
-    kernel.set_args(buf, np.int32(_N))
-    host = np.empty(2, np.float32)
-    n = 32
-
-    def launch():
-        cl.enqueue_nd_range_kernel(queue, kernel, (_N,), None)
-
-    best_batch = best_call = float('inf')
-    for _ in range(5):
-        queue.finish()
-        t = time.perf_counter()
-        for _ in range(n):
-            launch()
-        queue.finish()
-        best_batch = min(best_batch, (time.perf_counter() - t) / n)
-        t = time.perf_counter()
-        launch()
-        cl.enqueue_copy(queue, host, buf, is_blocking=True)
-        best_call = min(best_call, time.perf_counter() - t)
-    del buf
-    c = dev.cost_constants = (best_batch, best_call)
+    import theano
+    import theano.tensor as T
+    from ..counts import stats
+    from ..mode import OCLMode
+    mode = OCLMode(device=dev.spec, cost_model='off', host_tier='off', fuse=False,
+                   batch_after='never')
+    x = T.fvector('x')
+    y = x
+    for _ in range(_CHAIN):
+        y = T.exp(y - y.max())           # a reduction, then an elementwise step
+    fns = [theano.function([x], x * 2, mode=mode), theano.function([x], y.sum(), mode=mode)]
+    v = np.linspace(-1, 1, 4096).astype('float32')
+    times = []
+    for f in fns:
+        for _ in range(3):
+            f(v)
+        best = float('inf')
+        for _ in range(5):
+            t = time.perf_counter()
+            for _ in range(10):
+                f(v)
+            best = min(best, (time.perf_counter() - t) / 10)
+        times.append((best, stats(f)['launches']))
+    (one, n1), (chain, n2) = times
+    launch_s = max(chain - one, 0.0) / max(n2 - n1, 1)
+    c = dev.cost_constants = (launch_s, max(one - launch_s * n1, 0.0))
     return c
 
 
@@ -118,18 +120,16 @@ class Choice(object):
     """What the model found for one input signature: ``host`` (True: its calls run on the
     host), the measured and estimated seconds, and ``why``, a sentence for ``report(f)``."""
 
-    def __init__(self, host_s, nodes, host_nodes, launches_, launch_s, call_s, units):
+    def __init__(self, host_s, nodes, host_nodes, launches_, launch_s, call_s):
         self.host_s = host_s
         # the host nodes cost the device what they cost the host (their share of host_s)
-        self.device_s = (call_s + launches_ * launch_s + host_s * host_nodes / max(nodes, 1)
-                         + host_s / max(units, 1))
+        self.device_s = call_s + launches_ * launch_s + host_s * host_nodes / max(nodes, 1)
         self.host = host_s < self.device_s
-        self.why = ('%s: Theano\'s VM took %.0f us on the host; the device at best %.0f us '
-                    '(a call %.0f us + %d launches x %.1f us + %d host nodes + the host\'s '
-                    'work over %d compute units)' % (
+        self.why = ('%s: Theano\'s VM took %.0f us on the host; the device at least %.0f us '
+                    '(a call %.0f us + %d launches x %.1f us + %d host nodes)' % (
                         'on the host' if self.host else 'on the device',
                         host_s * 1e6, self.device_s * 1e6, call_s * 1e6, launches_,
-                        launch_s * 1e6, host_nodes, units))
+                        launch_s * 1e6, host_nodes))
 
 
 def choose(prog, dev, tier):
@@ -144,5 +144,4 @@ def choose(prog, dev, tier):
     except Exception:
         return None
     launch_s, call_s = constants(dev)
-    return Choice(host_s, len(prog.tasks), host_tasks(prog), launches(prog), launch_s, call_s,
-                  dev.compute_units)
+    return Choice(host_s, len(prog.tasks), host_tasks(prog), launches(prog), launch_s, call_s)
