@@ -174,6 +174,16 @@ def test_report_stays_the_function_whatever_is_used_first():
                     'theano_ocl.report.__module__)'], _env())
     assert p.stdout.split() == ['True', 'theano_ocl.report'], p.stdout
 
+
+def test_report_is_callable_after_its_module_was_imported():
+    """``from theano_ocl.report import placements`` binds theano_ocl.report to the
+    module: ``theano_ocl.report(f)`` still prints the report."""
+    p = _run(['-c', 'import theano_ocl, theano, theano.tensor as T; '
+                    'from theano_ocl.report import placements; import theano_ocl.report; '
+                    'x = T.vector(); f = theano.function([x], x * 2, mode="OCL"); '
+                    'theano_ocl.report(f); theano_ocl.report(f, width=None)'], _env())
+    assert p.stdout.count('theano_ocl: <OCLDevice') == 2, p.stdout + p.stderr
+
 # ---------------------------------------------------------------------------------------
 # drop-in: THEANO_FLAGS on a script that never imports theano_ocl
 

@@ -156,3 +156,15 @@ def _print_rows(f, rows, file, width, indent):
             _print(file, width, '%s      inner of %s: %s' % (
                 indent, str(node.op)[:40], _counts(_program(g)[0], sub)))
             _print_rows(g, sub, file, width, indent + '      ')
+
+
+class _ReportModule(type(sys)):
+    """This module, callable as :func:`report`: ``import theano_ocl.report`` (or ``from
+    theano_ocl.report import ...``) binds ``theano_ocl.report`` to the module, and a
+    user's ``theano_ocl.report(f)`` must go on working after it."""
+
+    def __call__(self, f, file=None, width=WIDTH):
+        return report(f, file=file, width=width)
+
+
+sys.modules[__name__].__class__ = _ReportModule
