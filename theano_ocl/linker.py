@@ -600,6 +600,7 @@ class OCLLinker(gof_link.LocalLinker):
                 task.thunk = prog.host_thunk(task.node)
         fn = OCLFunction(prog, dev, profile=self.profile, output_mode=self.output_mode,
                          settings=s)
+        fn.calibration_mode = calibration_mode
         fn.upload_constants()
         _stats(prog, s.stats)
         in_containers = [gof_link.Container(v, s) for v, s in zip(fgraph.inputs, input_storage)]
@@ -636,3 +637,12 @@ def scan_inner_function(inputs, outputs, mode, dev, name=None, given=False, prof
 
 
 provide('scan_inner_function', scan_inner_function)
+
+
+def calibration_mode(dev):
+    """A mode of this linker on ``dev`` for the cost model's calibration functions
+    (``runtime/cost.py``: ``constants``), which must not choose, batch or go to the host
+    tier themselves."""
+    from theano.compile.mode import Mode
+    return Mode(linker=OCLLinker(device=dev.spec, cost_model='off', host_tier='off',
+                                 batch_after='never'), optimizer='fast_run')

@@ -106,6 +106,8 @@ class OCLFunction(object):
             rc.profiler = Profiler(self, profile)
         self._host_tier = None
         self.cost_choices = {}      # frame key -> runtime.cost.Choice (None: not chosen)
+        # dev -> a Mode for the cost model's calibration functions (linker.py sets it)
+        self.calibration_mode = None
         self._lock = dev.call_lock           # one call at a time per device (shared.py)
         self._warned_host = False
         self._cache = cache = FrameCache(rc)
@@ -428,7 +430,8 @@ class OCLFunction(object):
         runs it dry on the host and, where the host wins, its calls run there from now on
         (RunOnHost); otherwise nothing happens and the device plans it."""
         rc = self._rc
-        if key is None or not cost.eligible(rc.program, rc.dev, rc):
+        if key is None or self.calibration_mode is None or \
+                not cost.eligible(rc.program, rc.dev, rc):
             return
         # (inputs staged on the device, as run_steps stages them: their host copies, so
         # that its steps choose as calls of the same shapes do)
@@ -439,7 +442,7 @@ class OCLFunction(object):
         try:
             for cell, value in swapped:
                 cell[0] = value.get(queue=rc.queue)
-            choice = cost.choose(prog, rc.dev, self._tier())
+            choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode)
         finally:
             for cell, value in swapped:
                 cell[0] = value

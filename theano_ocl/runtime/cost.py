@@ -43,9 +43,9 @@ _SEEN = frozenset(['Print', 'RandomFunction', 'AllReduce', 'Broadcast', 'Wait',
 _CHAIN = 8
 
 
-def constants(dev):
+def constants(dev, make_mode):
     """(launch_s, call_s) for ``dev``, measured once per process with theano_ocl's own
-    runtime: two small functions of 4096 floats (one launch, and a chain of reductions and
+    runtime (``make_mode(dev)``: the linker's mode for it): two small functions of 4096 floats (one launch, and a chain of reductions and
     elementwise steps of ``2 * _CHAIN + 1`` launches), each called until its times settle.
     ``call_s`` is the one-launch function's call (the round trip every call pays: guard,
     launch, download), ``launch_s`` what each further launch adds to a call."""
@@ -55,9 +55,7 @@ def constants(dev):
     import theano
     import theano.tensor as T
     from ..counts import stats
-    from ..mode import OCLMode
-    mode = OCLMode(device=dev.spec, cost_model='off', host_tier='off', fuse=False,
-                   batch_after='never')
+    mode = make_mode(dev)
     x = T.fvector('x')
     y = x
     for _ in range(_CHAIN):
@@ -132,10 +130,10 @@ class Choice(object):
                         launch_s * 1e6, host_nodes))
 
 
-def choose(prog, dev, tier):
+def choose(prog, dev, tier, make_mode):
     """Run ``tier`` (a ``HostTier`` of ``prog``) dry twice and return the :class:`Choice`
     for the call now in ``prog``'s cells; None where the dry run raised (the device runs
-    the call and raises its own error)."""
+    the call and raises its own error). ``make_mode``: see :func:`constants`."""
     try:
         tier.dry_run()
         t = time.perf_counter()
@@ -143,5 +141,5 @@ def choose(prog, dev, tier):
         host_s = time.perf_counter() - t
     except Exception:
         return None
-    launch_s, call_s = constants(dev)
+    launch_s, call_s = constants(dev, make_mode)
     return Choice(host_s, len(prog.tasks), host_tasks(prog), launches(prog), launch_s, call_s)
