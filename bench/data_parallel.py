@@ -3,12 +3,14 @@
     mpirun -n K python bench/data_parallel.py [--model mlp|lenet] [--batch B] [--json PATH]
 
 Every rank takes its device by local rank (``theano_ocl.distributed.init``: GPU k of the
-host; on a CPU, PoCL on the rank's share of the cores). Each round has two phases:
+host; on a CPU, PoCL on the rank's share of the cores). Each round has two parts:
 
 1. one rank: rank 0 alone runs ``--steps`` training steps of batch B with no collective (the
    other ranks wait without spinning), on its own device / share of the cores;
 2. K ranks: every rank runs ``--steps`` steps of batch B with its gradients averaged
-   (``theano_ocl.distributed.average_gradients``): K*B samples per step.
+   (``theano_ocl.distributed.average_gradients``): K*B samples per step;
+   then, to tell the two costs of scaling apart, the exchange alone (the gradients'
+   buckets averaged, no step) and every rank computing its step at once with no exchange.
 
 Throughput per rank is B over the median step time; the speedup is K ranks' throughput over
 one rank's, and the scaling efficiency that speedup over K. Rounds alternate the phases, so a
@@ -156,20 +158,28 @@ def main():
         t_par, load_par = timed(par, par_args, args.steps)
         wait_for_all()
         t_ex, _ = timed(lambda: exchange(), lambda k: (), args.steps)
-        every = dist.comm().allgather((t_par, load_par, t_ex)) if K > 1 else \
-            [(t_par, load_par, t_ex)]
-        slowest = max(t for t, _, _ in every)
-        exchange_ms = 1e3 * max(t for _, _, t in every)
+        wait_for_all()
+        # every rank computing its own step at once, with no exchange: what the ranks' share
+        # of the machine costs (cores, memory, caches), apart from exchanging
+        t_all, _ = timed(one, one_args, args.steps)
+        every = dist.comm().allgather((t_par, load_par, t_ex, t_all)) if K > 1 else \
+            [(t_par, load_par, t_ex, t_all)]
+        slowest = max(e[0] for e in every)
+        exchange_ms = 1e3 * max(e[2] for e in every)
+        concurrent_ms = 1e3 * max(e[3] for e in every)
         if rank == 0:
             speedup = K * t_one / slowest
-            other = (outside_load([load_one]), outside_load([ld for _, ld, _ in every]))
+            other = (outside_load([load_one]), outside_load([e[1] for e in every]))
             rounds.append(dict(one_ms=t_one * 1e3, ranks_ms=slowest * 1e3, speedup=speedup,
-                               exchange_ms=exchange_ms, other_load=other))
+                               exchange_ms=exchange_ms, concurrent_ms=concurrent_ms,
+                               other_load=other))
             print('round %d: one rank %.2f ms/step (%.0f samples/s); %d ranks %.2f ms/step '
                   '(%.0f samples/s per rank): %.2fx, efficiency %.0f%%; the exchange alone '
-                  '%.2f ms; other processes: %s of the CPUs' % (
+                  '%.2f ms; every rank computing at once, no exchange, %.2f ms; other '
+                  'processes: %s of the CPUs' % (
                       r, t_one * 1e3, args.batch / t_one, K, slowest * 1e3,
                       args.batch / slowest, speedup, 100 * speedup / K, exchange_ms,
+                      concurrent_ms,
                       '/'.join('?' if o is None else '%.0f%%' % (100 * o) for o in other)))
     if rank != 0:
         return 0

@@ -67,6 +67,22 @@ def test_a_large_function_stays_on_the_device():
     assert theano_ocl.stats(f)['on_host'] is True
 
 
+def test_inputs_too_large_to_read_in_the_devices_least_time_are_never_run_dry(monkeypatch):
+    """64 MB of shared input take longer to read on the host than a call and a launch on
+    the device: the device is chosen without a host run (the tier would have to copy)."""
+    from theano_ocl.runtime import host_tier
+    runs = []
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run',
+                        lambda self: runs.append(1) or (_ for _ in ()).throw(AssertionError))
+    s = theano.shared(np.arange(8 << 20, dtype='float64'), 's')
+    x = T.dscalar('x')
+    f = theano.function([x], s[3] * x, mode=theano_ocl.OCLMode(**ON))
+    assert f(2.0) == 6.0
+    assert not runs
+    assert theano_ocl.stats(f)['on_host'] is False
+    assert 'reading its 67.1 MB of inputs on the host takes longer' in _where(f)
+
+
 def test_a_first_call_that_fails_fails_as_theano_c_does_and_commits_nothing():
     A, v = T.dmatrix('A'), T.dvector('v')
     s = theano.shared(np.zeros(3), 's')

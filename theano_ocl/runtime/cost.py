@@ -12,7 +12,9 @@ returned, so a function never changes where it computes (code comparing results 
 calls, ``verify_grad`` or a line search, sees no move in the last bits):
 
 - the call runs on the host first, dry (Theano's VM over the function's values; nothing is
-  committed), twice, and the second run's wall time is ``host_s``;
+  committed), twice where the first (cold) run was close, and the last run's wall time is
+  ``host_s``; where merely reading the inputs once on the host (at the host's measured
+  read bandwidth) takes longer than the device's least time below, nothing runs dry;
 - the device's time is bounded below by what its calls cost whatever their work:
   ``call + launches * launch`` (plus the host nodes' share of ``host_s``: shape arithmetic
   runs on the host either way), with ``call`` and ``launch`` measured once per device by
@@ -44,11 +46,13 @@ _CHAIN = 8
 
 
 def constants(dev, make_mode):
-    """(launch_s, call_s) for ``dev``, measured once per process with theano_ocl's own
-    runtime (``make_mode(dev)``: the linker's mode for it): two small functions of 4096 floats (one launch, and a chain of reductions and
-    elementwise steps of ``2 * _CHAIN + 1`` launches), each called until its times settle.
-    ``call_s`` is the one-launch function's call (the round trip every call pays: guard,
-    launch, download), ``launch_s`` what each further launch adds to a call."""
+    """(launch_s, call_s, read_bps) for ``dev``, measured once per process: ``call_s`` and
+    ``launch_s`` with theano_ocl's own runtime (``make_mode(dev)``: the linker's mode for
+    it), two small functions of 4096 floats (one launch, and a chain of reductions and
+    elementwise steps of ``2 * _CHAIN + 1`` launches) each called until its times settle:
+    ``call_s`` the one-launch function's call (the round trip every call pays: guard,
+    launch, download), ``launch_s`` what each further launch adds; ``read_bps`` the bytes
+    per second the host reads (the sum of 8 MiB of float64)."""
     c = getattr(dev, 'cost_constants', None)
     if c is not None:
         return c
@@ -66,17 +70,24 @@ def constants(dev, make_mode):
     for f in fns:
         for _ in range(3):
             f(v)
-        best = float('inf')
-        for _ in range(5):
-            t = time.perf_counter()
-            for _ in range(10):
-                f(v)
-            best = min(best, (time.perf_counter() - t) / 10)
-        times.append((best, stats(f)['launches']))
+        times.append((_best(lambda: f(v), 10), stats(f)['launches']))
     (one, n1), (chain, n2) = times
     launch_s = max(chain - one, 0.0) / max(n2 - n1, 1)
-    c = dev.cost_constants = (launch_s, max(one - launch_s * n1, 0.0))
+    big = np.ones(1 << 20)
+    read_bps = big.nbytes / _best(big.sum, 3)
+    c = dev.cost_constants = (launch_s, max(one - launch_s * n1, 0.0), read_bps)
     return c
+
+
+def _best(fn, calls, rounds=5):
+    """The least mean time of ``calls`` calls of ``fn`` over ``rounds`` rounds."""
+    best = float('inf')
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, (time.perf_counter() - t) / calls)
+    return best
 
 
 def host_tasks(prog):
@@ -116,30 +127,53 @@ def eligible(prog, dev, rc):
 
 class Choice(object):
     """What the model found for one input signature: ``host`` (True: its calls run on the
-    host), the measured and estimated seconds, and ``why``, a sentence for ``report(f)``."""
+    host), the seconds measured (``host_s``; None where its inputs were too large to try)
+    and estimated (``device_s``), and ``why``, a sentence for ``report(f)``."""
 
-    def __init__(self, host_s, nodes, host_nodes, launches_, launch_s, call_s):
+    def __init__(self, host_s, device_s, why):
         self.host_s = host_s
-        # the host nodes cost the device what they cost the host (their share of host_s)
-        self.device_s = call_s + launches_ * launch_s + host_s * host_nodes / max(nodes, 1)
-        self.host = host_s < self.device_s
-        self.why = ('%s: Theano\'s VM took %.0f us on the host; the device at least %.0f us '
-                    '(a call %.0f us + %d launches x %.1f us + %d host nodes)' % (
-                        'on the host' if self.host else 'on the device',
-                        host_s * 1e6, self.device_s * 1e6, call_s * 1e6, launches_,
-                        launch_s * 1e6, host_nodes))
+        self.device_s = device_s
+        self.host = host_s is not None and host_s < device_s
+        self.why = '%s: %s' % ('on the host' if self.host else 'on the device', why)
+
+
+def input_bytes(prog):
+    """The bytes of the values in ``prog``'s input cells (arguments and shared variables)."""
+    return sum(getattr(cell[0], 'nbytes', 0) for cell in prog.input_cells)
 
 
 def choose(prog, dev, tier, make_mode):
-    """Run ``tier`` (a ``HostTier`` of ``prog``) dry twice and return the :class:`Choice`
-    for the call now in ``prog``'s cells; None where the dry run raised (the device runs
-    the call and raises its own error). ``make_mode``: see :func:`constants`."""
+    """The :class:`Choice` for the call now in ``prog``'s cells (``tier``: a ``HostTier``
+    of ``prog``); None where the host run raised (the device runs the call and raises its
+    own error). ``make_mode``: see :func:`constants`.
+
+    The device's least time is ``call + launches * launch``. Where reading the inputs once
+    on the host already takes longer, the device is chosen without a host run; otherwise
+    the call runs dry on the host, and again where the first run (cold) was within twice
+    the bound, the second run's time deciding."""
+    launch_s, call_s, read_bps = constants(dev, make_mode)
+    n = launches(prog)
+    bound = call_s + n * launch_s
+    nbytes = input_bytes(prog)
+    if nbytes / read_bps >= bound:
+        return Choice(None, bound, 'reading its %.1f MB of inputs on the host takes longer '
+                      'than the device\'s least time, %.0f us (a call %.0f us + %d launches '
+                      'x %.1f us)' % (nbytes / 1e6, bound * 1e6, call_s * 1e6, n,
+                                      launch_s * 1e6))
     try:
-        tier.dry_run()
         t = time.perf_counter()
         tier.dry_run()
         host_s = time.perf_counter() - t
+        if host_s < 2 * bound:
+            t = time.perf_counter()
+            tier.dry_run()
+            host_s = time.perf_counter() - t
     except Exception:
         return None
-    launch_s, call_s = constants(dev, make_mode)
-    return Choice(host_s, len(prog.tasks), host_tasks(prog), launches(prog), launch_s, call_s)
+    # the host nodes cost the device what they cost the host (their share of host_s)
+    host_nodes = host_tasks(prog)
+    device_s = bound + host_s * host_nodes / max(len(prog.tasks), 1)
+    return Choice(host_s, device_s, 'Theano\'s VM took %.0f us on the host; the device at '
+                  'least %.0f us (a call %.0f us + %d launches x %.1f us + %d host nodes)' % (
+                      host_s * 1e6, device_s * 1e6, call_s * 1e6, n, launch_s * 1e6,
+                      host_nodes))
