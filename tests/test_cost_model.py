@@ -51,7 +51,7 @@ def test_a_small_function_runs_theano_c_from_its_first_call():
         assert theano_ocl.stats(f)['on_host'] is True
     text = _where(f)
     assert 'input signature 0 on the host' in text, text
-    assert 'us on the host; the device at least' in text
+    assert 'us on the host; the device at least' in text and 'launches x' in text
 
 
 def test_a_large_function_stays_on_the_device():
@@ -68,19 +68,21 @@ def test_a_large_function_stays_on_the_device():
 
 
 def test_inputs_too_large_to_read_in_the_devices_least_time_are_never_run_dry(monkeypatch):
-    """64 MB of shared input take longer to read on the host than a call and a launch on
-    the device: the device is chosen without a host run (the tier would have to copy)."""
+    """256 MiB of shared input read whole (a maximum; 10-30 ms at the host's bandwidth,
+    cached or not) take longer to read on the host than a call and a launch on the device: the device is chosen without a host run. (An input
+    only sliced, a data set minibatched per call, does not count: see the first test's
+    neighbours in bench/small_models.py's logistic regression.)"""
     from theano_ocl.runtime import host_tier
     runs = []
     monkeypatch.setattr(host_tier.HostTier, 'dry_run',
                         lambda self: runs.append(1) or (_ for _ in ()).throw(AssertionError))
-    s = theano.shared(np.arange(8 << 20, dtype='float64'), 's')
+    s = theano.shared(np.arange(32 << 20, dtype='float64'), 's')
     x = T.dscalar('x')
-    f = theano.function([x], s[3] * x, mode=theano_ocl.OCLMode(**ON))
-    assert f(2.0) == 6.0
+    f = theano.function([x], T.max(s) * x, mode=theano_ocl.OCLMode(**ON))
+    assert f(2.0) == 2.0 * ((32 << 20) - 1)
     assert not runs
     assert theano_ocl.stats(f)['on_host'] is False
-    assert 'reading its 67.1 MB of inputs on the host takes longer' in _where(f)
+    assert 'reading its 268.4 MB of inputs on the host takes longer' in _where(f)
 
 
 def test_a_first_call_that_fails_fails_as_theano_c_does_and_commits_nothing():

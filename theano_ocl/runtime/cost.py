@@ -16,8 +16,7 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
   ``host_s``; where merely reading the inputs once on the host (at the host's measured
   read bandwidth) takes longer than the device's least time below, nothing runs dry;
 - the device's time is bounded below by what its calls cost whatever their work:
-  ``call + launches * launch`` (plus the host nodes' share of ``host_s``: shape arithmetic
-  runs on the host either way), with ``call`` and ``launch`` measured once per device by
+  ``call + launches * launch``, with ``call`` and ``launch`` measured once per device by
   theano_ocl's own runtime (:func:`constants`) and ``launches`` the device nodes that
   launch. Nothing is assumed of the device's speed on the work itself: fused kernels and
   a queued BLAS can beat Theano C's code on one core (the MLP 784-1000-1000-10 step at
@@ -90,12 +89,6 @@ def _best(fn, calls, rounds=5):
     return best
 
 
-def host_tasks(prog):
-    """The tasks a call of ``prog`` runs on the host whichever way it goes (shape
-    arithmetic, fallbacks)."""
-    return sum(1 for t in prog.tasks if t.kind != 'dev')
-
-
 def launches(prog):
     """The launches a call of ``prog`` would make at least: its device tasks not fused into
     another's kernel, less views (a host BLAS product queued on the device counts: it is a
@@ -137,9 +130,22 @@ class Choice(object):
         self.why = '%s: %s' % ('on the host' if self.host else 'on the device', why)
 
 
+#: ops that read part of an input, or only its shape
+_PARTIAL = frozenset(['Subtensor', 'AdvancedSubtensor1', 'AdvancedSubtensor', 'Shape',
+                      'Shape_i'])
+
+
 def input_bytes(prog):
-    """The bytes of the values in ``prog``'s input cells (arguments and shared variables)."""
-    return sum(getattr(cell[0], 'nbytes', 0) for cell in prog.input_cells)
+    """The bytes of the values in ``prog``'s input cells (arguments and shared variables)
+    that a call reads whole: an input only sliced, indexed or measured (a data set held in
+    a shared variable, a minibatch taken from it per call) is not counted."""
+    total = 0
+    for var, cell in zip(prog.fgraph.inputs, prog.input_cells):
+        clients = [node for node, _ in prog.fgraph.clients(var) if node != 'output']
+        if clients and all(type(node.op).__name__ in _PARTIAL for node in clients):
+            continue
+        total += getattr(cell[0], 'nbytes', 0)
+    return total
 
 
 def choose(prog, dev, tier, make_mode):
@@ -170,10 +176,6 @@ def choose(prog, dev, tier, make_mode):
             host_s = time.perf_counter() - t
     except Exception:
         return None
-    # the host nodes cost the device what they cost the host (their share of host_s)
-    host_nodes = host_tasks(prog)
-    device_s = bound + host_s * host_nodes / max(len(prog.tasks), 1)
-    return Choice(host_s, device_s, 'Theano\'s VM took %.0f us on the host; the device at '
-                  'least %.0f us (a call %.0f us + %d launches x %.1f us + %d host nodes)' % (
-                      host_s * 1e6, device_s * 1e6, call_s * 1e6, n, launch_s * 1e6,
-                      host_nodes))
+    return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at '
+                  'least %.0f us (a call %.0f us + %d launches x %.1f us)' % (
+                      host_s * 1e6, bound * 1e6, call_s * 1e6, n, launch_s * 1e6))
