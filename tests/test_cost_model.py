@@ -142,6 +142,32 @@ def test_run_steps_of_a_host_signature_agrees_with_calls(order):
     assert theano_ocl.stats(sim)['run_steps']['call_steps'] == 5
 
 
+def test_a_signature_keeps_its_choice_when_its_frame_is_dropped(monkeypatch):
+    """With no frame kept besides the one in use (``max_frames=0``), calls alternating
+    between two signatures plan each again every time: each is chosen once (two host
+    runs in all, not one per call) and keeps running where it ran, Theano C's results."""
+    from theano_ocl.runtime import host_tier
+
+    def build(mode):
+        x = T.dvector('x')
+        w = theano.shared(np.float64(1.5), 'w')
+        y = T.log1p(T.exp(x * w)).sum()
+        return theano.function([x], y, updates=[(w, w - 0.01 * y)], mode=mode), w
+    f, w = build(theano_ocl.OCLMode(max_frames=0, **ON))
+    g, wc = build('FAST_RUN')
+    runs = []
+    real = host_tier.HostTier.dry_run
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run',
+                        lambda self: runs.append(1) or real(self))
+    rng = np.random.RandomState(4)
+    for call in range(6):
+        x = rng.randn(7 + call % 2)
+        np.testing.assert_array_equal(f(x), g(x), err_msg='call %d' % call)
+        np.testing.assert_array_equal(w.get_value(), wc.get_value())
+        assert theano_ocl.stats(f)['on_host'] is True
+    assert len(runs) <= 4, runs            # two signatures, at most two runs each
+
+
 def test_the_setting_off_keeps_the_device():
     f, w, _ = _small(theano_ocl.OCLMode(cost_model='off'))
     g, wc, _ = _small('FAST_RUN')

@@ -428,28 +428,33 @@ class OCLFunction(object):
     def _choose_host(self, key):
         """On a CPU device, the first call of ``key``: the cost model (runtime/cost.py)
         runs it dry on the host and, where the host wins, its calls run there from now on
-        (RunOnHost); otherwise nothing happens and the device plans it."""
+        (RunOnHost); otherwise nothing happens and the device plans it. The choice is kept
+        for the key: a frame dropped since (evicted, interrupted) is planned again where
+        the key's calls ran, never chosen anew."""
         rc = self._rc
-        if key is None or self.calibration_mode is None or \
-                not cost.eligible(rc.program, rc.dev, rc):
+        if key is None:
             return
-        # (inputs staged on the device, as run_steps stages them: their host copies, so
-        # that its steps choose as calls of the same shapes do)
-        prog = rc.program
-        swapped = [(cell, cell[0]) for cell in (prog.input_cells[i] for i, kind
-                                                 in prog.input_plan if kind == 'dev')
-                   if da.is_device_array(cell[0])]
-        try:
-            for cell, value in swapped:
-                cell[0] = value.get(queue=rc.queue)
-            choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode)
-        finally:
-            for cell, value in swapped:
-                cell[0] = value
-        if choice is None or not choice.host:
+        if key in self.cost_choices:
+            choice = self.cost_choices[key]
+        else:
+            if self.calibration_mode is None or not cost.eligible(rc.program, rc.dev, rc):
+                return
+            # (inputs staged on the device, as run_steps stages them: their host copies,
+            # so that its steps choose as calls of the same shapes do)
+            prog = rc.program
+            swapped = [(cell, cell[0]) for cell in (prog.input_cells[i] for i, kind
+                                                     in prog.input_plan if kind == 'dev')
+                       if da.is_device_array(cell[0])]
+            try:
+                for cell, value in swapped:
+                    cell[0] = value.get(queue=rc.queue)
+                choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode)
+            finally:
+                for cell, value in swapped:
+                    cell[0] = value
             self.cost_choices[key] = choice
+        if choice is None or not choice.host:
             return
-        self.cost_choices[key] = choice
         frame = Frame(key)
         frame.on_host = True
         self._cache.add(key, frame)
