@@ -168,6 +168,42 @@ def test_a_signature_keeps_its_choice_when_its_frame_is_dropped(monkeypatch):
     assert len(runs) <= 4, runs            # two signatures, at most two runs each
 
 
+def test_chained_updates_and_destroyed_inputs_as_theano_c():
+    """On the host, as under Theano C: chained default updates (x takes y's old value, y
+    z's old value) and an input given as mutable, which a node destroys in place, with its
+    update: the host run that chose commits nothing and leaves it as it was (Theano's own
+    tests test_default_updates_chained and test_shared_state0, with the cost model on)."""
+    from theano import In
+
+    def chained(mode):
+        x, y, z = (theano.shared(np.float64(v), n) for v, n in ((1, 'x'), (2, 'y'), (-1, 'z')))
+        x.default_update, y.default_update, z.default_update = y, z, z - 1
+        f = theano.function([], [x * 1.5], mode=mode)
+        return f, (x, y, z)
+
+    def stateful(mode):
+        x, s = T.dscalars('x', 's')
+        f = theano.function([x, In(s, value=0.0, update=s + 2 * x, mutable=True)],
+                            T.exp(s + 2 * x), mode=mode)
+        return f, (f.container[s],)
+
+    for build in (chained, stateful):
+        f, state = build(theano_ocl.OCLMode(**ON))
+        g, want = build('FAST_RUN')
+        for call in range(3):
+            args = (0.25 * call,) if build is stateful else ()
+            np.testing.assert_array_equal(f(*args), g(*args))
+            for a, b in zip(state, want):
+                assert _value(a) == _value(b), (build.__name__, call)
+        assert theano_ocl.stats(f)['on_host'] is True, build.__name__
+
+
+def _value(state):
+    """A shared variable's value, or a function container's."""
+    return state.get_value() if isinstance(state, theano.compile.SharedVariable) \
+        else state.value
+
+
 def test_the_setting_off_keeps_the_device():
     f, w, _ = _small(theano_ocl.OCLMode(cost_model='off'))
     g, wc, _ = _small('FAST_RUN')

@@ -111,7 +111,6 @@ class HostTier(object):
 
     def __init__(self, prog, no_recycling=()):
         from theano.compile.mode import predefined_linkers
-        from theano.compile.sharedvalue import SharedVariable
         fgraph = prog.fgraph
         self.prog = prog
         destroyed = set()
@@ -119,9 +118,11 @@ class HostTier(object):
             for js in (getattr(node.op, 'destroy_map', None) or {}).values():
                 destroyed.update(node.inputs[j] for j in js)
         cells = []
-        self.private = []            # (the shared variable's cell, the copy the VM reads)
+        # (an input a node destroys, shared or given as mutable: a run that commits
+        # nothing, the cost model's or a probe, must leave it as it was)
+        self.private = []            # (the input's cell, the copy the VM reads)
         for var, cell in zip(fgraph.inputs, prog.input_cells):
-            if var in destroyed and isinstance(var, SharedVariable):
+            if var in destroyed:
                 copy = [None]
                 self.private.append((cell, copy))
                 cell = copy
@@ -142,19 +143,17 @@ class HostTier(object):
         self.updates = [(i, outputs[j]) for i, j in prog.updates]
         self.update_outputs = prog.update_outputs
         self.residents = list(prog.residents.values())
-        # the commit of a call's updates, made once: it reads the new values from the VM's
-        # output cells, which nothing writes until the next call (whose first step
-        # finishes any commit an interrupt left half-applied)
-        self.commit = [_host_updates_from(prog, self.updates)] if self.updates else None
 
     def __call__(self):
         """Run one call; returns the outputs (None for update outputs) and commits the
         updates, all or none."""
-        outputs, _ = self._run('host tier run')
-        if self.commit is not None:
+        outputs, new_values = self._run('host tier run')
+        if new_values:
             if faults.hook is not None:
                 faults.at('host tier commit')
-            commit.apply(self.commit)
+            # (the new values taken before any is written: an update may read another
+            # input's cell, as chained default updates do)
+            commit.apply([_host_updates(self.prog, new_values)])
         return outputs
 
     def dry_run(self):
@@ -186,14 +185,13 @@ class HostTier(object):
         return -1
 
 
-def _host_updates_from(prog, updates):
-    """The commit action of every call: each update's new value, read from its output
-    cell, into its shared variable's cell (the device copy is then stale)."""
-    targets = [(prog.input_cells[i], cell, prog.residents.get(i)) for i, cell in updates]
-
+def _host_updates(prog, new_values):
+    """The commit action: the new host values into the shared variables' cells (their
+    device copies are then stale)."""
     def action():
-        for dst, src, res in targets:
-            dst[0] = src[0]
+        for i, value in new_values:
+            prog.input_cells[i][0] = value
+            res = prog.residents.get(i)
             if res is not None:
                 res.host_dirty = True
                 res.device_newer = False
