@@ -37,6 +37,25 @@ def _vals(shapes, dtype, seed=0):
     return out
 
 
+@needs_queued
+def test_a_large_product_is_queued_on_a_device_of_one_compute_unit(monkeypatch):
+    """A product over ONE_THREAD_MACS stays mapped (OpenBLAS's threads on the calling
+    thread), except on a device of one compute unit (a rank of one core), where it is
+    queued like a small one: one host step less, Theano C's result either way."""
+    from theano_ocl.ops import blas_host
+    _host(monkeypatch, 'queued')
+    x = T.matrix('x', 'float64')
+    W = theano.shared(_vals([(300, 200)], 'float64')[0], 'W')
+    xv, = _vals([(300, 300)], 'float64', seed=5)
+    assert 300 * 300 * 200 > blas_host.ONE_THREAD_MACS
+    steps = {}
+    for units in (2, 1):
+        monkeypatch.setattr(DEV, 'compute_units', units)
+        f = assert_matches_c([x], [T.tanh(T.dot(T.tanh(x), W))], [xv], calls=2)
+        steps[units] = theano_ocl.stats(f)['host_steps']
+    assert steps == {2: 2, 1: 1}, steps
+
+
 @pytest.mark.parametrize('how', ['queued', 'mapped'])
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_products_match_c(monkeypatch, how, dtype):

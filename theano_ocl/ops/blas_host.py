@@ -268,8 +268,12 @@ def plan_host(ctx, A, B, C, alpha, beta, Z):
     one = _one_thread() if small else None
     # queued where the queue's round trip outweighs the product; a larger product keeps
     # OpenBLAS's threads on this thread (in a PoCL thread they fight PoCL's own for the
-    # cores: LeNet's step, 2 cores, 2026-11-29: 23.4 ms queued against 18.9 mapped)
-    if fn is not None and small and _queued(ctx, A, B, C, alpha, beta, Z, one):
+    # cores: LeNet's step, 2 cores, 2026-11-29: 23.4 ms queued against 18.9 mapped),
+    # unless the device has one compute unit (a rank of one core: no threads to keep;
+    # mapped, the MLP 784-1000-1000-10's two-rank step at batch 128 lost 10-25 ms to its
+    # exchange, queued 1-3 ms, 2026-11-29)
+    queue_any = small or ctx.dev.compute_units == 1
+    if fn is not None and queue_any and _queued(ctx, A, B, C, alpha, beta, Z, one):
         return
     accesses = [(A, False), (B, False), (C, True)]
     if Z is not None and Z is not C:
