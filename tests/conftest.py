@@ -29,3 +29,15 @@ if _worker and _per_worker and 'theano' not in sys.modules:
     os.environ['THEANO_FLAGS'] = ','.join(
         f for f in (os.environ.get('THEANO_FLAGS', ''),
                     'base_compiledir=%s' % os.path.join(_per_worker, _worker)) if f)
+
+
+# ``THEANO_OCL_TEST_TIMES=DIR``: every test's duration (setup, call and teardown) is
+# appended, as it finishes, to DIR/<worker>.tsv -- a run stopped by a time limit (a device
+# call) still tells which tests took its time, where ``--durations`` prints nothing
+_times = os.environ.get('THEANO_OCL_TEST_TIMES')
+if _times:
+    def pytest_runtest_logreport(report):
+        os.makedirs(_times, exist_ok=True)
+        with open(os.path.join(_times, '%s.tsv' % (_worker or 'main')), 'a') as fh:
+            fh.write('%.2f\t%s\t%s\t%s\n' % (report.duration, report.when, report.outcome,
+                                             report.nodeid))
