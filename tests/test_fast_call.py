@@ -78,6 +78,34 @@ def test_bad_calls_raise_theano_errors(bad):
     assert_close(f(v, v), 2 * v)      # still usable
 
 
+def test_numpy_scalars_are_taken_as_theanos_filter_takes_them():
+    # a NumPy scalar of an input's exact dtype becomes the 0-d array Theano's filter makes
+    # of it (NaN and infinities too); any other (a Python number, another dtype, a lossy
+    # one, a 1-d array, a scalar for a strict input) goes through the filter: its errors
+    x, n, h = T.dscalar('x'), T.lscalar('n'), T.fscalar('h')
+    f, g = both([x, n, In(h, strict=True)], [x * n + 1, h * 2, x.shape.sum()])
+    args = [(np.float64(1.5), np.int64(3), np.asarray(2, 'float32')),
+            (np.float64('nan'), np.int64(-2), np.asarray(-1, 'float32')),
+            (np.float64('inf'), np.int32(7), np.asarray(0, 'float32')),
+            (np.float32(0.25), np.uint8(200), np.asarray(3, 'float32')),
+            (2, np.int64(5), np.asarray(1, 'float32'))]
+    for a in args:
+        got, want = f(*a), g(*a)
+        for u, v in zip(got, want):
+            assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
+            np.testing.assert_array_equal(u, v)
+    for bad in [(np.float64(1), np.float64(2.5), np.asarray(1, 'float32')),
+                (np.float64(1), np.int64(1), np.float32(1)),
+                (np.asarray([1.0]), np.int64(1), np.asarray(1, 'float32'))]:
+        errors = []
+        for fn in (f, g):
+            with pytest.raises(Exception) as e:
+                fn(*bad)
+            errors.append((type(e.value), str(e.value).split('\n')[0][:60]))
+        assert errors[0] == errors[1], errors
+    assert callable(f._ocl_call)
+
+
 def test_keyword_defaults_and_trust_input_take_theanos_call():
     x, y = T.dvectors('x', 'y')
     f, g = both([x, In(y, value=np.ones(3), name='yy')], x + y)

@@ -28,7 +28,9 @@ calls there).
 import copy
 import time
 
+from numpy import asarray
 from theano import gof
+from theano.tensor.type import TensorType
 from theano.compile import profiling
 
 
@@ -48,7 +50,8 @@ def fast_call(function, orig_call):
     if any(c.implicit for c in explicit) or \
             any(c.required or not c.implicit for c in storage[k:]):
         return False
-    filters = [(c.storage, c.type.filter, c.strict, c.allow_downcast) for c in explicit]
+    filters = [(c.storage, c.type.filter, c.strict, c.allow_downcast, _exact_scalar(c))
+               for c in explicit]
     cells = [c.storage for c in explicit]
     aliased = _aliasing_candidates(function)
     mode = function.maker.mode
@@ -59,9 +62,12 @@ def fast_call(function, orig_call):
             return orig_call(function, *args)
         t0 = time.time()
         try:
-            for (cell, filt, strict, downcast), arg in zip(filters, args):
-                cell[0] = arg if arg is None else filt(arg, strict=strict,
-                                                       allow_downcast=downcast)
+            for (cell, filt, strict, downcast, scalar), arg in zip(filters, args):
+                if type(arg) is scalar:
+                    cell[0] = asarray(arg)          # what Theano's filter returns for it
+                else:
+                    cell[0] = arg if arg is None else filt(arg, strict=strict,
+                                                           allow_downcast=downcast)
         except Exception:
             return orig_call(function, *args)        # raises Theano's "Bad input ..." error
         if aliased:
@@ -87,6 +93,17 @@ def fast_call(function, orig_call):
             return outputs[0]
         return outputs
     return call
+
+
+def _exact_scalar(container):
+    """The NumPy scalar type that Theano's filter of ``container`` turns into a 0-d array of
+    the same dtype and nothing else (a 0-d TensorType input, not strict, no finiteness
+    check: the conversion is exact, so its lossless-conversion test passes), else None."""
+    t = container.type
+    if type(t) is not TensorType or t.ndim != 0 or container.strict or \
+            getattr(t, 'filter_checks_isfinite', False):
+        return None
+    return t.numpy_dtype.type
 
 
 def _aliasing_candidates(function):

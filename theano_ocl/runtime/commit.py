@@ -46,10 +46,12 @@ def apply(actions):
     journal = Journal(actions)
     pending.append(journal)          # the commit point
     journal.run()
-    _forget(journal)
+    forget(journal)
 
 
-def _forget(journal):
+def forget(journal):
+    """``journal`` is finished: no longer pending (a journal may be published again once it
+    is: a caller that commits the same actions every call keeps one)."""
     try:
         pending.remove(journal)
     except ValueError:                # another thread finished it first
@@ -65,4 +67,4 @@ def finish_pending():
         while pending:
             journal = pending[0]
             journal.run()
-            _forget(journal)
+            forget(journal)
