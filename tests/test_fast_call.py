@@ -79,30 +79,41 @@ def test_bad_calls_raise_theano_errors(bad):
 
 
 def test_numpy_scalars_are_taken_as_theanos_filter_takes_them():
-    # a NumPy scalar of an input's exact dtype becomes the 0-d array Theano's filter makes
-    # of it (NaN and infinities too); any other (a Python number, another dtype, a lossy
-    # one, a 1-d array, a scalar for a strict input) goes through the filter: its errors
-    x, n, h = T.dscalar('x'), T.lscalar('n'), T.fscalar('h')
-    f, g = both([x, n, In(h, strict=True)], [x * n + 1, h * 2, x.shape.sum()])
-    args = [(np.float64(1.5), np.int64(3), np.asarray(2, 'float32')),
-            (np.float64('nan'), np.int64(-2), np.asarray(-1, 'float32')),
-            (np.float64('inf'), np.int32(7), np.asarray(0, 'float32')),
-            (np.float32(0.25), np.uint8(200), np.asarray(3, 'float32')),
-            (2, np.int64(5), np.asarray(1, 'float32'))]
+    # a NumPy scalar of an input's exact dtype, a Python int the dtype holds, a Python
+    # float for a float64 input: the 0-d array Theano's filter makes of it (NaN and
+    # infinities too); any other (another dtype, a lossy value, an int out of range, a 1-d
+    # array, a scalar for a strict input) goes through the filter: its errors
+    x, n, h, i, s = (T.dscalar('x'), T.lscalar('n'), T.fscalar('h'), T.bscalar('i'),
+                     T.fscalar('s'))
+    f, g = both([x, n, In(h, strict=True), i, s],
+                [x * n + 1, h * 2, x.shape.sum(), i * 2, s + 1])
+    f32 = np.asarray(2, 'float32')
+    args = [(np.float64(1.5), np.int64(3), f32, np.int8(3), np.float32(0.5)),
+            (np.float64('nan'), np.int64(-2), f32, -128, 16777216),
+            (float('nan'), 2 ** 63 - 1, f32, 127, -16777216),
+            (np.float64('inf'), np.int32(7), f32, np.uint8(3), 0.5),
+            (float('-inf'), -2 ** 63, f32, np.int16(5), np.float64(0.25)),
+            (np.float32(0.25), np.uint8(200), f32, True, 3),
+            (2, np.int64(5), f32, 0, float('inf'))]
     for a in args:
         got, want = f(*a), g(*a)
         for u, v in zip(got, want):
             assert type(u) is type(v) and u.dtype == v.dtype and u.shape == v.shape
             np.testing.assert_array_equal(u, v)
-    for bad in [(np.float64(1), np.float64(2.5), np.asarray(1, 'float32')),
-                (np.float64(1), np.int64(1), np.float32(1)),
-                (np.asarray([1.0]), np.int64(1), np.asarray(1, 'float32'))]:
-        errors = []
+    ok = (np.float64(1), np.int64(1), f32, 1, 1.0)
+    raised = 0
+    for k, other in [(1, np.float64(2.5)), (1, 2 ** 63), (1, 2.0), (2, np.float32(1)),
+                     (0, np.asarray([1.0])), (3, 128), (3, -129), (4, 16777217), (4, 0.1)]:
+        a = ok[:k] + (other,) + ok[k + 1:]
+        outcomes = []
         for fn in (f, g):
-            with pytest.raises(Exception) as e:
-                fn(*bad)
-            errors.append((type(e.value), str(e.value).split('\n')[0][:60]))
-        assert errors[0] == errors[1], errors
+            try:
+                outcomes.append([v.tolist() for v in fn(*a)])
+            except Exception as e:      # noqa: BLE001 - compared below
+                outcomes.append((type(e), str(e).split('\n')[0][:60]))
+        assert outcomes[0] == outcomes[1], (k, other, outcomes)
+        raised += type(outcomes[0]) is tuple
+    assert raised == 8
     assert callable(f._ocl_call)
 
 

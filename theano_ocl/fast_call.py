@@ -28,6 +28,7 @@ calls there).
 import copy
 import time
 
+import numpy as np
 from numpy import asarray
 from theano import gof
 from theano.tensor.type import TensorType
@@ -62,12 +63,20 @@ def fast_call(function, orig_call):
             return orig_call(function, *args)
         t0 = time.time()
         try:
-            for (cell, filt, strict, downcast, scalar), arg in zip(filters, args):
-                if type(arg) is scalar:
-                    cell[0] = asarray(arg)          # what Theano's filter returns for it
-                else:
-                    cell[0] = arg if arg is None else filt(arg, strict=strict,
-                                                           allow_downcast=downcast)
+            for (cell, filt, strict, downcast, exact), arg in zip(filters, args):
+                if exact is not None:
+                    # a 0-d input given a number its dtype holds exactly: the 0-d array
+                    # Theano's filter returns for it, without the filter's test
+                    scalar, dtype, lo, hi, floats = exact
+                    t = type(arg)
+                    if t is scalar:
+                        cell[0] = asarray(arg)
+                        continue
+                    if (t is int and lo <= arg <= hi) or (t is float and floats):
+                        cell[0] = asarray(arg, dtype)
+                        continue
+                cell[0] = arg if arg is None else filt(arg, strict=strict,
+                                                       allow_downcast=downcast)
         except Exception:
             return orig_call(function, *args)        # raises Theano's "Bad input ..." error
         if aliased:
@@ -96,14 +105,27 @@ def fast_call(function, orig_call):
 
 
 def _exact_scalar(container):
-    """The NumPy scalar type that Theano's filter of ``container`` turns into a 0-d array of
-    the same dtype and nothing else (a 0-d TensorType input, not strict, no finiteness
-    check: the conversion is exact, so its lossless-conversion test passes), else None."""
+    """For a 0-d TensorType input (not strict, no finiteness check): (the NumPy scalar type
+    of its dtype, the dtype, the least and greatest Python int it holds exactly, whether
+    it holds every Python float) -- the numbers Theano's filter turns into a 0-d array of
+    the dtype with the same value, which its lossless-conversion test then accepts: a
+    NumPy scalar of that very type, a Python int in that range, a Python float for a
+    float64 input (any other number goes through the filter); else None."""
     t = container.type
     if type(t) is not TensorType or t.ndim != 0 or container.strict or \
             getattr(t, 'filter_checks_isfinite', False):
         return None
-    return t.numpy_dtype.type
+    dt = t.numpy_dtype
+    if dt.kind in 'iu':
+        info = np.iinfo(dt)
+        lo, hi = int(info.min), int(info.max)
+    elif dt.kind == 'f':
+        hi = 2 ** (np.finfo(dt).nmant + 1)      # every int up to it is a value of dt
+        lo = -hi
+    else:
+        lo, hi = 1, 0                           # (no Python int: the filter)
+    return dt.type, dt.name, lo, hi, dt.name == 'float64'
+
 
 
 def _aliasing_candidates(function):
