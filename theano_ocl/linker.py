@@ -84,6 +84,7 @@ class Program(object):
         self.input_kinds = []          # per input: 'resident', 'dev' or 'host'
         self.input_plan = []           # (index, kind) that decide the frame key
         self.host_read_inputs = set()  # device inputs also read on the host
+        self.cost_eligible = None      # runtime/cost.py: whether its graph may run dry
         self.residents = {}            # input index -> Resident
         self.updates = []              # (input index, output index)
         self.update_outputs = set()

@@ -63,6 +63,7 @@ def resolve_shape(shape, size, what):
 
 class DimShuffleView(DeviceImpl):
     complex_ok = True       # views and copies only
+    is_view = True
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)

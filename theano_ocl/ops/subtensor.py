@@ -194,6 +194,10 @@ class SubtensorView(DeviceImpl):
         self.host_inputs = tuple(range(1, len(node.inputs)))
         self.dynamic_capable = _dynamic_capable(node, 1)
 
+    @property
+    def is_view(self):
+        return not self.dynamic_inputs
+
     def describe(self):
         if self.dynamic_inputs:
             return 'copy at an index read every call'

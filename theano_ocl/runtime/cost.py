@@ -38,7 +38,7 @@ import numpy as np
 #: the ops whose host run is seen by the outside world (printed, a generator advanced, a
 #: message sent): their functions always run as planned on the device
 _SEEN = frozenset(['Print', 'RandomFunction', 'AllReduce', 'Broadcast', 'Wait',
-                   'mrg_uniform', 'GPUA_mrg_uniform'])
+                   'mrg_uniform'])
 
 #: launches of the calibration function's longer variant (see :func:`constants`)
 _CHAIN = 8
@@ -97,7 +97,7 @@ def launches(prog):
     for t in prog.tasks:
         if t.kind != 'dev' or t.fused_into is not None:
             continue
-        if t.impl.describe().startswith('view'):
+        if t.impl.is_view:
             continue
         n += 1
     return n
@@ -109,13 +109,19 @@ def eligible(prog, dev, rc):
         return False
     if rc.settings.cost_model != 'on':
         return False
-    for t in prog.tasks:
-        if type(t.node.op).__name__ in _SEEN:
-            return False
-    for var in prog.fgraph.inputs:
-        if not hasattr(var.type, 'dtype'):        # a generator's state, a list, ...
-            return False
-    return True
+    ok = prog.cost_eligible
+    if ok is None:          # (what the program's graph allows: once per program)
+        ok = prog.cost_eligible = program_eligible(prog)
+    return ok
+
+
+def program_eligible(prog):
+    """Whether ``prog``'s graph lets the cost model run its calls dry on the host: no op
+    whose run is seen outside (``_SEEN``), no input other than tensors (a generator's
+    state, a list)."""
+    if any(type(t.node.op).__name__ in _SEEN for t in prog.tasks):
+        return False
+    return all(hasattr(var.type, 'dtype') for var in prog.fgraph.inputs)
 
 
 class Choice(object):
