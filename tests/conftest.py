@@ -37,7 +37,24 @@ if _worker and _per_worker and 'theano' not in sys.modules:
 _times = os.environ.get('THEANO_OCL_TEST_TIMES')
 if _times:
     def pytest_runtest_logreport(report):
+        if getattr(report, 'node', None) is not None:
+            return      # (a worker's report relayed to pytest-xdist's controller)
         os.makedirs(_times, exist_ok=True)
         with open(os.path.join(_times, '%s.tsv' % (_worker or 'main')), 'a') as fh:
             fh.write('%.2f\t%s\t%s\t%s\n' % (report.duration, report.when, report.outcome,
                                              report.nodeid))
+
+
+# ``THEANO_OCL_TEST_ORDER=FILE`` (lines "seconds<TAB>test id", e.g. tests/durations_h200.tsv,
+# the tests of 3 s or more in an H200 call of 2026-11-29 at 32 workers): the longest tests
+# first, the others after them in their order, so that pytest-xdist's workers end
+# together instead of waiting on a long test sent last
+_order = os.environ.get('THEANO_OCL_TEST_ORDER')
+if _order:
+    def pytest_collection_modifyitems(session, config, items):
+        seconds = {}
+        with open(_order) as fh:
+            for line in fh:
+                t, _, nodeid = line.rstrip('\n').partition('\t')
+                seconds[nodeid] = float(t)
+        items.sort(key=lambda item: -seconds.get(item.nodeid, 0.0))
