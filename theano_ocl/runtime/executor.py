@@ -462,7 +462,8 @@ class Executor(object):
                 for i, a in feeds.items()}
         probed = {j: [] for j in probe_idx}
         stats.update(host_steps=0, feed='call', steps=n, first_step_s=first_s, plan_s=0.0,
-                     steps_done=1, call_steps=n - 1)
+                     steps_done=1, call_steps=n - 1, launches_per_step=0,
+                     launches_per_step_unbatched=0, batched=False)
         t_loop = time.perf_counter()
         outs = outs0
         for step in range(n):
