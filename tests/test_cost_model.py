@@ -54,6 +54,46 @@ def test_a_small_function_runs_theano_c_from_its_first_call():
     assert 'us on the host; the device at least' in text and 'launches x' in text
 
 
+def _kept(mode):
+    """Updates that are views of intermediates (a transpose, a reshape of a product), an
+    output that is a view of an input, a destroyed input, shapes that change by call."""
+    x = T.dmatrix('x')
+    a = theano.shared(np.arange(6.).reshape(2, 3), 'a')
+    v = theano.shared(np.ones(6), 'v')
+    h = T.tanh(T.dot(x, a))                      # (n, 3), an intermediate
+    f = theano.function([x], [h.sum(), x.T, (h * 2).max()],
+                        updates=[(a, (a + 0.1 * T.dot(x.T, h)).T.T),
+                                 (v, (v + h.sum()).reshape((2, 3)).flatten())], mode=mode)
+    return f, a, v
+
+
+@pytest.mark.parametrize('keep', ['kept', 'freed'])
+def test_intermediates_kept_between_host_calls_never_alias_what_a_call_hands_out(
+        keep, monkeypatch):
+    # Theano's VM on the host keeps its intermediates' storage from call to call (up to
+    # KEEP_BYTES; 'freed': past it, every one freed after its last use): the arrays a
+    # call returns and the new values it commits are its own, over shapes that change
+    from theano_ocl.runtime import host_tier
+    if keep == 'freed':
+        monkeypatch.setattr(host_tier, 'KEEP_BYTES', 0)
+    f, a, v = _kept(theano_ocl.OCLMode(**ON))
+    g, ac, vc = _kept('FAST_RUN')
+    rng = np.random.RandomState(4)
+    returned = []
+    for call, n in enumerate([4, 4, 3, 4, 5, 5, 4]):
+        xv = rng.randn(n, 2)
+        got, want = f(xv), g(xv)
+        for u, w in zip(got, want):
+            np.testing.assert_array_equal(u, w, err_msg='call %d' % call)
+        returned.append((xv, [np.array(u, copy=True) for u in got], got))
+        np.testing.assert_array_equal(a.get_value(), ac.get_value())
+        np.testing.assert_array_equal(v.get_value(), vc.get_value())
+        assert theano_ocl.stats(f)['on_host'] is True
+    for xv, copies, got in returned:       # nothing handed out was written again
+        for u, c in zip(got, copies):
+            np.testing.assert_array_equal(u, c)
+
+
 def test_a_large_function_stays_on_the_device():
     x = T.fvector('x')
     f = theano.function([x], T.exp(x) * 2, mode=theano_ocl.OCLMode(**ON))
