@@ -184,9 +184,44 @@ def _caught():
     print('rank %d: all or nothing on every rank' % dist.rank(), flush=True)
 
 
+def dtypes():
+    """Every collective over float16, float32, float64, int32 and uint8 under Theano C and
+    OCL (buffers mapped, and staged as on a GPU), against the values every rank gathers:
+    the same on every rank, equal to numpy's sum (in float32, rounded once, for float16),
+    mean, max and rank 0's values."""
+    results = {}
+    for dtype in ('float16', 'float32', 'float64', 'int32', 'uint8'):
+        x = T.vector('x', dtype=dtype)
+        outs = [dist.allreduce(x, 'sum'), dist.allreduce(x, 'max'), dist.broadcast(x, 0)]
+        if dtype.startswith('float'):
+            outs.append(dist.allreduce(x, 'mean'))
+        rng = np.random.RandomState(10 + dist.rank())
+        v = (rng.randn(7) * 3).astype(dtype) if dtype.startswith('float') else \
+            rng.randint(0, 50, 7).astype(dtype)
+        every = np.array(dist.comm().allgather(v))
+        wide = every.astype('float32') if dtype == 'float16' else every
+        want = [wide.sum(axis=0).astype(dtype), every.max(axis=0), every[0]]
+        if dtype.startswith('float'):
+            want.append((wide.sum(axis=0) / wide.dtype.type(len(every))).astype(dtype))
+        for how in ('FAST_RUN', 'OCL', 'OCL-staged'):
+            with staged(how == 'OCL-staged'):
+                f = theano.function([x], outs, mode='FAST_RUN' if how == 'FAST_RUN' else 'OCL')
+                got = f(v)
+            for k, (g, w) in enumerate(zip(got, want)):
+                assert g.dtype == w.dtype and np.array_equal(g, w), (
+                    'rank %d, %s, %s, output %d: %r against %r' % (dist.rank(), dtype, how, k,
+                                                                   g, w))
+                results[(dtype, how, k)] = g.tobytes()
+    gathered = dist.comm().allgather(results)
+    assert all(r == gathered[0] for r in gathered), 'ranks disagree'
+    print('rank %d: every dtype agrees' % dist.rank(), flush=True)
+
+
 if __name__ == '__main__':
     dist.init()
-    if sys.argv[1] == 'train':
+    if sys.argv[1] == 'dtypes':
+        dtypes()
+    elif sys.argv[1] == 'train':
         train(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == 'caught':
         caught(sys.argv[2])

@@ -123,6 +123,15 @@ def test_a_failing_rank_ends_the_job(how):
 
 
 @needs_mpi
+def test_collectives_of_every_dtype_agree_with_numpy_on_every_rank():
+    # float16 too (MPI has no half type: exchanged as float32 and rounded once), under
+    # Theano C and both device paths
+    rc, out, seconds = _run(['dtypes'], RANKS, timeout=TIMEOUT)
+    assert rc == 0, out[-4000:]
+    assert out.count('every dtype agrees') == RANKS, out[-4000:]
+
+
+@needs_mpi
 def test_a_shape_mismatch_names_the_tensor_and_every_rank():
     rc, out, seconds = _run(['fail', 'mismatch'], RANKS, timeout=FAIL_BOUND + 30)
     assert rc != 0, out[-4000:]

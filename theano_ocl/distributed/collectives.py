@@ -75,9 +75,20 @@ def reduce_into(src, dst, op, name, check=True):
     from mpi4py import MPI
     if check:
         check_agreement(w.comm, name, src.shape, src.dtype)
+    mpi_op = MPI.MAX if op == 'max' else MPI.SUM
+    if src.dtype == np.float16:
+        # MPI has no half type: the values are exchanged in float32 (exact: every half is a
+        # float) and the result rounded to half once, the mean after its division
+        wide = src.astype(np.float32)
+        if wide.size:
+            w.comm.Allreduce(MPI.IN_PLACE, wide, op=mpi_op)
+        if op == 'mean':
+            wide /= np.float32(w.size)
+        dst[...] = wide
+        return dst
     if src.size:
         sendbuf = MPI.IN_PLACE if dst is src else src
-        w.comm.Allreduce(sendbuf, dst, op=MPI.MAX if op == 'max' else MPI.SUM)
+        w.comm.Allreduce(sendbuf, dst, op=mpi_op)
     if op == 'mean':
         dst /= dst.dtype.type(w.size)
     return dst
@@ -93,7 +104,8 @@ def broadcast_into(src, dst, root, name, check=True):
     if check:
         check_agreement(w.comm, name, src.shape, src.dtype)
     if dst.size:
-        w.comm.Bcast(dst, root=root)
+        # (half values as their bits: MPI has no half type)
+        w.comm.Bcast(dst.view(np.uint16) if dst.dtype == np.float16 else dst, root=root)
     return dst
 
 
