@@ -89,6 +89,8 @@ def test_intermediates_kept_between_host_calls_never_alias_what_a_call_hands_out
         np.testing.assert_array_equal(a.get_value(), ac.get_value())
         np.testing.assert_array_equal(v.get_value(), vc.get_value())
         assert theano_ocl.stats(f)['on_host'] is True
+    kept = theano_ocl.stats(f)['host_kept_bytes']
+    assert (kept > 0) if keep == 'kept' else (kept == 0), kept
     for xv, copies, got in returned:       # nothing handed out was written again
         for u, c in zip(got, copies):
             np.testing.assert_array_equal(u, c)

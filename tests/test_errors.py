@@ -85,6 +85,9 @@ def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
         out = f(np.ones(100000, 'f4'))
     assert_close(out, np.full(100000, 2, 'f4'))
     assert_close(s.get_value(), np.full(4, 2, 'f4'))
+    # its intermediates are freed after their last use, as Theano's allow_gc frees them
+    assert_close(f(np.ones(100000, 'f4')), np.full(100000, 2, 'f4'))
+    assert theano_ocl.stats(f)['host_kept_bytes'] == 0
 
 
 class Interrupt(gof.Op):

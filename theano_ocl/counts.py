@@ -34,6 +34,9 @@ def stats(f):
     ``checks``            device error flags read after the call (bad index, division by 0)
     ``on_host``           whether the call runs on the host (Theano's own VM: a tiny frame
                           or one larger than the device allows)
+    ``host_kept_bytes``   bytes Theano's VM on the host keeps between calls (its
+                          intermediates' storage: at most 64 MiB, none for a function on
+                          the host because the device cannot hold its values)
     ``last_call``         the last call's path and uploads: ``steady`` (it came back to
                           its last frame and skipped the key, the lookup and the re-binding
                           of every input; a shared variable set with a value of the same
@@ -68,6 +71,7 @@ def stats(f):
     out['scans'] = [dict(node=str(task.node.op), **task.impl.last_run)
                     for task in fn.program.tasks
                     if task.kind == 'dev' and getattr(task.impl, 'last_run', None)]
+    out['host_kept_bytes'] = fn.host_kept_bytes
     last = fn.last_call
     out['last_call'] = None if last is None else dict(
         steady=last[0], uploads=last[1], upload_bytes=last[2], upload_transfers=last[3])

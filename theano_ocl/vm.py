@@ -381,6 +381,11 @@ class OCLFunction(object):
             frame.tier_probes = 0
             frame.guard = self._cache.hot_guard = None
 
+    @property
+    def host_kept_bytes(self):
+        """Bytes the host tier's intermediates keep between calls (``theano_ocl.stats``)."""
+        return 0 if self._host_tier is None else self._host_tier.held_bytes()
+
     def _tier(self):
         if self._host_tier is None:
             prog = self._rc.program
@@ -508,6 +513,7 @@ class OCLFunction(object):
                           'would (the device keeps its other shapes)' % (
                               error, self._rc.program.fgraph.outputs[0].name or 'the function'),
                           RuntimeWarning, stacklevel=4)
+        self._tier().free_intermediates()
         frame = Frame(key)
         frame.on_host = True
         self._cache.add(key, frame)

@@ -181,6 +181,13 @@ class HostTier(object):
         """Past ``KEEP_BYTES`` kept (checked at the first calls and every 64th): link again
         with every intermediate freed after its last use."""
         if self.keeps and self.held_bytes() > KEEP_BYTES:
+            self.free_intermediates()
+
+    def free_intermediates(self):
+        """From now on every intermediate is freed after its last use (a function that
+        runs on the host because its values are too large for the device: all of them
+        alive at once could be too large for the host)."""
+        if self.keeps:
             self._link(keep=False)
 
     def _make_call(self):
