@@ -54,8 +54,9 @@ class DeviceImpl(object):
     #: compiled functions the implementation runs inside it (a device Scan's inner
     #: function); ``report(f)`` lists their placements under the node
     inner_functions = ()
-    #: whether ``plan`` records no launch: a view of its input (the CPU cost model counts
-    #: the launches a call makes, ``runtime/cost.py``)
+    #: whether ``plan`` records no launch where no input is read at every call
+    #: (``dynamic_inputs``): a view of its input (the CPU cost model counts the launches a
+    #: call makes, ``runtime/cost.py``)
     is_view = False
 
     def __init__(self, node, dev):

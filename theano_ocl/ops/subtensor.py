@@ -188,20 +188,15 @@ class SubtensorView(DeviceImpl):
     """A view; where an integer index changes between calls (``dynamic_inputs``), a copy
     of the view by a kernel whose offset a host step sets at every call."""
     complex_ok = True
+    is_view = True          # (but a copy where an index is read every call)
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
         self.host_inputs = tuple(range(1, len(node.inputs)))
         self.dynamic_capable = _dynamic_capable(node, 1)
 
-    @property
-    def is_view(self):
-        return not self.dynamic_inputs
-
     def describe(self):
-        if self.dynamic_inputs:
-            return 'copy at an index read every call'
-        return 'view'
+        return 'copy at an index read every call' if self.dynamic_inputs else 'view'
 
     def plan(self, ctx, ins):
         entries = tsub.get_idx_list(ins, self.node.op.idx_list)

@@ -97,7 +97,7 @@ def launches(prog):
     for t in prog.tasks:
         if t.kind != 'dev' or t.fused_into is not None:
             continue
-        if t.impl.is_view:
+        if t.impl.is_view and not t.impl.dynamic_inputs:
             continue
         n += 1
     return n
