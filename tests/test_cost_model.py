@@ -109,6 +109,37 @@ def test_a_large_function_stays_on_the_device():
     assert theano_ocl.stats(f)['on_host'] is True
 
 
+def _products(mode):
+    """Four 200x200 float64 products in a chain (8M multiply-adds each: the device runs
+    them by the host's BLAS on one thread, as ``ONE_THREAD_MACS`` says) and a sum: a few
+    milliseconds of BLAS on the host against a few launches' round trip."""
+    x = T.dmatrix('x')
+    w = theano.shared(np.linspace(-1, 1, 40000).reshape(200, 200) / 20, 'w')
+    h = x
+    for _ in range(4):
+        h = T.dot(h, w)
+    return theano.function([x], h.sum(), mode=mode)
+
+
+def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch):
+    """A function whose host time is mostly products the device would run by the host's
+    BLAS too goes to the host: the device's least time counts that work (``host work`` in
+    ``report``). Counted without it, the device's launches alone would be far below the
+    host's time and the device would be chosen."""
+    from theano_ocl.runtime import cost
+    v = np.random.RandomState(3).randn(200, 200)
+    g = _products('FAST_RUN')
+    f = _products(theano_ocl.OCLMode(**ON))
+    np.testing.assert_array_equal(f(v), g(v))
+    assert theano_ocl.stats(f)['on_host'] is True
+    text = _where(f)
+    assert 'input signature 0 on the host' in text and 'host work' in text, text
+    monkeypatch.setattr(cost, 'host_work', lambda prog, times, storage: 0.0)
+    f = _products(theano_ocl.OCLMode(**ON))
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)
+    assert theano_ocl.stats(f)['on_host'] is False, _where(f)
+
+
 def test_inputs_too_large_to_read_in_the_devices_least_time_are_never_run_dry(monkeypatch):
     """256 MiB of shared input read whole (a maximum; 10-30 ms at the host's bandwidth,
     cached or not) take longer to read on the host than a call and a launch on the device: the device is chosen without a host run. (An input

@@ -80,7 +80,7 @@ from ..runtime import settings
 from . import gemm_small, gemm_tune
 from .base import COMPLEX_DTYPES, DeviceImpl, FLOAT_DTYPES, INT_DTYPES
 from .blas_clblast import load_pyclblast, plan_clblast
-from .blas_host import plan_host
+from .blas_host import ONE_THREAD_MACS, plan_host
 from .blas_operands import NONE, ONE, Scalar, as_batch, as_column, as_row, as_scalar_matrix
 from .elemwise import Fused, fmap
 from .registry import implemented_by, ocl_impl
@@ -468,6 +468,26 @@ class BlasImpl(DeviceImpl):
     def scalar(self, j, darr):
         return Scalar.of(self.node.inputs[j], darr)
 
+    def host_work(self, values):
+        """Whether, for its input ``values`` (host arrays, in the node's order), the device
+        runs this node's product by the host's BLAS on one thread (the 'host' backend, too
+        large for the small kernel, at most ``ONE_THREAD_MACS`` multiply-adds): the work
+        takes the device as long as Theano's VM (``runtime/cost.py``: ``host_work``)."""
+        if self.backend != 'host' or _forced() is not None:
+            return False
+        try:
+            nb, m, n, k = self.product_shape([np.shape(v) for v in values])
+        except (TypeError, IndexError, ValueError):
+            return False
+        macs = nb * m * n * k
+        small = k <= gemm_small.MAX_K and nb * m * n * max(k, 1) <= gemm_small.MAX_MACS
+        return not small and macs <= ONE_THREAD_MACS
+
+    def product_shape(self, shapes):
+        """(batch, M, N, K) of the product, from the inputs' shapes."""
+        x, y = shapes[0], shapes[1]
+        return 1, (x[0] if len(x) == 2 else 1), (y[1] if len(y) == 2 else 1), x[-1]
+
     def output_for(self, ctx, j, z, shape, dtype):
         """The input ``z`` (index j) itself when the op may destroy it, else a fresh array."""
         op = self.node.op
@@ -508,6 +528,9 @@ class DotImpl(BlasImpl):
 class GemmImpl(BlasImpl):
     """Gemm(z, a, x, y, b) = b * z + a * dot(x, y)."""
 
+    def product_shape(self, shapes):
+        return BlasImpl.product_shape(self, shapes[2:4])
+
     def plan(self, ctx, ins):
         z, a, x, y, b = ins
         if x.shape[1] != y.shape[0] or z.shape != (x.shape[0], y.shape[1]):
@@ -527,6 +550,9 @@ class GemvImpl(BlasImpl):
     fusable_inputs = (3,)       # x
     takes_epilogue = True
 
+    def product_shape(self, shapes):
+        return 1, shapes[2][0], 1, shapes[2][1]
+
     def plan(self, ctx, ins, epilogue=None):
         y, alpha, A, x, beta = ins
         if A.shape[0] != y.shape[0] or A.shape[1] != x.shape[0]:
@@ -544,6 +570,9 @@ class GemvImpl(BlasImpl):
 class GerImpl(BlasImpl):
     """Ger(A, alpha, x, y) = A + alpha * outer(x, y)."""
 
+    def product_shape(self, shapes):
+        return 1, shapes[2][0], shapes[3][0], 1
+
     def plan(self, ctx, ins):
         A, alpha, x, y = ins
         if A.shape != (x.shape[0], y.shape[0]):
@@ -558,6 +587,10 @@ class GerImpl(BlasImpl):
 
 class BatchedDotImpl(BlasImpl):
     """BatchedDot(x, y): x (b, m, k) or (b, k); y (b, k, n) or (b, k)."""
+
+    def product_shape(self, shapes):
+        x, y = shapes[0], shapes[1]
+        return x[0], (x[1] if len(x) == 3 else 1), (y[2] if len(y) == 3 else 1), x[-1]
 
     def plan(self, ctx, ins):
         x, y = ins

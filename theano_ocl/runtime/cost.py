@@ -18,7 +18,9 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
 - the device's time is bounded below by what its calls cost whatever their work:
   ``call + launches * launch``, with ``call`` and ``launch`` measured once per device by
   theano_ocl's own runtime (:func:`constants`) and ``launches`` the device nodes that
-  launch. Nothing is assumed of the device's speed on the work itself: fused kernels and
+  launch, plus the host work its call does as Theano's VM does it (:func:`host_work`: host
+  fallbacks, small products run by the host's BLAS; timed node by node in a further dry
+  run). Nothing is assumed of the device's speed on its kernels' work: fused kernels and
   a queued BLAS can beat Theano C's code on one core (the MLP 784-1000-1000-10 step at
   batch 128 on one core of the 2-core Xeon: 24 ms on the device, 73 ms in Theano's VM);
 - only where ``host_s`` is below that bound, the signature's calls run on the host from
@@ -176,12 +178,38 @@ def choose(prog, dev, tier, make_mode):
         t = time.perf_counter()
         tier.dry_run()
         host_s = time.perf_counter() - t
+        times = tier.timed_run()
+        both = host_work(prog, times, tier.storage_map) if times else 0.0
+        bound += both
         if host_s < 2 * bound:
             t = time.perf_counter()
             tier.dry_run()
             host_s = time.perf_counter() - t
     except Exception:
         return None
-    return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at '
-                  'least %.0f us (a call %.0f us + %d launches x %.1f us)' % (
-                      host_s * 1e6, bound * 1e6, call_s * 1e6, n, launch_s * 1e6))
+    return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at least %.0f us '
+                  '(a call %.0f us + %d launches x %.1f us + host work %.0f us)' % (
+                      host_s * 1e6, bound * 1e6, call_s * 1e6, n, launch_s * 1e6, both * 1e6))
+
+
+def host_work(prog, times, storage):
+    """Seconds of a host run, timed node by node (``times``: {Apply node: seconds};
+    ``storage``: the run's storage map), that the device's call spends on the host as
+    well: its host fallbacks (Theano's own thunks, each call) and the work its
+    implementations say runs there as Theano's VM runs it (``impl.host_work(values)``:
+    products by the host's BLAS on one thread; the quickstart's step, 784 -> 10 at batch
+    256, float32: 490 of its 520 us in two such products, 2026-11-29, 2-core Xeon).
+    Products on OpenBLAS's threads are not counted: where the device's thread count
+    differs from Theano's (a rank of one core: Theano's BLAS threads share it), so do
+    their times."""
+    total = 0.0
+    for t in prog.tasks:
+        s = times.get(t.node)
+        if s is None:
+            continue
+        if t.kind == 'host' and not t.meta:
+            total += s
+        elif t.kind == 'dev' and hasattr(t.impl, 'host_work') and t.impl.host_work(
+                [storage[v][0] if v in storage else None for v in t.node.inputs]):
+            total += s
+    return total

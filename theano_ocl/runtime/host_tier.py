@@ -22,6 +22,8 @@ function whose results cannot depend on where they run (:func:`computes_exactly`
 it is hot; one of a function doing float arithmetic after ``PROBES`` calls that ran both
 ways (:func:`probes`) gave the same bits, else never.
 """
+import time
+
 import numpy as np
 
 from . import commit, faults
@@ -165,6 +167,7 @@ class HostTier(object):
                                                   output_storage=self.output_cells,
                                                   storage_map=storage_map)
         self.fn = fn
+        self.storage_map = storage_map
         self.order = order
         self.thunks = thunks
         self.keeps = keep
@@ -248,7 +251,26 @@ class HostTier(object):
         tier may take: ``OCLFunction._tier_probe``)."""
         return self._run('host tier probe')
 
-    def _run(self, where):
+    def timed_run(self):
+        """Run one call committing nothing, node by node: {Apply node: seconds}, or None
+        where a node is lazy (an IfElse: its thunk runs only what its condition needs, as
+        Theano's VM alone can tell it)."""
+        if any(getattr(thunk, 'lazy', False) for thunk in self.thunks):
+            return None
+        self._prepare('host tier probe')
+        storage = self.storage_map
+        for var in self.fresh:              # (as the VM clears them before each run)
+            if var.owner is not None and var in storage:
+                storage[var][0] = None
+        times = {}
+        clock = time.perf_counter
+        for node, thunk in zip(self.order, self.thunks):
+            t = clock()
+            thunk()
+            times[node] = clock() - t
+        return times
+
+    def _prepare(self, where):
         for res in self.residents:
             if res.device_newer:
                 res.sync_to_host()
@@ -257,6 +279,9 @@ class HostTier(object):
             copy[0] = value.copy() if isinstance(value, np.ndarray) else value
         if faults.hook is not None:
             faults.at(where)
+
+    def _run(self, where):
+        self._prepare(where)
         self.fn()
         outputs = [None if j in self.update_outputs else cell[0]
                    for j, cell in enumerate(self.output_cells)]
