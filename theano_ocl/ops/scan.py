@@ -157,17 +157,9 @@ class ScanImpl(DeviceImpl):
 
     def plan(self, ctx, ins):
         loop = Loop(self, ctx, ins)
-        profiler = ctx.rc.profiler
-        start = time.perf_counter()
-        built = build_seconds()
-        outs = loop.run()                 # now: its outputs' shapes depend on what it does
-        if profiler is not None:
-            # this call's loop, in the node's time (profiling.py), less the inner function's
-            # kernel builds (compile time)
-            profiler.add_host_time(ctx.task_index, time.perf_counter() - start
-                                   - (build_seconds() - built))
-        ctx.host_step(loop.replay, 'host', reads=None, writes=None)
-        return outs
+        ctx.host_step(loop.run, 'host', reads=None, writes=None)
+        ctx.run_recorded()      # now: its outputs' shapes depend on what its first run did
+        return loop.outputs
 
 
 def _computed_on_host(prog, var):
@@ -189,11 +181,13 @@ def _scan(op, node, dev):
 class Loop(LoopCopies):
     """One planned Scan node: its buffers, and the loop that fills them.
 
-    ``run()`` enqueues the whole loop (it runs while planning, and again on every replay
-    of the frame through ``replay``). The number of steps is fixed by the frame (a host
-    input); an ``until`` condition that stops after another number of steps than when
-    the frame was planned changes the outputs' shapes: another frame of the same key runs
-    (see the module docstring).
+    ``run()`` enqueues the whole loop: the frame's one plan for the node, run once while
+    the frame is planned (``PlanContext.run_recorded``: the outputs' shapes follow what
+    that first run did) and on every replay. The number of steps is fixed by the frame (a
+    host input); an ``until`` condition that stops after another number of steps than the
+    first run changes the outputs' shapes: another frame of the same key runs (see the
+    module docstring). The first run is the one before ``done`` is known: it makes the
+    nit-sot buffers and reads an ``until`` condition every step.
     """
 
     def __init__(self, impl, ctx, ins):
@@ -207,7 +201,7 @@ class Loop(LoopCopies):
         self.ctx = ctx
         self.fn = impl.fn
         self.cells = [c.storage for c in impl.fn.input_storage]
-        self.planned = True          # the step recorded with it first runs right after
+        self.outputs = None          # the outer outputs, as the last run left them
         n_steps = int(ins[0])
         if n_steps < 0:
             raise IndexError('Scan was asked to run for negative number of step %d' % n_steps)
@@ -276,7 +270,7 @@ class Loop(LoopCopies):
                 continue
             self.fixed.append((self.cells[k], ins[j]))
         self.sinks = lay.sinks()
-        self.done = None         # steps the planned run did (an until condition may stop it)
+        self.done = None         # steps the first run did (an until condition may stop it)
         # an until condition computed on the device is kept there on replays (``masked``):
         # a stop flag and a step count, read every few steps (``CHECKS``), later steps'
         # writes masked by the flag; the run while planning reads it every step
@@ -310,13 +304,8 @@ class Loop(LoopCopies):
         return c
 
     # ---------------------------------------------------------------- running
-    def replay(self):
-        if self.planned:
-            self.planned = False      # the run while planning was this step's first one
-            return
-        self.run()
-
     def run(self):
+        first = self.done is None
         if self.outer_queue is not self.queue:
             self.outer_queue.finish()     # what the plans before this one wrote
         profile = self.fn.profile
@@ -324,7 +313,7 @@ class Loop(LoopCopies):
         built = build_seconds() if profile else 0
         try:
             try:
-                result = self._run()
+                result = self._run(True, first)
             except Replan:
                 raise
             except Exception as e:
@@ -332,12 +321,12 @@ class Loop(LoopCopies):
                 # of a run reading its device stop flag every few steps: the run again as
                 # passes, which read the flags and the condition every step and fail where
                 # Theano's loop does
-                if not isinstance(e, ChecksFailed) and not (self.masked and not self.planned):
+                if not isinstance(e, ChecksFailed) and not (self.masked and not first):
                     raise
                 if self.bound is not None:
                     self.bound.restore()
                     self.bound = None
-                result = self._run(lower=False)
+                result = self._run(False, first)
             if self.outer_queue is not self.queue:
                 self.queue.finish()           # before the plans after this one read it
             if profile and hasattr(profile, 'nbsteps'):     # as Scan.execute counts
@@ -345,6 +334,7 @@ class Loop(LoopCopies):
                 profile.nbsteps += self.n_steps
                 # (the inner function's kernel builds are compile time)
                 profile.call_time += time.perf_counter() - start - (build_seconds() - built)
+            self.outputs = result
             return result
         finally:
             if self.bound is not None:       # the inner frame's roots back where planned
@@ -357,11 +347,11 @@ class Loop(LoopCopies):
             for c in self.fn.output_storage:
                 c.storage[0] = None
 
-    def _run(self, lower=True):
+    def _run(self, lower, first):
         lay = self.lay
         t_run = time.perf_counter()
         stopped, self.impl.stopped = self.impl.stopped, None
-        if stopped is not None and not self.planned:
+        if stopped is not None and not first:
             outs = self._take_stopped(*stopped)
             if outs is not None:
                 return outs               # (what it did: the stopped run's last_run)
@@ -399,7 +389,7 @@ class Loop(LoopCopies):
         n_steps = self.n_steps
         # (a run again after an error flag of the lowered steps reads the condition every
         # step: it fails where Theano's loop fails, not at a step past the stop)
-        masked = self.masked and not self.planned and lower
+        masked = self.masked and not first and lower
         if masked:
             self._zero(self.flags)
             check = CHECKS[0]
@@ -614,8 +604,8 @@ class Loop(LoopCopies):
     def _nit_sot(self, j, value):
         """The buffer of nit-sot output ``j``, shaped by its first step's value (planning:
         the first run of the loop makes it; its shape is then fixed)."""
-        if not self.planned:
-            raise Replan(self.impl.node)   # pragma: no cover - made by the planned run
+        if self.done is not None:
+            raise Replan(self.impl.node)   # pragma: no cover - made by the first run
         shape = (self.store[j],) + tuple(value.shape)
         d = self.ctx.alloc(shape, self.impl.node.outputs[j].type.dtype)
         return d

@@ -58,7 +58,7 @@ class FrameBuilder(object):
                 rc.position_of_error = t
                 if hooked:
                     faults.at('plan task %d' % t)
-                ctx = PlanContext(rc, frame, t, rc.queue)
+                ctx = PlanContext(rc, frame, t, rc.queue, self._run_recorded)
                 ctx.node = task.node
                 if task.regions and not self._taken(task, ctx):
                     frame.skipped.add(t)    # of a branch not taken: never planned nor run
@@ -116,6 +116,12 @@ class FrameBuilder(object):
                 self.recorded += 1
             self.pending.append((step, record))
         ctx.new_steps = []
+
+    def _run_recorded(self, ctx):
+        """``PlanContext.run_recorded``: ``ctx``'s plans so far into the segment, and the
+        segment run."""
+        self._run_new(ctx)
+        self._settle()
 
     def _settle(self, var=None):
         """Run the segment, the plans recorded since the last one ran, before planning reads

@@ -121,7 +121,7 @@ class Frame(object):
 class PlanContext(object):
     """What a device implementation sees while planning one node of a frame."""
 
-    def __init__(self, rc, frame, task_index, queue):
+    def __init__(self, rc, frame, task_index, queue, run_recorded=None):
         self.rc = rc               # the function's RunContext (its profiler, settings)
         self.dev = rc.dev
         self.queue = queue
@@ -140,6 +140,16 @@ class PlanContext(object):
         self.fresh = False
         self.new_steps = []
         self.native = None         # launches through runtime.native (decided at the first)
+        # runs the plans recorded so far, this node's too, through the loop driver (the
+        # frame builder's; see :meth:`run_recorded`)
+        self._run_recorded = run_recorded
+
+    def run_recorded(self):
+        """Run the plans recorded so far, this node's included, before its planning goes
+        on: for a family whose outputs are known only once its plans ran (a device Scan's:
+        their shapes follow what its loop did). They run once, as a segment of the frame's
+        first call (``runtime/build.py``); replays run them as any other plans."""
+        self._run_recorded(self)
 
     # -- memory -------------------------------------------------------------------
     def alloc(self, shape, dtype):
