@@ -280,3 +280,47 @@ def test_gradient_through_an_until_loop(dtype):
     for got, want in zip(f_o(xv, limit), f_c(xv, limit)):
         assert_close(got, want, rtol=tol, atol=tol, what='after the error')
 
+
+
+@pytest.mark.parametrize('until', [False, True])
+@pytest.mark.parametrize('counter', ['int64', 'int32'])
+def test_states_computed_on_the_host_run_in_the_driver(counter, until):
+    """States the inner function computes and reads on the host (integer counters: a
+    one-deep count, a Fibonacci pair with taps -2 and -1 whose whole sequence is an
+    output, a shared variable's count) beside a device state, with and without an
+    ``until`` condition on a counter: each call's outputs and updates equal Theano C's,
+    and every step after the first ran in the driver, fed from and written into the run's
+    host buffers (before, every step was a pass of the inner function)."""
+    x = T.vector('x')
+    k = T.scalar('k', dtype=counter)
+    hits = theano.shared(np.asarray(0, counter), name='hits')
+    one = np.asarray(1, counter)
+
+    def step(f2, f1, c, h, x, k):
+        c2 = c + one
+        h2 = T.tanh(h * 0.9 + x)
+        outs = [f1 + f2, c2, h2]
+        upd = {hits: hits + T.cast(c2 > 2, counter)}
+        if until:
+            return outs, upd, theano.scan_module.until(c2 >= k)
+        return outs, upd
+    (fib, cs, hs), upd = theano.scan(step, outputs_info=[
+        dict(initial=T.as_tensor_variable(np.asarray([0, 1], counter)), taps=[-2, -1]),
+        T.constant(np.asarray(0, counter)), T.zeros_like(x)],
+        non_sequences=[x, k], n_steps=12)
+    f_c, f_o = compile_both([x, k], [fib, cs[-1], hs, hs[-1]], updates=upd)
+    v = np.linspace(-1, 1, 5)
+    for limit in (5, 1, 12, 40, 5, 7):
+        hits.set_value(np.asarray(3, counter))
+        want = f_c(v, limit)
+        want_hits = hits.get_value()
+        hits.set_value(np.asarray(3, counter))
+        got = f_o(v, limit)
+        steps = min(limit, 12) if until else 12
+        assert len(want[0]) == steps, (limit, len(want[0]))
+        for j, (g, w) in enumerate(zip(got, want)):
+            assert_close(g, w, what='limit %d, output %d' % (limit, j))
+        assert_close(hits.get_value(), want_hits, what='limit %d, hits' % limit)
+        s, = theano_ocl.stats(f_o)['scans']
+        assert s['steps'] == steps, (limit, s)
+        assert s['lowered_steps'] == steps - 1, (limit, s)

@@ -25,9 +25,11 @@ the driver, as ``SimulatorOCL.run_steps`` runs a function's frame:
 The inner frame's error flags (a bad index inside the loop) are read once after the
 loop; should one be set, the run starts again as passes that read them every step, so it
 fails at the step Theano's loop fails at (an until loop: its condition read every
-step). Loops the driver does not take run as passes (the module docstring of
-``ops/scan.py``): a state the inner function reads on the host, a host value among its
-outputs, a profiled inner function, an inner frame run by the in-thread host tier.
+step). A state the inner function computes and reads on the host (an int64 counter,
+``scan.mirrors``) is fed from its row of the run's host buffer and written into its slot
+there, as the passes do. Loops the driver does not take run as passes (the module
+docstring of ``ops/scan.py``): a host value among its outputs that is not such a state, a
+profiled inner function, an inner frame run by the in-thread host tier.
 """
 from ..darray import DArray
 from ..runtime.loop import Copy, Follow, HostRow, Loop, RowLaunch, Rows, Strided
@@ -50,8 +52,7 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
     masking = lay.as_while and scan.impl.cond_on_device
     if masking and not (scan.masked and isinstance(results[-1], DArray)):
         return None, 0
-    if scan.mirrors or frame is None or \
-            frame.tiny or frame.on_host or frame.commits or inner.profile or \
+    if frame is None or frame.tiny or frame.on_host or frame.commits or inner.profile or \
             inner.profiler is not None:
         return None, 0
     guard = inner.hot_guard
@@ -87,6 +88,13 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
               for cell, v in scan.fixed]
     # a sequence read on the host (an index): its row of the host copy the run read
     feeds += [HostRow(cell, rows) for cell, rows in host_seqs]
+    # a state computed and read on the host (a counter): its tap's row of the run's host
+    # buffer (``scan.mirrors``), the whole buffer where it has no taps
+    for cell, o, tap in scan.host_reads:
+        if tap is None:
+            cells.append((cell, scan.mirrors[o]))
+        else:
+            feeds.append(HostRow(cell, scan.mirrors[o], rows=Rows(None, 0, 0, *rows_of(o, tap))))
     # ---------------------------------------------------------------- sinks
     sinks = []
     written = () if binding is None else binding.sinks
@@ -108,6 +116,15 @@ def lowered(scan, results, staged, meta, binding, pos0, host_seqs, check=None):
                 continue
             value = results[k]
             out = scan.outs[j]
+            mirror = scan.mirrors.get(j)
+            if mirror is not None:
+                # computed on the host into the host buffer: its slot, as a pass writes it
+                fetch = frame.outputs[k]
+                if frame.kept_outputs[k] is not None or (j < n_kept and tap is not None):
+                    return None, 0
+                sinks.append(HostRow(fetch=fetch, array=mirror, rows=None if j >= n_kept
+                                     else Rows(None, 0, 0, pos0[j], store[j])))
+                continue
             if not isinstance(value, DArray) or not value.is_c_contiguous() or out is None \
                     or id(value.root) in followed:
                 return None, 0

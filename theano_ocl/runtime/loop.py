@@ -20,14 +20,16 @@ What a loop says, each part data rather than code:
 * before the pass (``feeds``): a row copied into the frame's input buffer (:class:`Copy`),
   the frame's root pointed at the row instead (:class:`Follow`, its recorded kernel
   arguments re-pointed), a step's rows in one launch (:class:`RowLaunch`), a host
-  array's row put in an input cell (:class:`HostRow`); cells set every step
+  array's row put in an input cell (:class:`HostRow`: a sequence's row ``t``, a state's
+  tap of a host buffer); cells set every step
   (``cells``), host output cells cleared (``clear``), shared variables committed on the
   host brought to the device (``restage``);
 * the pass: the frame's plans (``fns``: its recorded steps, or its batched plan; for a
   call, with its early reads interleaved, ``runtime/early.py``, or wrapped by the
   profiler, ``profiling.Profiler.fns``);
 * after the pass (``sinks``): a frame value copied into a row (:class:`Copy`), a strided
-  one by its copy kernel (:class:`Strided`), a host value appended (:class:`HostRow`);
+  one by its copy kernel (:class:`Strided`), a host value appended or written into its
+  slot of a host buffer (:class:`HostRow`);
   each sink every ``every`` steps;
 * the step's commit (``commit``: the actions of its first step, then of the others);
 * an ``until`` condition (:class:`Until`, the last sink): a device stop flag updated
@@ -103,13 +105,17 @@ class Strided(object):
 
 
 class HostRow(object):
-    """As a feed: ``cell[0] = array[t]`` (a 0-d array for a scalar input). As a sink:
-    ``fetch()`` (a host output) appended to ``into`` every ``every`` steps."""
-    __slots__ = ('cell', 'array', 'fetch', 'into', 'every')
+    """As a feed: ``cell[0] = array[t]`` (a 0-d array for a scalar input), or
+    ``array[rows.row(t)]`` (a view: a state tap of a host buffer). As a sink: ``fetch()``
+    (a host output) appended to ``into`` every ``every`` steps, or written into
+    ``array[rows.row(t)]`` (a state's slot of a host buffer; ``rows`` None: the whole
+    array, a shared variable's value)."""
+    __slots__ = ('cell', 'array', 'fetch', 'into', 'every', 'rows')
 
-    def __init__(self, cell=None, array=None, fetch=None, into=None, every=1):
+    def __init__(self, cell=None, array=None, fetch=None, into=None, every=1, rows=None):
         self.cell, self.array, self.fetch, self.into, self.every = \
             cell, array, fetch, into, every
+        self.rows = rows
 
 
 class Until(object):
@@ -262,8 +268,10 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
                     elif kind is RowLaunch:
                         f.copies.run(None if f.src is None else [r.row(t) for r in f.src],
                                      None if f.dst is None else [r.row(t) for r in f.dst])
-                    else:
+                    elif f.rows is None:
                         f.cell[0] = f.array[t, ...]
+                    else:
+                        f.cell[0] = f.array[f.rows.row(t), ...]
                 for i, root, cell_res in restage:
                     bind_input(dev, queue, frame, i, root, cell_res)
             # ---------------------------------------------------- the pass
@@ -298,6 +306,11 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
                     elif kind is Until:
                         if s.step(t):
                             return t + 1
+                    elif s.into is None:
+                        if s.rows is None:
+                            s.array[...] = s.fetch()
+                        else:
+                            s.array[s.rows.row(t), ...] = s.fetch()
                     elif (t + 1) % s.every == 0:
                         s.into.append(s.fetch())
             if check_each and loop.checks is not None:
