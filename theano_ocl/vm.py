@@ -314,8 +314,7 @@ class OCLFunction(object):
         try:
             outputs = tier()
         except BaseException:
-            pos = getattr(tier.fn, 'position_of_error', None)
-            rc.position_of_error = -1 if pos is None or pos < 0 else tier.position_of(pos)
+            rc.position_of_error = tier.error_task()
             raise
         if rc.output_mode == 'device':
             outputs = [self._to_device(v) for v in outputs]
@@ -348,8 +347,7 @@ class OCLFunction(object):
             try:
                 return run()
             except BaseException:
-                pos = getattr(tier.fn, 'position_of_error', None)
-                rc.position_of_error = -1 if pos is None or pos < 0 else tier.position_of(pos)
+                rc.position_of_error = tier.error_task()
                 raise
         return hot
 

@@ -287,9 +287,13 @@ class HostTier(object):
                    for j, cell in enumerate(self.output_cells)]
         return outputs, [(i, cell[0]) for i, cell in self.updates]
 
-    def position_of(self, error_position):
-        """The node index the VM reported an error at, in ``prog.tasks``' order."""
-        node = self.order[error_position]
+    def error_task(self):
+        """The index in ``prog.tasks`` of the node at which the VM's last run failed, or
+        -1 (the function's ``position_of_error``)."""
+        pos = getattr(self.fn, 'position_of_error', None)
+        if pos is None or pos < 0:
+            return -1
+        node = self.order[pos]
         for t, task in enumerate(self.prog.tasks):
             if task.node is node:
                 return t
