@@ -293,7 +293,7 @@ def render(data_dir=None, out_dir=None, plots=True):
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
     index += _script_runs(scripts) + _small_model_runs(scripts) + _torch_runs(scripts) + \
-        _keras_runs(scripts) + _data_parallel_runs(scripts)
+        _keras_runs(scripts) + _data_parallel_runs(scripts) + _nengo_compare_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -443,6 +443,39 @@ def _data_parallel_runs(scripts_dir):
             '| run | device | commit | model | batch per rank | ranks | one rank, ms / step | '
             'K ranks, ms / step | exchange alone | speedup (range) | efficiency |',
             '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|'] + rows + ['']
+
+
+def _nengo_compare_runs(scripts_dir):
+    """A table of ``bench/nengo_compare.py --json`` records (one Nengo network run by
+    nengo-ocl and by ``SimulatorOCL.run_steps`` on one device, in one process), newest
+    first: the lines of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('nengo_compare',)):
+        times = rec.get('ms_per_step') or {}
+        rounds = rec.get('rounds', {}).get('theano_ocl', [])
+        if 'nengo-ocl' not in times or 'theano_ocl' not in times or not rounds:
+            continue
+        ocl = [r[0] * 1e3 for r in rounds]
+        agree = rec.get('agreement', {}).get('theano_ocl vs nengo-ocl', {})
+        rows.append('| %s | %s | %s | %d x %d, %d steps | %s ms | %s ms (%s..%s) | %.2fx | '
+                    '%s of %s |' % (
+                        name, rec['device'], _commit_label(rec), rec['ensembles'],
+                        rec['neurons'], rec['steps'], _ms(times['nengo-ocl']),
+                        _ms(times['theano_ocl']), _ms(min(ocl)), _ms(max(ocl)),
+                        times['nengo-ocl'] / times['theano_ocl'],
+                        agree.get('steps_equal', '-'), agree.get('steps', '-')))
+    if not rows:
+        return []
+    return ['## Nengo against nengo-ocl', '',
+            'The `--json` records of `bench/nengo_compare.py`: a Nengo network (E ensembles '
+            'of N LIF neurons, 5 ms lowpass connections in a chain, a probe on the last) run '
+            'by `nengo_ocl.Simulator` and by `SimulatorOCL.run_steps` of the Theano graph of '
+            'its step, on the same device in one process: median milliseconds per step over '
+            'the timed runs (theano_ocl\'s range of runs), nengo-ocl\'s time over theano_ocl\'s '
+            '(above 1: theano_ocl is faster), and the steps whose outputs are equal within '
+            'float32 rounding.', '',
+            '| run | device | commit | network | nengo-ocl | theano_ocl | nengo-ocl / OCL | '
+            'steps equal |', '|---|---|---|---|---:|---:|---:|---:|'] + rows + ['']
 
 
 def _commit_label(rec):
