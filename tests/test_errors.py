@@ -61,7 +61,7 @@ def _doubling_after_one_call():
     s = theano.shared(np.zeros(4, 'f4'), 's')
     f = theano.function([x], x * 2, updates={s: s + 1}, mode=ocl())
     f(np.ones(16, 'f4'))
-    return f, s, f.fn.dev
+    return f, s, theano_ocl.get_device()
 
 
 def test_out_of_memory_is_a_memory_error_and_function_survives(monkeypatch):

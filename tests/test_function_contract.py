@@ -167,7 +167,7 @@ def test_device_arrays_in_and_out():
     import pyopencl.array as cla
     x = T.fvector('x')
     f = theano.function([x], T.exp(x) + 1, mode=ocl(outputs='device'))
-    dev = f.fn.dev
+    dev = theano_ocl.get_device()
     a = np.random.RandomState(0).rand(1000).astype('f4')
     r = f(a)
     assert isinstance(r, cla.Array)
@@ -203,14 +203,15 @@ def test_memory_is_flat_over_many_calls():
     a = np.ones(8192, 'f4')
     for _ in range(200):
         f(a)
-    pool = f.fn.dev.pool
+    pool = theano_ocl.get_device().pool
     gc.collect()          # other tests' functions may still free buffers into the pool
     active, managed = pool.active_blocks, pool.managed_bytes
     rss = _rss_kb()
     for _ in range(3000):
         f(a)
     assert pool.active_blocks <= active and pool.managed_bytes <= managed
-    assert len(f.fn.frames) == 1 and f.fn.replans == 0
+    st = theano_ocl.stats(f)
+    assert st['frames'] == 1 and st['replans'] == 0, st
     assert _rss_kb() - rss < 20000
     assert_close(s.get_value(), np.full(8192, 3200, 'f4'))
 

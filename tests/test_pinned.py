@@ -116,7 +116,7 @@ def test_the_setting():
     x = T.fvector('x')
     f = theano.function([x], x + 1, mode=theano_ocl.OCLMode())
     out = f(np.zeros(40000, 'float32'))
-    assert _leased(out) == f.fn.dev.is_gpu          # the default: GPUs only
+    assert _leased(out) == theano_ocl.get_device().is_gpu     # the default: GPUs only
     assert_close(out, np.ones(40000, 'float32'))
 
 

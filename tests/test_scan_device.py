@@ -232,7 +232,7 @@ def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
     f, failures = compare([x, y0, lim], [ys, ys[-1], sums[-1], dbl, sums.shape[0]],
                           [[xv, y0v, np.asarray(v, dtype)] for v in limits])
     assert not failures, failures
-    plans = f.fn.replans
+    plans = theano_ocl.stats(f)['replans']
     inner, = [t.impl.fn.fn for t in f.fn.program.tasks if isinstance(t.node.op, Scan)]
     passes = []
     real = inner.pass_values
@@ -241,7 +241,7 @@ def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
     for v in (6, 30) * 4:
         calls.append(f(xv, y0v, np.asarray(v, dtype))[-1])
     assert calls == [4, 8] * 4
-    assert f.fn.replans == plans, (plans, f.fn.replans)
+    assert theano_ocl.stats(f)['replans'] == plans, (plans, theano_ocl.stats(f))
     # (one pass a call: its first step; the steps after it run by the loop driver)
     assert len(passes) == 4 * 2, len(passes)
 
@@ -414,7 +414,7 @@ def test_sequence_element_as_an_index(dtype):
              for node, where, impl in theano_ocl.placements(fn) if 'Subtensor' in str(node.op)]
     assert any('index read every call' in k for k in kinds), kinds
     for _, fn in inner_functions(f):
-        assert fn.fn.replans == 0, fn.fn.replans
+        assert theano_ocl.stats(fn)['replans'] == 0, theano_ocl.stats(fn)
     with pytest.raises(IndexError):
         f(np.array([1, 7]), e, h)
     got = f(*calls[0])
