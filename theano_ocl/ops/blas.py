@@ -479,9 +479,7 @@ class BlasImpl(DeviceImpl):
             nb, m, n, k = self.product_shape([np.shape(v) for v in values])
         except (TypeError, IndexError, ValueError):
             return False
-        macs = nb * m * n * k
-        small = k <= gemm_small.MAX_K and nb * m * n * max(k, 1) <= gemm_small.MAX_MACS
-        return not small and macs <= ONE_THREAD_MACS
+        return not gemm_small.small_shape(nb, m, n, k) and nb * m * n * k <= ONE_THREAD_MACS
 
     def product_shape(self, shapes):
         """(batch, M, N, K) of the product, from the inputs' shapes."""

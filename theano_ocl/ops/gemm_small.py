@@ -50,7 +50,11 @@ def takes_fused(A, B):
 def is_small(A, B, C):
     """Whether ``C[b] = alpha A[b] @ B[b] + beta Z[b]`` is small enough for the small kernel."""
     nb, M, K = A.shape
-    N = B.shape[2]
+    return small_shape(nb, M, B.shape[2], K)
+
+
+def small_shape(nb, M, N, K):
+    """Whether a product of ``nb`` M x K by K x N matrices is small enough for it."""
     return K <= MAX_K and nb * M * N * max(K, 1) <= MAX_MACS
 
 

@@ -187,8 +187,8 @@ def choose(prog, dev, tier, make_mode):
             host_s = time.perf_counter() - t
     except Exception:
         return None
-    return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at least %.0f us '
-                  '(a call %.0f us + %d launches x %.1f us + host work %.0f us)' % (
+    return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at '
+                  'least %.0f us (a call %.0f us + %d launches x %.1f us + host work %.0f us)' % (
                       host_s * 1e6, bound * 1e6, call_s * 1e6, n, launch_s * 1e6, both * 1e6))
 
 
