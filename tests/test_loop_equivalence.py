@@ -174,19 +174,21 @@ def test_error_flag_on_a_chosen_step():
         assert_close(got, want, what='%s: acc after the failing step' % way, rtol=1e-6)
 
 
-@pytest.mark.parametrize('batched', [False, True])
-def test_a_call_run_steps_and_a_device_scan_agree(batched):
+@pytest.mark.parametrize('way', ['apart', 'batched', 'merged'])
+def test_a_call_run_steps_and_a_device_scan_agree(way):
     """One step function run on the device three ways, each a loop of the one driver
     (``runtime.loop.drive``): called once per step (a call's pass is a loop of one step),
     ``SimulatorOCL.run_steps`` (steps 1..n-1 one loop) and a device Scan of the same step
     (its steps after the first lowered). Every step's values equal Theano C's. Batched:
-    the step's three like updates are one launch in the calls' hot pass too."""
+    the step's three like updates are one launch in the calls' hot pass too; merged: one
+    launch in every pass (the ``merge`` setting, once the frame is built)."""
     n, m = 7, 6
     rng = np.random.RandomState(5)
     xs = rng.uniform(-1, 1, (n, m)).astype('float32')
     h0 = [rng.uniform(-1, 1, m).astype('float32') for _ in range(3)]
-    mode = theano_ocl.OCLMode(batch_after=1, batch_min_launches=2) if batched else \
-        theano_ocl.OCLMode(batch_after='never')
+    batched = way == 'batched'
+    mode = theano_ocl.OCLMode(batch_after=1, batch_min_launches=2, merge=False) if batched \
+        else theano_ocl.OCLMode(batch_after='never', merge=way == 'merged')
 
     def step(x, *hs):
         return [T.tanh(h * np.float32(0.5) + x) for h in hs]
@@ -211,7 +213,8 @@ def test_a_call_run_steps_and_a_device_scan_agree(batched):
         for t in range(n):
             assert_close(values[t], want[t], what='%s: step %d' % (way, t))
     call = theano_ocl.stats(f_call)
-    assert call['frames'] == 1 and call['replans'] == 0 and call['launches'] >= 3, call
+    assert call['frames'] == 1 and call['replans'] == 0, call
+    assert call['launches'] == 1 if way == 'merged' else call['launches'] >= 3, call
     if batched:
         assert call['batched_launches'] < call['launches'], call
     else:

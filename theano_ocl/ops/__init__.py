@@ -1,6 +1,7 @@
 """Device implementations, one module per op family; importing registers them."""
 from .registry import ocl_impl  # noqa: F401
 from . import elemwise  # noqa: F401
+from . import elemwise_merge  # noqa: F401
 from . import fusion  # noqa: F401
 from . import basic  # noqa: F401
 from . import shape  # noqa: F401

@@ -51,9 +51,9 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
     ``nd`` > 1: launched over an nd-dimensional range (see ``launch_dims``)."""
     operands = []
     for k, dt in enumerate(out_dtypes):
-        operands.append(_operand('o%d' % k, dt, True, contig[k]))
+        operands.append(operand('o%d' % k, dt, True, contig[k]))
     for k, dt in enumerate(in_dtypes):
-        operands.append(_operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
+        operands.append(operand('i%d' % k, dt, False, contig[len(out_dtypes) + k]))
     needs_fp64 = any(d in ('float64', 'complex128') for d in list(out_dtypes) + list(in_dtypes))
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
     return kernels.render('elemwise.cl.mako', 'ewcheck' if check else 'elemwise',
@@ -61,7 +61,8 @@ def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=Fals
                           check=check, nd=nd)
 
 
-def _operand(name, dtype, is_out, contig):
+def operand(name, dtype, is_out, contig):
+    """An operand of the elementwise templates: its name, storage and compute C types."""
     return dict(name=name, ctype=oscalar.ctype(dtype, True), cctype=oscalar.compute_ctype(dtype, True),
                 half=np.dtype(dtype) == np.float16, is_out=is_out, contig=contig)
 
@@ -291,7 +292,7 @@ def _elemwise_batched_source(key, K, slab, chunk, group):
     for k in range(nops):
         is_out = k < len(out_dtypes)
         dt = out_dtypes[k] if is_out else in_dtypes[k - len(out_dtypes)]
-        o = _operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
+        o = operand(('o%d' % k) if is_out else ('i%d' % (k - len(out_dtypes))), dt,
                         is_out, contig[k])
         o['off_at'] = pos
         pos += 1

@@ -23,7 +23,7 @@ import numpy as np
 from theano.gof.graph import Constant
 
 from .. import darray as da
-from . import faults, pinned, steps, uploads
+from . import faults, pinned, planner, steps, uploads
 from .context import Frame, PlanContext, Replan, RunOnHost, family
 from .loop import once
 from .memory import download
@@ -159,6 +159,10 @@ class FrameBuilder(object):
 
     def _finish(self):
         rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals
+        if rc.settings.merge and not rc.profile:
+            # replays run independent elementwise launches of one size as one (the first
+            # call ran them apart)
+            planner.merge_frame(rc, frame)
         frame.input_bufs = {i: r.buf for i, r in frame.input_roots.items()}
         frame.dvals = {v: dvals[v] for v in prog.keep_vars if v in dvals}
         frame.free = []

@@ -45,7 +45,7 @@ import numpy as np
 from .. import darray as da
 from . import early, plans, settings, steps
 from .plans import launch_geometry
-from .context import family
+from .context import PlanContext, family
 
 MAX_BATCH = 256
 SLAB_MAX_BATCH = 1 << 16
@@ -416,6 +416,82 @@ def plan_steps(steps, dev, queue, min_group=2, cpu_group=None, pinned=frozenset(
             out.append(_make_batch(dev, queue, chunk, holds, bound, None, cpu_group))
             after += 1
     return BatchedPlan(out, before, after, bound, holds)
+
+
+# --------------------------------------------------------------------------- merging
+#: launches merged into one at most (each adds its operands' arguments to the kernel)
+MERGE_MAX = 8
+#: launches over a 2-d or 3-d range (CPU devices, strided operands: no division per
+#: element, ``ops.elemwise.launch_dims``) merge up to this many elements (the merged kernel
+#: divides, which costs less than a launch there)
+MERGE_MAX_ND_ELEMENTS = 1 << 16
+#: an elementwise kernel launched more often than this in a frame is left to the batched
+#: plan, which runs all of its launches as one (a Nengo-like model's ensembles)
+MERGE_MAX_SAME = 4
+
+
+def _mergeable(step, inputs):
+    b = getattr(step, 'batch', None)
+    return (step.kind == 'launch' and b is not None and b.family == 'elemwise' and
+            (len(step.gsize) == 1 or b.n <= MERGE_MAX_ND_ELEMENTS) and
+            not any(id(d.root) in inputs for d in step.writes))
+
+
+def merge_groups(steps, inputs=frozenset()):
+    """Index lists of ``steps`` (a frame's) whose elementwise launches can run as one at
+    the place of the first: each an elementwise launch (``Batch`` family ``'elemwise'``,
+    the same number of elements; over a 1-d range, or a small one), writing no frame input's root
+    (``inputs``: ids of roots), touching nothing the others touch, and depending on no
+    step after the first. Kernels launched more than ``MERGE_MAX_SAME`` times stay apart."""
+    cand = [_mergeable(s, inputs) for s in steps]
+    count = {}
+    for s, c in zip(steps, cand):
+        if c:
+            count[s.batch.key] = count.get(s.batch.key, 0) + 1
+    if sum(1 for c in cand if c) < 2:
+        return []
+    ops = [analyse(i, s) for i, s in enumerate(steps)]
+    _dependencies(ops)
+    groups, open_ = [], {}
+    for i, s in enumerate(steps):
+        if not cand[i] or count[s.batch.key] > MERGE_MAX_SAME:
+            continue
+        g = open_.get(s.batch.n)
+        if g is not None and len(g) < MERGE_MAX and all(d < g[0] for d in ops[i].deps):
+            g.append(i)
+        else:
+            open_[s.batch.n] = g = [i]
+            groups.append(g)
+    return [g for g in groups if len(g) > 1]
+
+
+def merge_frame(rc, frame):
+    """Merge ``frame``'s independent elementwise launches of one size (:func:`merge_groups`)
+    into one launch each (the ``'merge_elementwise'`` family: ``ops/elemwise_merge.py``),
+    once the frame is built; the launches merged away's kernel arguments leave the
+    frame's sites. Returns how many launches fewer the frame makes."""
+    groups = merge_groups(frame.steps, frozenset(frame.root_to_input))
+    if not groups:
+        return 0
+    merge = family('merge_elementwise')
+    steps_ = frame.steps
+    at, gone, dead = {}, set(), set()
+    with settings.active(rc.settings):
+        for g in groups:
+            members = [steps_[i] for i in g]
+            plan = merge(PlanContext(rc, frame, members[0].task, rc.queue), members)
+            if plan is None:
+                continue
+            at[g[0]] = plan
+            gone.update(g[1:])
+            dead.update(id(m.kernel) for m in members)
+            frame.n_launches -= len(g)
+    if not at:
+        return 0
+    steps_[:] = [at.get(i, s) for i, s in enumerate(steps_) if i not in gone]
+    for sites in itertools.chain(frame.root_sites.values(), frame.rebind_sites.values()):
+        sites[:] = [site for site in sites if id(site[0]) not in dead]
+    return len(gone)
 
 
 # --------------------------------------------------------------------------- commits

@@ -22,6 +22,9 @@ argument           default (environment)   meaning
 ``launch``         THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
                                            (default) or 'native' (ctypes, no event:
                                            ``runtime.native``)
+``merge``          THEANO_OCL_MERGE=1      a frame's independent elementwise launches of
+                                           one size run as one launch once it is built
+                                           (``ops/elemwise_merge.py``)
 ``scan_rows``      THEANO_OCL_SCAN_ROWS=0  a device Scan copies a step's rows in one
                                            launch each way (``ops/scan_rows.py``)
                                            instead of one copy per row
@@ -176,6 +179,7 @@ SPECS = collections.OrderedDict([
                                                              empty='pyopencl'))),
     ('scan_rows', Spec('THEANO_OCL_SCAN_ROWS', False, switch)),
     ('scan_bind', Spec('THEANO_OCL_SCAN_BIND', True, switch)),
+    ('merge', Spec('THEANO_OCL_MERGE', True, switch)),
     ('host_tier', Spec('THEANO_OCL_HOST_TIER', 'exact', choice('exact', 'any', 'off'))),
     ('cost_model', Spec('THEANO_OCL_COST_MODEL', 'on', choice('on', 'off', empty='on',
                                                               bools=('on', 'off')))),

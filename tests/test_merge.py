@@ -1,0 +1,148 @@
+"""Independent elementwise launches of one size run as one launch (the ``merge`` setting:
+``runtime.planner.merge_frame``, ``ops/elemwise_merge.py``): the same results as each
+launch apart, and as Theano C, over dtypes, broadcasting, strides and loops."""
+import sys
+import os
+
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close, rand
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'bench'))
+
+DTYPES = ['bool', 'int8', 'uint8', 'int16', 'uint16', 'int32', 'uint32', 'int64',
+          'float16', 'float32', 'float64']
+
+
+def _mode(merge):
+    # the cost model would run these small functions on Theano's VM on a CPU device
+    return theano_ocl.OCLMode(merge=merge, cost_model='off')
+
+
+def _outputs_of(dtype, x, y, z):
+    """Independent elementwise outputs of one size (91 elements): x (7, 13), y (13,) a
+    broadcast row, z (13, 7) read transposed, x read reversed."""
+    if dtype == 'bool':
+        return [T.and_(x, y), T.or_(x, z.T), T.xor(x[::-1], y), T.invert(z.T)]
+    if dtype.startswith('float'):
+        return [x * 2 + y, T.tanh(z.T) - 1, T.exp(x[::-1] * 0.25) * y,
+                T.maximum(x, z.T), T.sqr(y) + 0 * x]
+    return [x * 2 + y, z.T - 1, x[::-1] * 3, T.maximum(x, z.T), T.bitwise_and(x, y)]
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_independent_launches_merge_with_the_results_of_separate_ones(dtype):
+    x = T.matrix('x', dtype=dtype)
+    y = T.vector('y', dtype=dtype)
+    z = T.matrix('z', dtype=dtype)
+    outs = _outputs_of(dtype, x, y, z)
+    rng = np.random.RandomState(3)
+    vals = [rand((7, 13), dtype, rng, 0, 5), rand((13,), dtype, rng, 0, 5),
+            rand((13, 7), dtype, rng, 0, 5)]
+    fs = {m: theano.function([x, y, z], outs, mode=_mode(m)) for m in (False, True)}
+    c = theano.function([x, y, z], outs, mode='FAST_RUN')
+    want = c(*vals)
+    for _ in range(3):                   # the first call builds the frame, the next replay it
+        got = {m: fs[m](*vals) for m in fs}
+        for k, w in enumerate(want):
+            assert got[True][k].dtype == w.dtype
+            assert np.array_equal(got[True][k], got[False][k]), k
+            assert_close(got[True][k], w, what='output %d' % k)
+    merged, apart = theano_ocl.stats(fs[True]), theano_ocl.stats(fs[False])
+    assert merged['launches'] < apart['launches'], (merged['launches'], apart['launches'])
+    # a wrong shape fails where Theano C fails, and the function stays usable
+    bad = [vals[0], rand((12,), dtype, rng, 0, 5), vals[2]]
+    with pytest.raises(ValueError):
+        c(*bad)
+    with pytest.raises(ValueError):
+        fs[True](*bad)
+    for k, g in enumerate(fs[True](*vals)):
+        assert np.array_equal(g, want[k]) or dtype.startswith('float')
+
+
+def test_a_launch_reading_what_another_writes_runs_after_it():
+    """A dependent launch is not merged with the one it reads from: results as apart."""
+    x = T.matrix('x')
+    a = T.tanh(x) * 2                  # one launch
+    b = T.inc_subtensor(a[:, 1:3], 5)  # reads and writes a's buffer
+    c = T.exp(x[::-1]) + 1            # independent of both
+    vals = [rand((9, 6), 'float64')]
+    want = theano.function([x], [a, b, c], mode='FAST_RUN')(*vals)
+    f = theano.function([x], [a, b, c], mode=_mode(True))
+    for _ in range(3):
+        for g, w in zip(f(*vals), want):
+            assert_close(g, w)
+
+
+def test_zero_d_and_empty_operands():
+    s = T.scalar('s')
+    e = T.matrix('e')
+    outs = [s * 2, T.exp(s), s - 1, e * 2, T.tanh(e)]
+    vals = [np.asarray(0.7), np.zeros((0, 4))]
+    want = theano.function([s, e], outs, mode='FAST_RUN')(*vals)
+    fs = {m: theano.function([s, e], outs, mode=_mode(m)) for m in (False, True)}
+    for _ in range(3):
+        for m in fs:
+            for g, w in zip(fs[m](*vals), want):
+                assert g.shape == w.shape
+                assert_close(g, w)
+    launches = [theano_ocl.stats(fs[m])['launches'] for m in (True, False)]
+    assert launches[0] < launches[1], launches
+
+
+def test_updates_and_run_steps_agree_with_calls():
+    """Shared variables updated by merged launches: calls, and run_steps, as apart."""
+    from theano_ocl import SimulatorOCL
+    x = T.vector('x')
+    results = {}
+    for merge in (False, True):
+        a = theano.shared(np.linspace(-1, 1, 64), name='a')
+        b = theano.shared(np.linspace(2, 3, 64), name='b')
+        f = theano.function([x], [a.sum()], updates=[(a, T.tanh(a + x)), (b, b * 0.5 + x)],
+                            mode=_mode(merge))
+        xs = rand((6, 64), 'float64')
+        outs = [f(v)[0] for v in xs]
+        sim = SimulatorOCL(f)
+        probes = sim.run_steps(6, inputs=[xs])
+        sim.sync_to_theano()
+        results[merge] = (outs, np.asarray(probes), a.get_value(), b.get_value())
+    for k in range(4):
+        assert np.array_equal(np.asarray(results[True][k]), np.asarray(results[False][k])), k
+    # Theano C from the same start
+    a = theano.shared(np.linspace(-1, 1, 64))
+    b = theano.shared(np.linspace(2, 3, 64))
+    g = theano.function([x], [a.sum()], updates=[(a, T.tanh(a + x)), (b, b * 0.5 + x)],
+                        mode='FAST_RUN')
+    c_outs = [g(v)[0] for v in xs]
+    c_outs += [g(v)[0] for v in xs]
+    assert_close(np.asarray(results[True][0] + list(results[True][1].ravel())),
+                 np.asarray(c_outs))
+    assert_close(results[True][2], a.get_value())
+    assert_close(results[True][3], b.get_value())
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64'])
+def test_an_lstm_gradient_step_merges_its_gates_and_trains_as_apart(dtype):
+    """bench/lstm.py's training step (a scan and its gradient, a device Scan each): the
+    gradient's step makes fewer launches, and the losses and parameters are the same
+    bits as with each launch apart, and Theano C's within tolerance."""
+    import lstm
+    X, y = lstm.make_data(6, 4, 3, dtype=dtype)
+    runs = {}
+    for name, mode in (('c', 'FAST_RUN'), (False, _mode(False)), (True, _mode(True))):
+        train, params = lstm.build_lstm(mode, 3, 5, dtype=dtype)
+        losses = [float(train(X, y)) for _ in range(4)]
+        runs[name] = (losses, [p.get_value() for p in params], train)
+    merged, apart, c = runs[True], runs[False], runs['c']
+    assert merged[0] == apart[0]
+    for p, q, r in zip(merged[1], apart[1], c[1]):
+        assert np.array_equal(p, q)
+        assert_close(p, r, rtol=1e-4 if dtype == 'float32' else 1e-10)
+    assert_close(np.asarray(merged[0]), np.asarray(c[0]), rtol=1e-4 if dtype == 'float32' else 1e-10)
+    per_step = [s['launches_per_step'] for s in theano_ocl.stats(merged[2])['scans']]
+    apart_step = [s['launches_per_step'] for s in theano_ocl.stats(apart[2])['scans']]
+    assert per_step[-1] < apart_step[-1], (per_step, apart_step)

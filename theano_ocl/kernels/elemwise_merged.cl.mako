@@ -1,0 +1,98 @@
+## K independent elementwise launches of one size n as one launch (ops/elemwise_merge.py).
+## Work-item gi computes element gi of every one of them: launch k's operands are indexed
+## as its own kernel (kernels/elemwise.cl.mako, nd == 1) indexes them, with its own
+## collapsed dimensions and strides. An array several of them read (one buffer, offset
+## and dtype) is one pointer argument (``views``); NVIDIA's driver charges each argument.
+## Every load of a work-item comes before any of its
+## stores, so a launch reading an element another one writes at the same place reads the
+## value from before the launch (runtime/plans.Launch.pointwise), as when they ran apart in
+## their order (the planner merges only launches that touch no common memory as planned).
+${support}
+
+__kernel void ${name}(
+    const long n
+% for k, op in enumerate(ops):
+%   for d in range(op['ndim']):
+    , const long k${k}_dim${d}
+%   endfor
+% endfor
+% for j, v in enumerate(views):
+    , __global ${'const ' if v['const'] else ''}${v['ctype']} *v${j}_p, const long v${j}_off
+% endfor
+% for k, op in enumerate(ops):
+%   for o in op['operands']:
+%     if not o['contig']:
+%       for d in range(op['ndim']):
+    , const long k${k}_${o['name']}_s${d}
+%       endfor
+%     endif
+%   endfor
+% endfor
+)
+{
+    const long gi = get_global_id(0);
+    if (gi >= n)
+        return;
+% for k, op in enumerate(ops):
+%   for o in op['operands']:
+%     if o['contig']:
+    const long k${k}_${o['name']}_i = v${o['view']}_off + gi;
+%     else:
+    long k${k}_${o['name']}_i = v${o['view']}_off;
+%     endif
+%     if o['is_out']:
+    ${o['cctype']} k${k}_${o['name']};
+%     endif
+%   endfor
+% endfor
+% for k, op in enumerate(ops):
+    {   /* launch ${k} */
+%   if any(not o['contig'] for o in op['operands']):
+        long r = gi;
+%     for d in reversed(range(op['ndim'])):
+%       if d > 0:
+        const long c${d} = r % k${k}_dim${d};
+        r /= k${k}_dim${d};
+%       else:
+        const long c${d} = r;
+%       endif
+%       for o in op['operands']:
+%         if not o['contig']:
+        k${k}_${o['name']}_i += c${d} * k${k}_${o['name']}_s${d};
+%         endif
+%       endfor
+%     endfor
+%   endif
+%   for o in op['operands']:
+%     if not o['is_out']:
+%       if o['half']:
+        const float ${o['name']} = vload_half(k${k}_${o['name']}_i, v${o['view']}_p);
+%       else:
+        const ${o['cctype']} ${o['name']} = v${o['view']}_p[k${k}_${o['name']}_i];
+%       endif
+%     else:
+        ${o['cctype']} ${o['name']};
+%     endif
+%   endfor
+        {
+${op['body']}
+        }
+%   for o in op['operands']:
+%     if o['is_out']:
+        k${k}_${o['name']} = ${o['name']};
+%     endif
+%   endfor
+    }
+% endfor
+% for k, op in enumerate(ops):
+%   for o in op['operands']:
+%     if o['is_out']:
+%       if o['half']:
+    vstore_half_rte(k${k}_${o['name']}, k${k}_${o['name']}_i, v${o['view']}_p);
+%       else:
+    v${o['view']}_p[k${k}_${o['name']}_i] = k${k}_${o['name']};
+%       endif
+%     endif
+%   endfor
+% endfor
+}
