@@ -26,7 +26,7 @@ BAD = [
     ('cpu_group', -4, 'an integer >= 0'),
     ('stats', '/nonexistent/theano_ocl/stats.jsonl',
      'a file in an existing directory (/nonexistent/theano_ocl does not exist)'),
-    ('launch', 'fast', "one of 'pyopencl', 'native' (or '' for the default)"),
+    ('launch', 'fast', "one of 'auto', 'pyopencl', 'native' (or '' for the default)"),
     ('scan_rows', 'banana', '1, 0, true, false, yes, no, on or off'),
     ('scan_bind', 'maybe', '1, 0, true, false, yes, no, on or off'),
     ('host_tier', 'all', "one of 'exact', 'any', 'off'"),

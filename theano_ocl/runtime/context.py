@@ -217,7 +217,7 @@ class PlanContext(object):
         queue = self.queue
         if self.native is None:
             self.native = native.use_native(settings.current().launch,
-                                            queue is not self.dev.queue)
+                                            queue is not self.dev.queue, self.dev.is_gpu)
         if self.native:
             run = native.launcher(queue, kernel, kernel_name, gsize, lsize)
         else:

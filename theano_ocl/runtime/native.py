@@ -8,13 +8,15 @@ C form (the kernel's arguments were bound once by ``set_args``). ctypes comes wi
 nothing to compile at the user's site, and the library is the ICD loader pyopencl itself
 uses (``libOpenCL.so.1``), so the handles (``int_ptr``) are the same objects.
 
-Which path a function takes is its ``launch`` setting (``runtime.settings``): 'native', or
-'pyopencl', the default, as measured with ``bench/vm_launch_cost.py`` (2026-11-25): on
-NVIDIA's H100 driver the bare ctypes call costs 7.6-7.8 us against pyopencl's 8.6-9.5 us,
-but through the VM a launch cost 10.8-12.9 us native against 10.2-14.1 us with pyopencl
-(the driver's own time dominates); on PoCL pyopencl's call is the cheaper one (1-3 us
-against 3-5 us). Profiled functions always use pyopencl (their kernels are timed by
-events).
+Which path a function takes is its ``launch`` setting (``runtime.settings``): 'native',
+'pyopencl', or 'auto' (the default): native on GPUs, pyopencl on CPU devices. Measured with
+``bench/vm_launch_cost.py`` (2026-11-25): on NVIDIA's H100 driver the bare ctypes call
+costs 7.6-7.8 us against pyopencl's 8.6-9.5 us, but through the VM a launch cost 10.8-12.9
+us native against 10.2-14.1 us with pyopencl; on PoCL pyopencl's call is the cheaper one
+(1-3 us against 3-5 us). On the H200 (2026-11-30, two device calls, the LSTM training step
+of ``bench/lstm.py``, 343 launches a step, variants alternating in one process) native
+launches took 4-9% less time a step in all 16 rounds (4.50 against 4.69 ms, 4.56 against
+5.01). Profiled functions always use pyopencl (their kernels are timed by events).
 """
 import ctypes
 import ctypes.util
@@ -77,9 +79,11 @@ def available():
         return False
 
 
-def use_native(setting, profiling):
-    """Whether launches of a function with ``launch`` = ``setting`` go native."""
-    return setting == 'native' and not profiling and available()
+def use_native(setting, profiling, gpu=False):
+    """Whether launches of a function with ``launch`` = ``setting`` go native ('auto':
+    on a GPU, ``gpu``)."""
+    return (setting == 'native' or setting == 'auto' and gpu) and not profiling and \
+        available()
 
 
 class LaunchError(RuntimeError):

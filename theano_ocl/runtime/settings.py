@@ -19,9 +19,10 @@ argument           default (environment)   meaning
 ``cpu_group``      THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
                                            devices (0: chunks of elements)
 ``stats``          THEANO_OCL_STATS        a file each link appends its counts to (JSON)
-``launch``         THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'pyopencl'
-                                           (default) or 'native' (ctypes, no event:
-                                           ``runtime.native``)
+``launch``         THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'native'
+                   =auto                   (ctypes, no event: ``runtime.native``),
+                                           'pyopencl', or 'auto': native on GPUs,
+                                           pyopencl on CPU devices
 ``merge``          THEANO_OCL_MERGE=1      a frame's independent elementwise launches of
                                            one size run as one launch once it is built
                                            (``ops/elemwise_merge.py``)
@@ -175,8 +176,8 @@ SPECS = collections.OrderedDict([
     ('conv', Spec('THEANO_OCL_CONV', None, choice('gemm', 'direct', empty=None))),
     ('cpu_group', Spec('THEANO_OCL_CPU_GROUP', 64, count)),
     ('stats', Spec('THEANO_OCL_STATS', None, writable_file)),
-    ('launch', Spec('THEANO_OCL_LAUNCH', 'pyopencl', choice('pyopencl', 'native',
-                                                             empty='pyopencl'))),
+    ('launch', Spec('THEANO_OCL_LAUNCH', 'auto', choice('auto', 'pyopencl', 'native',
+                                                         empty='auto'))),
     ('scan_rows', Spec('THEANO_OCL_SCAN_ROWS', False, switch)),
     ('scan_bind', Spec('THEANO_OCL_SCAN_BIND', True, switch)),
     ('merge', Spec('THEANO_OCL_MERGE', True, switch)),
