@@ -209,12 +209,12 @@ def test_a_call_run_steps_and_a_device_scan_agree(way):
     outs, _ = theano.scan(step, sequences=X, outputs_info=H)
     f_scan = theano.function([X] + H, outs, mode=mode)
     got['scan'] = np.stack(f_scan(xs, *h0), axis=1)
-    for way, values in got.items():
+    for path, values in got.items():
         for t in range(n):
-            assert_close(values[t], want[t], what='%s: step %d' % (way, t))
+            assert_close(values[t], want[t], what='%s: step %d' % (path, t))
     call = theano_ocl.stats(f_call)
     assert call['frames'] == 1 and call['replans'] == 0, call
-    assert call['launches'] == 1 if way == 'merged' else call['launches'] >= 3, call
+    assert (call['launches'] == 1) if way == 'merged' else (call['launches'] >= 3), call
     if batched:
         assert call['batched_launches'] < call['launches'], call
     else:
