@@ -146,3 +146,36 @@ def test_an_lstm_gradient_step_merges_its_gates_and_trains_as_apart(dtype):
     per_step = [s['launches_per_step'] for s in theano_ocl.stats(merged[2])['scans']]
     apart_step = [s['launches_per_step'] for s in theano_ocl.stats(apart[2])['scans']]
     assert per_step[-1] < apart_step[-1], (per_step, apart_step)
+
+
+@pytest.mark.parametrize('why', ['arguments', 'build'])
+def test_launches_that_cannot_merge_run_apart(why, monkeypatch):
+    """Launches whose merged kernel would take more argument bytes than the device takes,
+    or whose merged kernel does not build (a defect, said in a warning), run apart, with
+    the same results."""
+    from theano_ocl.ops import elemwise_merge
+    x = T.matrix('x')
+    outs = [x * 2, T.tanh(x), T.exp(x[::-1])]
+    vals = [rand((5, 8), 'float64')]
+    if why == 'arguments':
+        monkeypatch.setattr(elemwise_merge, '_parameter_bytes', lambda dev: 64)
+    else:
+        real = elemwise_merge.merged_source
+
+        def broken(*a):
+            src, name = real(*a)
+            return src.replace('const long gi', 'const long gi = nonsense;', 1), name
+        monkeypatch.setattr(elemwise_merge, 'merged_source', broken)
+    apart = theano.function([x], outs, mode=_mode(False))
+    f = theano.function([x], outs, mode=_mode(True))
+    want = theano.function([x], outs, mode='FAST_RUN')(*vals)
+    import warnings
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter('always')
+        for _ in range(3):
+            for g, w in zip(f(*vals), want):
+                assert_close(g, w)
+            apart(*vals)
+    said = [str(c.message) for c in caught if 'merged elementwise kernel' in str(c.message)]
+    assert bool(said) == (why == 'build'), said
+    assert theano_ocl.stats(f)['launches'] == theano_ocl.stats(apart)['launches']

@@ -16,9 +16,12 @@ one and the same. The merged launch reads and writes what its launches do; every
 of a work-item comes before its stores, so the pointwise reads its launches declared
 stay pointwise (``ops/scan_bind.py`` may point a read and a write at one row).
 """
+import warnings
+
 import numpy as np
 
 from .. import kernels
+from ..errors import KernelBuildError
 from ..runtime.context import provide
 from ..runtime.plans import launch_geometry
 from .elemwise import operand
@@ -74,7 +77,6 @@ def merge_launches(ctx, launches):
     if rendered is None:
         return None
     src, name = rendered
-    prg = ctx.dev.build(src)
     n = launches[0].batch.n
     args = [np.int64(n)]
     for p in launches:
@@ -87,9 +89,27 @@ def merge_launches(ctx, launches):
         reads.extend(p.reads)
         writes.extend(p.writes)
         pointwise.extend(p.pointwise)
+    # every argument takes 8 bytes (a pointer or a long): within what the device takes
+    if 8 * (len(args) + len(args_views)) > _parameter_bytes(ctx.dev):
+        return None
+    try:
+        prg = ctx.dev.build(src)
+    except KernelBuildError as e:       # a defect of this module: the launches run apart
+        warnings.warn('theano_ocl: a merged elementwise kernel did not build on %s; its %d '
+                      'launches run apart:\n%s' % (ctx.dev, len(launches), e))
+        return None
     gsize, lsize = launch_geometry(ctx.dev, n)
     return ctx.launch(prg, name, gsize, lsize, args, reads=reads, writes=writes,
                       pointwise=pointwise)
+
+
+def _parameter_bytes(dev):
+    """The bytes of kernel arguments ``dev`` takes (CL_DEVICE_MAX_PARAMETER_SIZE: 1024 on
+    PoCL, 4352 on NVIDIA's driver), less a margin."""
+    try:
+        return int(dev.device.max_parameter_size) - 32
+    except Exception:
+        return 1024 - 32
 
 
 provide('merge_elementwise', merge_launches)
