@@ -148,22 +148,34 @@ def sigint_raises_keyboard_interrupt():
         signal.signal(signal.SIGINT, old)
 
 
+BATCH_AFTER = 3      # calls of a frame after which its calls run its batched plan
+
+
 @pytest.fixture(scope='module')
 def models():
     # host_tier='any': the in-thread tier takes this float model too (every executor)
     return Model(theano_ocl.OCLMode(host_tier='any')), Model('FAST_RUN')
 
 
+@pytest.fixture(scope='module')
+def small_cache():
+    """A model keeping no frame besides the one in use (``max_frames=0``: a call with
+    another shape drops the last one's, so the next call plans) whose small frame is
+    batched on every device (``batch_min_launches=2``), with the reference model."""
+    return Model(theano_ocl.OCLMode(host_tier='any', max_frames=0, batch_min_launches=2,
+                                    batch_after=BATCH_AFTER)), Model('FAST_RUN')
+
+
 HOW = ['raise', 'signal']
 
 
 @pytest.mark.parametrize('how', HOW)
-def test_planning(models, how):
-    ocl, ref = models
-    x = _inputs(3)
+def test_planning(small_cache, how):
+    ocl, ref = small_cache
+    x, other = _inputs(3), _inputs(9)
 
     def prepare():
-        ocl.f.fn.free()            # no frame: the call plans one while it runs
+        ocl.f(other)               # x's frame dropped: the call plans one while it runs
     outcomes = _check_every_boundary(ocl, ref, prepare, x, how, expect='plan task')
     assert NOTHING_COMMITTED in outcomes, 'no interrupt was seen to commit nothing'
 
@@ -192,20 +204,14 @@ def test_steady_state(models, how):
     assert NOTHING_COMMITTED in outcomes, 'no interrupt was seen to commit nothing'
 
 
-def test_batched(models):
-    ocl, ref = models
+def test_batched(small_cache):
+    ocl, ref = small_cache
     x = _inputs(7)
-    fn = ocl.f.fn
-    saved = fn.batch_min_launches
-    fn.batch_min_launches = 2       # this small frame batched on every device
 
     def prepare():
-        for _ in range(fn.batch_after + 1):
+        for _ in range(BATCH_AFTER + 1):
             ocl.f(x)
-    try:
-        outcomes = _check_every_boundary(ocl, ref, prepare, x, 'raise', expect='batched step')
-    finally:
-        fn.batch_min_launches = saved
+    outcomes = _check_every_boundary(ocl, ref, prepare, x, 'raise', expect='batched step')
     assert NOTHING_COMMITTED in outcomes, 'no interrupt was seen to commit nothing'
 
 
@@ -213,10 +219,10 @@ def test_batched(models):
 def test_in_thread_tier(models, how):
     ocl, ref = models
     x = _inputs(2)
-    fn = ocl.f.fn
+    after = theano_ocl.stats(ocl.f)['host_tier']['after']
 
     def prepare():
-        for _ in range(fn.host_tier_after + 1):
+        for _ in range(after + 1):
             ocl.f(x)
     outcomes = _check_every_boundary(ocl, ref, prepare, x, how, expect='host tier')
     assert NOTHING_COMMITTED in outcomes, 'no interrupt was seen to commit nothing'

@@ -41,7 +41,10 @@ PROBE = textwrap.dedent('''
         f = theano.function([x], T.exp(x) * 2, mode=mode)
         out['value'] = f(np.array([0.0, 1.0], dtype=x.dtype)).tolist()
         out['linker'] = type(f.maker.linker).__name__
-        out['device'] = getattr(getattr(f.fn, 'dev', None), 'spec', None)
+        out['device'] = None
+        if out['linker'] == 'OCLLinker':
+            import theano_ocl              # (loaded already: its linker compiled f)
+            out['device'] = theano_ocl.stats(f)['device'].spec
     except Exception as e:
         out['error'] = '%s: %s' % (type(e).__name__, e)
     print(json.dumps(out))

@@ -99,8 +99,9 @@ def test_outputs_are_read_where_they_are_final_and_match_theano_c(monkeypatch, d
                         self.n_launches_after < self.n_launches_before)
     x, outs, updates, params, rng = _training_like(dtype, biases)
     f_c = theano.function([x], outs, updates=updates, mode='FAST_RUN')
-    f_o = theano.function([x], outs, updates=updates, mode=theano_ocl.OCLMode(**settings))
-    f_o.fn.batch_min_launches = 2          # (a small function: batched all the same)
+    # (batch_min_launches=2: a small function, batched all the same)
+    f_o = theano.function([x], outs, updates=updates,
+                          mode=theano_ocl.OCLMode(batch_min_launches=2, **settings))
     init = [p.get_value() for p in params]
     reads = _Reads(monkeypatch)
     xs = [rng.randn(7, 6).astype(dtype) for _ in range(6)]
@@ -116,8 +117,8 @@ def test_outputs_are_read_where_they_are_final_and_match_theano_c(monkeypatch, d
             out_at = _step_before(log, 7 * 4 * np.dtype(dtype).itemsize)
             assert loss_at is not None and loss_at < last, (k, log)
             assert out_at is not None and out_at < last, (k, log)
-    plan = f_o.fn.last_frame.batched
-    assert plan and plan.n_launches_after < plan.n_launches_before      # the batched path ran
+    counts = theano_ocl.stats(f_o)
+    assert counts['batched_launches'] < counts['launches'], counts      # the batched path ran
     ocl_state = [p.get_value() for p in params]
     for p, v in zip(params, init):
         p.set_value(v)

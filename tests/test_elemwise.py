@@ -9,7 +9,7 @@ import theano
 import theano.tensor as T
 from theano.tensor import nnet
 
-from helpers import assert_close, assert_matches_c, compile_both, rand
+from helpers import assert_close, assert_matches_c, compile_both, rand, setting
 import theano_ocl
 from theano_ocl import fallback_nodes
 
@@ -123,11 +123,13 @@ def test_strided_device_views():
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float16', 'int16', 'uint8', 'bool'])
-def test_multi_dimensional_launches(dtype):
+def test_multi_dimensional_launches(dtype, monkeypatch):
     # strided operands over 2, 3 and 5 collapsed dimensions (CPU devices launch these as
     # 2-d / 3-d ranges; GPUs as flat ranges): transposes, broadcasts on inner and outer
     # dimensions, negative steps, one dimension of size 1, an integer division with a
-    # variable divisor (the checked kernel form)
+    # variable divisor (the checked kernel form). (merge off: launches of one size would
+    # otherwise run as one flat launch, tests/test_merge.py)
+    setting(monkeypatch, 'merge', '0')
     x = T.TensorType(dtype, (False,) * 5)('x')
     r = T.TensorType(dtype, (True, False, True, False, False))('r')
     m = T.TensorType(dtype, (False, False))('m')
@@ -141,9 +143,10 @@ def test_multi_dimensional_launches(dtype):
     if dtype not in ('bool', 'float16', 'float32'):
         outs.append(m.T // (abs(m.T) + 1))
     f = assert_matches_c([x, r, m], outs, [xv, rv, mv])
-    if f.fn.dev.is_cpu:
+    counts = theano_ocl.stats(f)
+    if counts['device'].is_cpu:
         # the strided operands launched as 2-d and 3-d ranges
-        shapes = [s.gsize for s in f.fn.last_frame.steps if s.kind == 'launch' and hasattr(s, 'gsize')]
+        shapes = [gsize for _, _, gsize in counts['kernels']]
         assert any(len(g) == 2 for g in shapes) and any(len(g) == 3 for g in shapes), shapes
 
 
@@ -155,7 +158,7 @@ def test_fused_composite_is_one_kernel():
     f = assert_matches_c([x, y, z], [out], vals, rtol=1e-5, atol=1e-6)
     nodes = f.maker.fgraph.toposort()
     assert len(nodes) == 1 and 'Composite' in str(nodes[0].op)
-    assert f.fn.last_frame.n_launches == 1
+    assert theano_ocl.stats(f)['launches'] == 1, theano_ocl.stats(f)
 
 
 def test_inplace_chain_reuses_buffers():
@@ -165,9 +168,9 @@ def test_inplace_chain_reuses_buffers():
         out = T.tanh(out * 0.5) - k          # a chain Theano makes inplace
     rng = np.random.RandomState(17)
     f = assert_matches_c([x], [out], [rand((5000,), 'f4', rng)], rtol=1e-5, atol=1e-5)
-    frame = f.fn.last_frame
     # intermediates share buffers: far fewer buffers than nodes
-    assert len(frame.arena) <= 3
+    counts = theano_ocl.stats(f)
+    assert counts['frame_bytes'] <= 3 * 5000 * 4, counts
 
 
 def test_float16_storage():

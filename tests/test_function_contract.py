@@ -245,8 +245,6 @@ def test_hot_commits_run_as_one_batched_copy():
     """Once a frame is hot, its update copies into shared variables run as one batched
     launch (planner.CommitPlan); values, coherence flags, set_value and failed calls behave as
     before."""
-    from theano_ocl.runtime.planner import CommitPlan
-
     def build(mode):
         rng = np.random.RandomState(4)
         a = theano.shared(rng.rand(5000).astype('f4'), 'a')
@@ -260,15 +258,13 @@ def test_hot_commits_run_as_one_batched_copy():
         return f, [a, a2, b, c]
 
     f_c, sh_c = build('FAST_RUN')
-    f_o, sh_o = build(ocl())
-    f_o.fn.host_tier_after = None
+    f_o, sh_o = build(ocl(host_tier='off'))
     idx = np.array([0, 4999, 7], 'int32')
     for call in range(6):
         for g, w in zip(f_o(idx), f_c(idx)):
             assert_close(g, w, what='call %d' % call)
-    plan = f_o.fn.last_frame.commit_plan
-    assert isinstance(plan, CommitPlan), plan
-    assert plan.plan.n_launches_after < plan.plan.n_launches_before
+    counts = theano_ocl.stats(f_o)
+    assert counts['batched_update_launches'] < counts['update_launches'], counts
     for s_o, s_c in zip(sh_o, sh_c):
         assert_close(s_o.get_value(), s_c.get_value(), what=s_o.name)
     # a host write between calls wins, as without the plan
@@ -306,7 +302,7 @@ def test_steady_state_calls_follow_every_change_of_their_inputs():
     f = theano.function([], T.exp(x * np.float32(1e-4)), updates={x: x + 1},
                         mode=ocl(outputs='device'))
     rs = [f() for _ in range(8)]
-    assert f.fn.hot_guard is not None
+    assert theano_ocl.stats(f)['last_call']['steady'], theano_ocl.stats(f)
     for k, r in enumerate(rs):                      # donated outputs are never overwritten
         assert_close(r.get(), want(np.arange(5000) + k), what='call %d' % k)
     for new, what in ((np.full(5000, 2, 'f4'), 'set_value'), (np.ones(70, 'f4'), 'new shape')):
@@ -332,7 +328,7 @@ def test_steady_state_calls_follow_every_change_of_their_inputs():
         a = base * (1 if k % 4 else -1)
         a[:k] = 3
         assert_close(nz(a), nz_c(a), what='nonzero, call %d' % k)
-    assert nz.fn.replans >= 2
+    assert theano_ocl.stats(nz)['replans'] >= 2, theano_ocl.stats(nz)
 
 
 def test_input_arrays_may_change_once_the_call_returns():
@@ -395,7 +391,10 @@ def test_inputs_destroyed_in_place_hold_the_result_as_under_c(calls):
     outs = [inplace.exp_inplace(x), inplace.add_inplace(y, T.ones_like(y))]
     fns = [theano.function([x, y], outs, mode=m, accept_inplace=True)
            for m in ('FAST_RUN', theano_ocl.OCLMode())]
-    assert len(fns[1].fn.program.write_back) == 2
+    fg = fns[1].maker.fgraph                    # both inputs destroyed: the case under test
+    assert {fg.inputs.index(n.inputs[j]) for n in fg.apply_nodes
+            for js in getattr(n.op, 'destroy_map', {}).values() for j in js
+            if n.inputs[j] in fg.inputs} == {0, 1}
     rng = np.random.RandomState(0)
     for shape in [(3, 4), (70, 80)]:
         for _ in range(calls):
@@ -433,8 +432,8 @@ def test_host_outputs_and_error_flags_come_back_with_one_wait(monkeypatch):
     args = (xv, np.array([0, 5, -1, 2]), np.array([3, -2, 1, 5]))
     for _ in range(3):
         _same(f_o(*args), f_c(*args))
-    kinds = f_o.fn.last_frame.checks          # the bad-index flag, the division flag
-    assert len(kinds) >= 2, kinds
+    checks = theano_ocl.stats(f_o)['checks']       # the bad-index flag, the division flag
+    assert checks >= 2, checks
     waits = []
     real_wait = cl.wait_for_events
     monkeypatch.setattr(cl, 'wait_for_events', lambda evs: waits.append(len(evs)) or
@@ -444,7 +443,7 @@ def test_host_outputs_and_error_flags_come_back_with_one_wait(monkeypatch):
     args = (xv2, np.array([1, 1, -6, 4]), np.array([2, 7, -3, 1]))
     _same(f_o(*args), f_c(*args))
     # four outputs and the flags: one wait (then the three inputs' uploads are settled)
-    assert waits and waits[0] == 4 + len(kinds) and waits[1:] in ([], [3]), waits
+    assert waits and waits[0] == 4 + checks and waits[1:] in ([], [3]), waits
     for bad, err in (((xv2, np.array([1, 6, 0, 0]), np.array([1, 1, 1, 1])), IndexError),
                      ((xv2, np.array([1, 1, 0, 2]), np.array([1, 0, 1, 1])), ZeroDivisionError)):
         with pytest.raises(err):
@@ -481,7 +480,7 @@ def test_a_float_function_moves_to_the_host_only_where_it_computes_the_same_bits
     args = (rng.uniform(-2, 2, 9), rng.uniform(-2, 2, 9))
     f_c = theano.function([x, y], out, mode='FAST_RUN')
     f_o = theano.function([x, y], out, mode=ocl())
-    assert f_o.fn.tier_probes == host_tier.PROBES
+    assert theano_ocl.stats(f_o)['host_tier']['probes'] == host_tier.PROBES
     dry = host_tier.HostTier.dry_run
     monkeypatch.setattr(host_tier.HostTier, 'dry_run', lambda self: (
         [np.nextafter(v, np.inf) for v in dry(self)[0]], []))
@@ -493,17 +492,17 @@ def test_a_float_function_moves_to_the_host_only_where_it_computes_the_same_bits
     # x * 2 + 1 rounds once wherever it runs: the probes agree and the tier takes it
     f_two = theano.function([x], x * 2 + 1, mode=ocl())
     ran, results = _tier_calls(f_two, args[:1], 30)
-    assert ran == 30 - f_two.fn.host_tier_after - 1 - host_tier.PROBES, ran
+    assert ran == 30 - theano_ocl.stats(f_two)['host_tier']['after'] - 1 - host_tier.PROBES, ran
     assert _same_bits_every_call(results)
     # opted in ('any'): the tier takes it right after its threshold, with C's results
     f_any = theano.function([x, y], out, mode=ocl(host_tier='any'))
     ran, results = _tier_calls(f_any, args, 30)
-    assert ran == 30 - f_any.fn.host_tier_after - 1, ran
+    assert ran == 30 - theano_ocl.stats(f_any)['host_tier']['after'] - 1, ran
     for r in results:
         assert_close(r, f_c(*args))
     i = T.lvector('i')
     f_off = theano.function([i], i * 2, mode=ocl(host_tier='off'))
-    assert f_off.fn.host_tier_after is None
+    assert theano_ocl.stats(f_off)['host_tier'] is None
     with pytest.raises(ValueError, match='host_tier'):
         ocl(host_tier='fast')
 
@@ -533,7 +532,7 @@ def test_an_integer_function_moves_to_the_host_with_the_same_results():
     f_o = theano.function([i, j], out, updates={count_o: count_o + i.sum()}, mode=ocl())
     args = (np.arange(-5, 6), np.arange(11)[::-1].copy())
     ran, results = _tier_calls(f_o, args, 30)
-    assert ran == 30 - f_o.fn.host_tier_after - 1, ran
+    assert ran == 30 - theano_ocl.stats(f_o)['host_tier']['after'] - 1, ran
     for r in results:
         want = f_c(*args)
         for g, w in zip(r, want):
@@ -554,4 +553,4 @@ def test_which_functions_compute_exactly(build, exact):
     f = theano.function([x, i], build(x, i), mode=ocl(), on_unused_input='ignore')
     assert computes_exactly(f.maker.fgraph) is exact
     from theano_ocl.runtime.host_tier import PROBES
-    assert f.fn.tier_probes == (0 if exact else PROBES)
+    assert theano_ocl.stats(f)['host_tier']['probes'] == (0 if exact else PROBES)

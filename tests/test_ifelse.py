@@ -44,7 +44,8 @@ def _run_both(inputs, outputs, calls, updates=None, device_nodes=()):
     """Compile with Theano C and OCL; call both with each argument list in ``calls``,
     comparing every output. ``device_nodes``: op class names that must be on the device."""
     f_c, f_o = compile_both(inputs, outputs, updates=updates)
-    placed = {type(t.node.op).__name__ for t in f_o.fn.program.tasks if t.kind == 'dev'}
+    placed = {type(node.op).__name__ for node, where, _ in theano_ocl.placements(f_o)
+              if where == 'device'}
     for name in ('IfElse',) + tuple(device_nodes):
         assert name in placed, '%s is not on the device: %s' % (name, sorted(placed))
     for k, args in enumerate(calls):
@@ -69,8 +70,8 @@ def test_alternating_branches_shapes_and_dtypes(dtype):
     calls = [(xv, yv, cv) for cv in (1, 0, 1, 0, 7, -2, 0)]
     _, f_o = _run_both([x, y, c], outs + [outs[0].sum()], calls, device_nodes=('Elemwise',))
     # one key, each branch planned once: the flips run the other branch's alternate frame
-    assert len(f_o.fn.frames) == 1 and f_o.fn.replans == 1, (f_o.fn.frames, f_o.fn.replans)
-    assert [len(fr.alternates) for fr in f_o.fn.frames.values()] == [1]
+    counts = theano_ocl.stats(f_o)
+    assert (counts['frames'], counts['alternates'], counts['replans']) == (1, 1, 1), counts
 
 
 def test_condition_computed_on_device_and_on_host():
@@ -85,7 +86,8 @@ def test_condition_computed_on_device_and_on_host():
     _, f_o = _run_both([x, thr], [a, b], calls, device_nodes=('Sum', 'Join'))
     # two keys (the shapes decide b's branch), each planned once per outcome of a's
     # device condition: the last call, back to the first shape, plans nothing
-    assert len(f_o.fn.frames) == 2 and f_o.fn.replans == 2, (f_o.fn.frames, f_o.fn.replans)
+    counts = theano_ocl.stats(f_o)
+    assert counts['frames'] == 2 and counts['replans'] == 2, counts
 
 
 def test_untaken_branch_never_runs():
@@ -99,7 +101,8 @@ def test_untaken_branch_never_runs():
     other = Count('else')(T.sqrt(abs(x[::2])) + x[1::2].sum())
     out = ifelse(c, then, other)
     f_c, f_o = compile_both([x, idx, c], out)
-    placed = {type(t.node.op).__name__ for t in f_o.fn.program.tasks if t.kind == 'dev'}
+    placed = {type(node.op).__name__ for node, where, _ in theano_ocl.placements(f_o)
+              if where == 'device'}
     assert {'Assert', 'AdvancedSubtensor1', 'IfElse'} <= placed, placed
     small, big = rand((N,), 'float64'), rand((N,), 'float64') + 100
     fine = np.array([0, N - 1, -1, 5], dtype='int64')
@@ -136,17 +139,18 @@ def test_alternating_calls_do_not_replan():
     out = ifelse(T.lt(c, 0.5), T.exp(x[::-1]) + x.sum(), T.tanh(x) * x.max())
     xv = rand((N,), 'float64')
     f_c, f_o = _run_both([x, c], [out], [(xv, 0.0), (xv, 1.0)])
-    before = f_o.fn.replans
+    before = theano_ocl.stats(f_o)['replans']
     for k in range(8):
         assert_close(f_o(xv, k % 2), f_c(xv, k % 2), what='call %d' % k)
-    assert f_o.fn.replans == before
+    assert theano_ocl.stats(f_o)['replans'] == before
     # a condition from an integer input (host arithmetic): its values do not key frames
     n = T.iscalar('n')
     out = ifelse(T.lt(n % 7, 3), T.exp(x) * n, T.tanh(x) - n)
     f_c, f_o = _run_both([x, n], [out], [(xv, 0)])
     for k in range(1, 15):
         assert_close(f_o(xv, k), f_c(xv, k), what='n=%d' % k)
-    assert len(f_o.fn.frames) == 1 and f_o.fn.replans == 1
+    counts = theano_ocl.stats(f_o)
+    assert counts['frames'] == 1 and counts['replans'] == 1, counts
 
 
 def test_shared_branch_values_nested_and_updates():

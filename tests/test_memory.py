@@ -45,7 +45,10 @@ def _model(mode, k=0):
     return theano.function([x], y.sum(), updates=[(s, s + y[:3])], mode=mode)
 
 
-def test_a_large_call_does_not_keep_its_buffers():
+def test_a_large_call_does_not_keep_its_buffers(monkeypatch):
+    from theano_ocl.runtime import frames
+    # this test's budget for the frames besides the one in use (default: 256 MiB)
+    monkeypatch.setattr(frames, 'MAX_CACHED_FRAME_BYTES', 4 * MiB)
     f = _model(theano_ocl.OCLMode())
     small = np.ones((8, 3), 'float32')
     f(small)
@@ -54,8 +57,6 @@ def test_a_large_call_does_not_keep_its_buffers():
     f(big)
     during = theano_ocl.memory_info()['in_use']
     assert during - base >= 16 * MiB
-    fn = f.fn
-    fn.max_cached_bytes = 4 * MiB            # this test's budget (default: 256 MiB)
     for _ in range(100):
         f(small)
     after = theano_ocl.memory_info(collect=True)
@@ -151,7 +152,8 @@ def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
     # small shapes of another function stay on the device
     g = theano.function([x], T.exp(x), mode=theano_ocl.OCLMode())
     assert_close(g(np.ones(4, 'float32')), np.exp(np.ones(4, 'float32')))
-    assert g.fn.last_frame is not None and not g.fn.last_frame.on_host
+    counts = theano_ocl.stats(g)
+    assert counts['planned'] and not counts['on_host'], counts
 
 
 def test_the_device_size_is_held_to_and_the_function_survives(monkeypatch):
@@ -199,10 +201,11 @@ def test_minibatch_index_replays_one_plan():
         for k in range(13):
             assert_close(f_o(k), f_c(k), what='epoch %d, batch %d' % (epoch, k))
         if epoch == 0:
-            replans = f_o.fn.replans
-            assert replans <= 1, replans                # the short batch's plan
-            assert len(f_o.fn.frames) == 1, list(f_o.fn.frames)
-    assert f_o.fn.replans == replans
+            counts = theano_ocl.stats(f_o)
+            replans = counts['replans']
+            assert replans <= 1, counts                 # the short batch's plan
+            assert counts['frames'] == 1, counts
+    assert theano_ocl.stats(f_o)['replans'] == replans
     assert_close(W_o.get_value(), W_c.get_value())
 
 
@@ -213,10 +216,14 @@ def test_input_shapes_cycling_keep_their_plans():
     f_c, f_o = compile_both([x], [T.tanh(x).sum(axis=0) * 2])
     shapes = [(n, 3) for n in range(1, 13)]
     values = [rand(s, 'float32', rng=np.random.RandomState(n)) for n, s in enumerate(shapes)]
+    from theano_ocl.runtime import faults
     for round_ in range(2):
-        for v in values:
-            assert_close(f_o(v)[0], f_c(v)[0], what='shape %s' % (v.shape,))
+        seen = []           # the step boundaries of the round's calls (planning: 'plan task')
+        with faults.injected(seen.append):
+            for v in values:
+                assert_close(f_o(v)[0], f_c(v)[0], what='shape %s' % (v.shape,))
+        planning = [w for w in seen if w.startswith('plan task')]
         if round_ == 0:
-            planned = {key: id(fr) for key, fr in f_o.fn.frames.items()}
-            assert len(planned) == 12, len(planned)
-    assert {key: id(fr) for key, fr in f_o.fn.frames.items()} == planned   # none re-planned
+            assert planning and theano_ocl.stats(f_o)['frames'] == 12, theano_ocl.stats(f_o)
+    assert not planning, planning           # none re-planned
+    assert theano_ocl.stats(f_o)['frames'] == 12

@@ -54,7 +54,7 @@ def test_held_outputs_are_never_written_over_and_blocks_come_back():
     x = theano.shared(np.zeros(50000, 'float32'), 'x')
     y = T.fvector('y')
     f = theano.function([y], T.exp(x + y), mode=theano_ocl.OCLMode(pinned='always'))
-    pool = f.fn.dev.pinned
+    pool = theano_ocl.stats(f)['device'].pinned
     rng = np.random.RandomState(0)
     ins = [rng.rand(50000).astype('float32') for _ in range(6)]
     held = [f(v) for v in ins]
@@ -84,7 +84,7 @@ def test_a_full_pool_hands_out_plain_arrays(monkeypatch):
     x = T.fvector('x')
     f = theano.function([x], x * 3, mode=theano_ocl.OCLMode(pinned='always',
                                                             stage_inputs='always'))
-    pool = f.fn.dev.pinned
+    pool = theano_ocl.stats(f)['device'].pinned
     monkeypatch.setattr(pool, 'cap', pool.held)      # no room for another block
     pool.release()
     monkeypatch.setattr(pool, 'cap', pool.held)
@@ -135,7 +135,7 @@ def test_inputs_staged_through_page_locked_blocks(dtype):
     f_p = theano.function([x, y], outs, mode=theano_ocl.OCLMode(stage_inputs='always'))
     f_d = theano.function([x, y], out, mode=theano_ocl.OCLMode(stage_inputs='always',
                                                                outputs='device'))
-    pool = f_p.fn.dev.pinned
+    pool = theano_ocl.stats(f_p)['device'].pinned
     rng = np.random.RandomState(3)
     big = rand((300, 200), dtype, rng)
     assert big.nbytes >= pinned_mod.MIN_BYTES or big.dtype.itemsize == 1

@@ -12,7 +12,10 @@ from helpers import assert_close, rand, setting
 
 
 def _frame(inputs, outputs, values):
-    f = theano.function(inputs, outputs, mode=theano_ocl.OCLMode())
+    """The function and its last frame: the steps, buffers and values ``plan_steps`` (the
+    unit under test) takes, which no public number holds. (``merge=False``: the frame's
+    launches as recorded, none merged once it is built: ``plan_steps`` is what is tested.)"""
+    f = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(merge=False))
     f(*values)
     return f, f.fn.last_frame
 
@@ -103,7 +106,8 @@ def test_many_ops_chunked_by_parameter_limit():
     plan = _assert_same_results(xs, outs, vals, against_c=False)
     f, frame = _frame(xs, outs, vals)
     key = [planner.analyse(i, s) for i, s in enumerate(frame.steps) if s.kind == 'launch'][0].key
-    per_launch = planner.max_batch(f.fn.dev, key)  # operand sets that fit one launch's arguments
+    # operand sets that fit one launch's arguments
+    per_launch = planner.max_batch(theano_ocl.stats(f)['device'], key)
     assert per_launch < n
     assert plan.n_launches_after == -(-n // per_launch)
 
@@ -181,9 +185,8 @@ def test_one_step_calls_use_a_batched_plan_when_hot():
         vals = [rand((k + 2,), 'float32', rng) for k in range(n)]
         for k, (a, b) in enumerate(zip(f(*vals), g(*vals))):
             assert_close(a, b, what='call %d output %d' % (call, k))
-    plan = f.fn.last_frame.batched
-    assert plan, plan
-    assert plan.n_launches_after * 4 <= plan.n_launches_before
+    counts = theano_ocl.stats(f)
+    assert counts['batched_launches'] * 4 <= counts['launches'], counts
 
 
 @pytest.mark.parametrize('as_gpu', [True, False])
@@ -212,7 +215,8 @@ def test_a_batched_plan_pays_on_gpus_for_any_launch_it_saves(monkeypatch, as_gpu
         # two independent launches of one elementwise kernel: they merge
         upd = [(a, T.exp(y) * 2 + a), (b, T.exp(x) * 2 + b)]
         return theano.function([x, y], h, updates=upd, mode=mode), (a, b)
-    f, ab_o = build(theano_ocl.OCLMode(fuse=False).excluding('fusion'))
+    # (merge=False: the two launches are left to the batched plan, not merged once built)
+    f, ab_o = build(theano_ocl.OCLMode(fuse=False, merge=False).excluding('fusion'))
     g, ab_c = build('FAST_RUN')
     rng = np.random.RandomState(0)
     for call in range(8):

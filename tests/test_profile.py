@@ -223,10 +223,12 @@ def test_profiles_summed_at_exit_keep_the_types():
     assert 'Transfers,' in _summary(fs[0])
 
 
-def test_unprofiled_function_has_no_profiler():
+def test_unprofiled_function_has_no_profiler(tmp_path):
     x = T.fvector('x')
     f = theano.function([x], T.exp(x), mode='OCL')
-    assert f.fn.profiler is None and f.profile is None
+    assert f.profile is None
+    with pytest.raises(TypeError, match='has no device events'):     # no profile hook
+        theano_ocl.export_chrome_trace(f, str(tmp_path / 'trace.json'))
     assert_close(f(np.ones(3, 'f4')), np.exp(np.ones(3, 'f4')))
 
 

@@ -210,7 +210,7 @@ def test_until_condition_read_every_few_steps(monkeypatch):
 
 
 @pytest.mark.parametrize('dtype', DTYPES)
-def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
+def test_until_stopping_elsewhere_from_call_to_call(dtype):
     # a frame per number of steps, kept as alternates of one key: calls whose until
     # condition alternates between two stopping steps plan no more frames, and each runs
     # the loop once (the frame planned for those steps takes the run's results); a
@@ -233,17 +233,17 @@ def test_until_stopping_elsewhere_from_call_to_call(dtype, monkeypatch):
                           [[xv, y0v, np.asarray(v, dtype)] for v in limits])
     assert not failures, failures
     plans = theano_ocl.stats(f)['replans']
-    inner, = [t.impl.fn.fn for t in f.fn.program.tasks if isinstance(t.node.op, Scan)]
-    passes = []
-    real = inner.pass_values
-    monkeypatch.setattr(inner, 'pass_values', lambda: passes.append(1) or real())
     calls = []
+    passes = []         # steps run as passes of the inner function, per call
     for v in (6, 30) * 4:
         calls.append(f(xv, y0v, np.asarray(v, dtype))[-1])
+        scan, = theano_ocl.stats(f)['scans']
+        assert scan['steps'] == calls[-1], scan
+        passes.append(scan['steps'] - scan['lowered_steps'])
     assert calls == [4, 8] * 4
     assert theano_ocl.stats(f)['replans'] == plans, (plans, theano_ocl.stats(f))
     # (one pass a call: its first step; the steps after it run by the loop driver)
-    assert len(passes) == 4 * 2, len(passes)
+    assert passes == [1] * 8, passes
 
 
 def test_nested_scans():
@@ -597,6 +597,8 @@ def test_inner_frame_following_rows_still_batches(monkeypatch):
     finally:
         sys.path.pop(0)
     setting(monkeypatch, 'launch', 'pyopencl')
+    # the batched plan is what is tested: no launch merged once the frame is built
+    setting(monkeypatch, 'merge', '0')
     # (on GPUs the sigmoids are composed into their readers' kernels: ops/fusion.py)
     monkeypatch.setattr(fusion, 'NESTED', False)
     names = collections.Counter()
@@ -618,13 +620,12 @@ def test_inner_frame_following_rows_still_batches(monkeypatch):
             names.clear()
             losses[bind, steps, 'counted'] = f(X, y)
             if bind == '1':
-                grad = [inner for node, inner in inner_functions(f)
-                        if 'grad' in node.op.name][0].fn.last_frame
-                plan = grad.batched
-                assert plan and plan.n_launches_after < plan.n_launches_before
-                merged = {p.name for p in plan.plans if p.name.startswith('batched_')}
-                alone = {p.name for p in grad.steps if p.kind == 'launch'} - \
-                    {p.name for p in plan.plans if p.kind == 'launch'}
+                grad = theano_ocl.stats([inner for node, inner in inner_functions(f)
+                                         if 'grad' in node.op.name][0])
+                assert grad['batched_launches'] < grad['launches'], grad
+                batched = {name for _, name, _ in grad['batched_kernels']}
+                merged = {name for name in batched if name.startswith('batched_')}
+                alone = {name for _, name, _ in grad['kernels']} - batched
                 assert merged and alone, (merged, alone)
                 assert [names[m] for m in merged] == [steps] * len(merged), (names, steps)
                 assert not any(names[a] for a in alone), (names, alone)
@@ -657,7 +658,7 @@ def test_inner_branch_flip_mid_run(dtype, monkeypatch):
     assert not failures, failures
     assert placed, 'the inner frame never followed the rows'
     (_, inner), = inner_functions(f)
-    assert inner.fn.last_frame.alternates, 'one branch only: the test no longer flips'
+    assert theano_ocl.stats(inner)['alternates'], 'one branch only: the test no longer flips'
 
 
 @pytest.mark.parametrize('dtype', DTYPES)

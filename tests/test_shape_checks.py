@@ -88,7 +88,7 @@ def test_mismatched_lengths_raise_as_under_c(case, monkeypatch):
     f_o = theano.function(inputs, out, updates={counter_o: counter_o + 1},
                           mode=theano_ocl.OCLMode(host_tier='any'))
     sim = theano_ocl.SimulatorOCL(theano.function(inputs, out, mode='FAST_RUN'))
-    calls = f_o.fn.host_tier_after + 5
+    calls = theano_ocl.stats(f_o)['host_tier']['after'] + 5
     for k in range(calls):
         want = _outcome(f_c, values)
         for who, fn in (('OCL', f_o), ('SimulatorOCL', sim)):

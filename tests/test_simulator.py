@@ -141,9 +141,10 @@ def test_call_protocol_and_coherence_with_f():
         assert_close(got[1], want[1][i], what='step %d output b' % i)
     for s, w in zip(ss, final):
         assert_close(s.get_value(), w)
-    # f unchanged: still the C linker
-    assert not getattr(f.fn, 'is_ocl', False)
-    assert getattr(sim.function.fn, 'is_ocl', False)
+    # f unchanged: still the C linker (stats() takes OCL functions only)
+    with pytest.raises(TypeError, match='not compiled with the OCL linker'):
+        theano_ocl.stats(f)
+    assert theano_ocl.stats(sim)['planned']
 
 
 def test_run_steps_then_f_continues():
