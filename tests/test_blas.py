@@ -282,6 +282,21 @@ def test_register_blocked_split_sum(dtype, monkeypatch):
             assert S >= 2 and (S - 1) * KC < k <= S * KC and KC % blas.RB_DEPTH == 0, (S, KC)
 
 
+def _view(shape, strides, dtype='float32'):
+    """What the planner reads of a 3-d view (shape, strides in elements, dtype)."""
+    import types
+    dt = np.dtype(dtype)
+    return types.SimpleNamespace(shape=shape, strides=tuple(s * dt.itemsize for s in strides),
+                                 itemsize=dt.itemsize, dtype=dt)
+
+
+def _product(M, N, K, at=False, dtypes=('float32',) * 3):
+    """Views A, B, C of an (M, N, K) product, contiguous (A transposed where ``at``)."""
+    A = _view((1, M, K), (M * K, 1, M) if at else (M * K, K, 1), dtypes[0])
+    return (A, _view((1, K, N), (K * N, N, 1), dtypes[1]),
+            _view((1, M, N), (M * N, N, 1), dtypes[2]))
+
+
 def test_gpu_products_take_the_kernel_up_to_its_bound(monkeypatch):
     # on a GPU with CLBlast: a product the kernel register-blocks takes the kernel up to
     # KERNEL_MAX_MACS multiply-adds; thin ones keep the CLBlast rule; offsets within a
@@ -289,15 +304,7 @@ def test_gpu_products_take_the_kernel_up_to_its_bound(monkeypatch):
     import types
     monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
     dev = types.SimpleNamespace(compute_units=132, max_work_group_size=1024, is_gpu=True)
-
-    def view(shape, strides, dtype='float32'):
-        dt = np.dtype(dtype)
-        return types.SimpleNamespace(shape=shape, strides=tuple(s * dt.itemsize for s in strides),
-                                     itemsize=dt.itemsize, dtype=dt)
-
-    def product(M, N, K, at=False):
-        A = view((1, M, K), (M * K, 1, M) if at else (M * K, K, 1))
-        return A, view((1, K, N), (K * N, N, 1)), view((1, M, N), (M * N, N, 1))
+    view, product = _view, _product
     assert not blas.takes_clblast(dev, *product(256, 1000, 1000))        # MLP layer
     assert not blas.takes_clblast(dev, *product(1000, 1000, 256, at=True))
     assert not blas.takes_clblast(dev, *product(1024, 1024, 1024))
@@ -345,3 +352,91 @@ def test_split_sum(dtype, monkeypatch):
     assert len(used) >= 3, splits
     for S, KC in used:
         assert S >= 2 and (S - 1) * KC < k <= S * KC, (S, KC)
+
+
+def _tuned_tile(monkeypatch, tile):
+    """Every product takes the tiled kernel with ``tile`` as a tuned choice gives it (GPU
+    shapes on this device); returns the list the planner's ``fast_variant`` answers are
+    appended to."""
+    from theano_ocl.ops import gemm_tune
+    setting(monkeypatch, 'blas', 'kernel')
+    monkeypatch.setattr(blas, 'GPU_SHAPES_ON_CPU', True)
+    monkeypatch.setattr(blas, 'tuned_choice', lambda *a: gemm_tune.Choice('kernel', tile, 64))
+    seen = []
+    fv = blas.fast_variant
+    monkeypatch.setattr(blas, 'fast_variant', lambda *a: seen.append(fv(*a)) or seen[-1])
+    return seen
+
+
+@pytest.mark.parametrize('tile,dtype', [((16, 16, 4, 4, 16, blas.FAST_DOUBLE), 'float32'),
+                                        ((8, 16, 4, 8, 16, blas.FAST_SINGLE), 'float64')])
+def test_fast_register_blocked_variant(tile, dtype, monkeypatch):
+    # the register-blocked kernel's variant for NVIDIA-like GPUs against numpy: whole tiles
+    # (no bounds checks) and not, 4-element loads (aligned, and from a view whose corner
+    # is not: vload4) and not, A and B transposed, stepped, reversed, a split sum, alpha
+    # and beta
+    seen = _tuned_tile(monkeypatch, tile)
+    splits = []
+    sp = blas.split_sum
+    monkeypatch.setattr(blas, 'split_sum', lambda *a: splits.append(sp(*a)) or splits[-1])
+    tx, ty, rm, rn, bk = tile[:5]
+    M, N = 2 * ty * rm, 2 * tx * rn                 # whole tiles
+    rng = np.random.RandomState(15)
+    x, y, z = T.matrix('x', dtype), T.matrix('y', dtype), T.matrix('z', dtype)
+    w, v = T.matrix('w', dtype), T.matrix('v', dtype)
+    K = 2 * blas.RB_SPLIT_CHUNK                     # a multiple of the tiles' depths
+    xv, yv = [rand(s, dtype, rng, low=-1, high=1) for s in [(M, K + 4), (K, N)]]
+    zv = rand((M, N), dtype, rng, low=-1, high=1)
+    m, k, n = 131, 67, 97                           # no multiple of any tile
+    wv, vv = [rand(s, dtype, rng, low=-1, high=1) for s in [(m, 2 * k), (k, n)]]
+    xa, xm = x[:, 4:], x[:, 1:K + 1]                # corners aligned / not (strides of 4)
+    ws = w[:, ::2]
+    outs = [T.dot(xa, y), T.dot(y.T, xa.T), T.dot(xm, y[:, ::-1]),
+            z * np.asarray(0.5, dtype) + T.dot(xa, y) * np.asarray(2, dtype),
+            T.dot(ws[::-1], v), T.dot(v.T, ws.T),
+            T.dot(x[:ty * rm, 4:], y[:, :tx * rn])]     # one tile of a long sum: split
+    wants = [a.astype('f8') @ b.astype('f8') for a, b in [
+        (xv[:, 4:], yv), (yv.T, xv[:, 4:].T), (xv[:, 1:K + 1], yv[:, ::-1]), (xv[:, 4:], yv),
+        (wv[::-1, ::2], vv), (vv.T, wv[:, ::2].T), (xv[:ty * rm, 4:], yv[:, :tx * rn])]]
+    wants[3] = 0.5 * zv + 2 * wants[3]
+    f = theano.function([x, y, z, w, v], outs, mode=theano_ocl.OCLMode(),
+                        on_unused_input='ignore')
+    assert not theano_ocl.fallback_nodes(f)
+    tol = TOL[dtype] if dtype == 'float64' else dict(rtol=1e-4, atol=1e-4)
+    for got, want in zip(f(xv, yv, zv, wv, vv), wants):
+        np.testing.assert_allclose(got, want, **tol)
+    assert seen and None not in seen, seen
+    db = tile[5] == blas.FAST_DOUBLE
+    assert {s[0] for s in seen} == {db}
+    assert {s[1] for s in seen} == {True, False}            # whole tiles and edges
+    assert (True, True) in {s[2:] for s in seen} and (False, False) in {s[2:] for s in seen}
+    assert [s for s in splits if s is not None], splits
+
+
+def test_fast_variant_only_where_it_applies(monkeypatch):
+    # the planner takes the variant for products of one real dtype, float32 or float64,
+    # with RM, RN multiples of 4; elsewhere the same tile's former kernel (results right)
+    product = _product
+    fast = (16, 16, 8, 8, 16, blas.FAST_DOUBLE)
+    assert blas.fast_variant(fast, *product(256, 256, 256)) == (True, True, True, True)
+    assert blas.fast_variant(fast[:5] + (blas.FAST_SINGLE,), *product(256, 256, 256)) == \
+        (False, True, True, True)
+    assert blas.fast_variant(fast, *product(256, 256, 256, True, ('float64',) * 3)) == \
+        (True, True, True, True)
+    assert blas.fast_variant(fast, *product(250, 256, 256)) == (True, False, True, True)
+    assert blas.fast_variant(fast, *product(256, 256, 254)) == (True, False, False, True)
+    assert blas.fast_variant(fast, *product(256, 254, 256)) == (True, False, True, False)
+    assert blas.fast_variant(fast, *product(256, 256, 0))[:2] == (True, False)   # empty sum
+    for dts in [('float16',) * 3, ('int32',) * 3, ('complex64',) * 3,
+                ('float32', 'float32', 'float64'), ('float32', 'float64', 'float64')]:
+        assert blas.fast_variant(fast, *product(256, 256, 256, dtypes=dts)) is None, dts
+    for tile in [fast[:5], fast[:5] + (0,), (16, 16, 8, 2, 16, blas.FAST_DOUBLE), None]:
+        assert blas.fast_variant(tile, *product(256, 256, 256)) is None, tile
+    # through the planner: float16 and int32 with the variant's tile take the former kernel
+    seen = _tuned_tile(monkeypatch, (16, 16, 4, 4, 8, blas.FAST_DOUBLE))
+    rng = np.random.RandomState(16)
+    for dtype, tol in [('float16', dict(rtol=2e-2, atol=0.25)), ('int32', {})]:
+        x, y = T.matrix('x', dtype), T.matrix('y', dtype)
+        xv, yv = _vals(rng, [(128, 64), (64, 64)], dtype)
+        assert_matches_c([x, y], [T.dot(x, y)], [xv, yv], **tol)
+    assert seen == [None, None], seen

@@ -106,6 +106,35 @@ def test_file_round_trips_and_keeps_other_devices(dev, tuning_file):
     assert not [f for f in os.listdir(tuning_file.parent) if f.startswith('.tmp')]
 
 
+def test_fast_variant_tile_is_searched_stored_and_run(dev, tuning_file, monkeypatch):
+    """The kernel's variant for NVIDIA-like GPUs (a tile's 6th element) is measured first,
+    its stored choice round-trips through the file, is described, and a product of its
+    class runs with it and gives numpy's result."""
+    tiles = gemm_search.kernel_tiles(dev, 'float32')
+    assert tiles[0] == gemm_search.FIRST_TILES[0] and len(tiles[0]) == 6
+    assert {t[5] for t in tiles if t is not None and len(t) > 5} == {blas.FAST_SINGLE,
+                                                                    blas.FAST_DOUBLE}
+    gemm_search.tune(dev, ['float32'], budget=0.2, sizes=(32,))
+    tried = gemm_tune.device_entry(dev)['float32']['tried']['kernel']
+    assert isinstance(tried[gemm_search.tile_name(tiles[0])]['32'], float)
+    tile = [16, 16, 4, 4, 16, blas.FAST_DOUBLE]
+    gemm_tune.store_entry(dev, {'float32': dict(classes={'64': dict(backend='kernel',
+                                                                     tile=tile)})})
+    gemm_tune.forget()
+    with settings.active(settings.Settings(tune='cached')):
+        assert gemm_tune.choice(dev, 'float32', 64, 96, 80) == \
+            gemm_tune.Choice('kernel', tuple(tile), 64)
+    assert 'two buffers' in gemm_search.describe(dict(backend='kernel', tile=tile))
+    setting(monkeypatch, 'blas', 'kernel')
+    setting(monkeypatch, 'tune', 'cached')
+    used = _tiles_used(monkeypatch)
+    ins, outs, vals, wants = _products('float32', (64, 128, 80))     # whole 64 x 64 tiles
+    f = theano.function(ins, outs, mode=theano_ocl.OCLMode())
+    for got, want in zip(f(*vals), wants):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    assert used and all(t == tuple(tile) for t in used), used
+
+
 def test_corrupt_file_is_ignored_with_a_warning_and_rewritten(dev, tuning_file):
     tuning_file.write_text('{"format": 1, "devices": {"trunc')
     with pytest.warns(RuntimeWarning, match='ignored .*tuning.json'):

@@ -15,6 +15,18 @@
 ##   is computed. The tile's corners in A and B are computed once per work-group (64-bit);
 ##   offsets within a tile in `it` (int where the planner found they fit: NVIDIA's 64-bit
 ##   multiplies are several instructions).
+## - fast (with rb: (db, full, va, vb); ops/blas.py fast_variant, real float32/float64
+##   only): the register-blocked kernel for NVIDIA-like GPUs. A work-item's RM rows
+##   (RN columns) are RM/4 (RN/4) groups of 4, groups 4*TY rows (4*TX columns) apart
+##   (row (i/4)*4*TY + ly*4 + i%4), so that a warp's float4 reads of the local tiles are
+##   conflict-free (consecutive work-items, consecutive float4s) where RM consecutive rows
+##   are 2-way conflicting; local tiles [k][m] and [k][n], rows padded by 4 elements; db:
+##   two local buffers, the next tile stored into the other one, one barrier per k-tile
+##   (else one buffer, two barriers); full (the planner found M, N, K multiples of the
+##   tile and K > 0): no bounds checks at all; va / vb: the operand's fast stride is 1,
+##   its other stride and the size along it multiples of 4: loads of 4 elements,
+##   aligned float4 loads where the work-group's tile corner is aligned (checked at run
+##   time: a root's origin can move, runtime/slab.py, scan rows), vload4 otherwise.
 ## Either way A and B go through local-memory tiles.
 ## split (either shape): the sum over k cut into S chunks of KC, the third grid dimension
 ## (batch, chunk); each work-group writes its partial product into P (S x M x N per batch,
@@ -46,7 +58,9 @@ ${th_epi(cs, epi_cts, epi_body)}
 % if rb:
 <%
 tx, ty, rm, rn, bk, a_kfast, b_nfast = rb
-na, nb_ = ty * rm * bk // (tx * ty), bk * tx * rn // (tx * ty)
+db, full, va, vb = fast or (False, False, False, False)
+wa, wb = (4 if va else 1), (4 if vb else 1)
+na, nb_ = ty * rm * bk // (tx * ty * wa), bk * tx * rn // (tx * ty * wb)
 %>\
 #define TX ${tx}
 #define TY ${ty}
@@ -55,6 +69,10 @@ na, nb_ = ty * rm * bk // (tx * ty), bk * tx * rn // (tx * ty)
 #define BK ${bk}
 #define BM (TY * RM)
 #define BN (TX * RN)
+% if fast:
+#define LDA (BM + 4)
+#define LDB (BN + 4)
+% endif
 
 __kernel __attribute__((reqd_work_group_size(TX, TY, 1)))
 % else:
@@ -65,12 +83,21 @@ __kernel __attribute__((reqd_work_group_size(TS, TS, 1)))
 void ${name}(${params()})
 {
 % if rb:
+% if fast:
+    /* ${2 if db else 1} buffer(s) of the A tile as [k][m] and the B tile as [k][n] (rows of
+       LDA, LDB elements), declared as vectors for their alignment */
+    __local ${acc_t}4 As4[${2 if db else 1} * BK * LDA / 4];
+    __local ${acc_t}4 Bs4[${2 if db else 1} * BK * LDB / 4];
+    __local ${acc_t} *As = (__local ${acc_t} *)As4;
+    __local ${acc_t} *Bs = (__local ${acc_t} *)Bs4;
+% else:
     /* a work-item's RM (RN) consecutive rows (columns) of a tile are read as one vector;
        one vector of padding per row of the tile */
     __local ${acc_t}${rm} As[BK * (BM / RM + 1)];
     __local ${acc_t}${rn} Bs[BK * (BN / RN + 1)];
     __local ${acc_t} *Asf = (__local ${acc_t} *)As;
     __local ${acc_t} *Bsf = (__local ${acc_t} *)Bs;
+% endif
     const int lx = get_local_id(0);      /* along N */
     const int ly = get_local_id(1);      /* along M */
     const int tid = ly * TX + lx;
@@ -97,6 +124,9 @@ void ${name}(${params()})
         for (int j = 0; j < RN; ++j)
             acc[i][j] = 0;
     }
+% if fast:
+${fast_loop(tx, ty, rm, rn, bk, a_kfast, b_nfast, db, full, va, vb, na, nb_)}\
+% else:
     /* the next tile's elements are loaded into registers while this one is computed */
     ${acc_t} pa[${na}], pb[${nb_}];
 ${prefetch('kbeg', na, nb_, a_kfast, b_nfast)}\
@@ -125,13 +155,14 @@ ${prefetch('k0 + BK', na, nb_, a_kfast, b_nfast)}\
         }
         barrier(CLK_LOCAL_MEM_FENCE);
     }
+% endif
     #pragma unroll
     for (int i = 0; i < RM; ++i) {
-        const long m = m0 + ly * RM + i;
+        const long m = m0 + ${'(i / 4) * (4 * TY) + ly * 4 + i % 4' if fast else 'ly * RM + i'};
         #pragma unroll
         for (int j = 0; j < RN; ++j) {
-            const long n = n0 + lx * RN + j;
-            if (m < M && n < N) {
+            const long n = n0 + ${'(j / 4) * (4 * TX) + lx * 4 + j % 4' if fast else 'lx * RN + j'};
+            if (${'1' if full else 'm < M && n < N'}) {
 % if split:
                 P[p_off + ((bi * S + si) * M + m) * N + n] = acc[i][j];
 % else:
@@ -227,6 +258,134 @@ ${b_at(b_nfast)}\
             pb[q] = (k < kend && nn < Nr) ? ${load(b, 'Bt', 'k * tk + nn * tn')} : (${acc_t})0;
         }
 </%def>
+<%def name="fast_at(op, q, fastw, wg, F, k_fast)">\
+## the element of an operand tile that work-item tid's q-th load takes (as a_at / b_at):
+## `op` (mm or nn) and kk, the first of `fastw` consecutive elements along the fast axis
+## (k where k_fast), F elements long
+            const int e = tid + ${q * wg};
+% if k_fast:
+            const int kk = (e % ${F // fastw}) * ${fastw}, ${op} = e / ${F // fastw};
+% else:
+            const int ${op} = (e % ${F // fastw}) * ${fastw}, kk = e / ${F // fastw};
+% endif
+</%def>\
+<%def name="fast_load(kstart, tx, ty, rm, rn, bk, a_kfast, b_nfast, full, va, vb, na, nb_)">\
+## the tile at k = kstart into registers pa, pb (vectors of 4 where va / vb)
+% for q in range(na):
+        {
+${fast_at('mm', q, 4 if va else 1, tx * ty, bk if a_kfast else ty * rm, a_kfast)}\
+            const ${it} k = ${kstart} + kk;
+<% idx = ('mm * sm + k' if a_kfast else 'mm + k * sk') if va else 'mm * sm + k * sk' %>\
+% if va:
+            __global const ${acc_t} *p = At + (${idx});
+            pa[${q}] = ${'' if full else '(mm < Mr && k < kend) ? '}(a_al ? *(__global const ${acc_t}4 *)p : vload4(0, p))${'' if full else ' : (%s4)0' % acc_t};
+% else:
+            pa[${q}] = ${'' if full else '(mm < Mr && k < kend) ? '}At[${idx}]${'' if full else ' : (%s)0' % acc_t};
+% endif
+        }
+% endfor
+% for q in range(nb_):
+        {
+${fast_at('nn', q, 4 if vb else 1, tx * ty, tx * rn if b_nfast else bk, not b_nfast)}\
+            const ${it} k = ${kstart} + kk;
+<% idx = ('k * tk + nn' if b_nfast else 'k + nn * tn') if vb else 'k * tk + nn * tn' %>\
+% if vb:
+            __global const ${acc_t} *p = Bt + (${idx});
+            pb[${q}] = ${'' if full else '(k < kend && nn < Nr) ? '}(b_al ? *(__global const ${acc_t}4 *)p : vload4(0, p))${'' if full else ' : (%s4)0' % acc_t};
+% else:
+            pb[${q}] = ${'' if full else '(k < kend && nn < Nr) ? '}Bt[${idx}]${'' if full else ' : (%s)0' % acc_t};
+% endif
+        }
+% endfor
+</%def>\
+<%def name="fast_stash(buf, tx, ty, rm, rn, bk, a_kfast, b_nfast, va, vb, na, nb_)">\
+## registers pa, pb into the local buffer `buf` (0 or 1): A as [k][m], B as [k][n]
+% for q in range(na):
+        {
+${fast_at('mm', q, 4 if va else 1, tx * ty, bk if a_kfast else ty * rm, a_kfast)}\
+            __local ${acc_t} *s = As + (${buf}) * (BK * LDA) + kk * LDA + mm;
+% if not va:
+            *s = pa[${q}];
+% elif a_kfast:
+% for i in range(4):
+            s[${i} * LDA] = pa[${q}].s${i};
+% endfor
+% else:
+            *(__local ${acc_t}4 *)s = pa[${q}];
+% endif
+        }
+% endfor
+% for q in range(nb_):
+        {
+${fast_at('nn', q, 4 if vb else 1, tx * ty, tx * rn if b_nfast else bk, not b_nfast)}\
+            __local ${acc_t} *s = Bs + (${buf}) * (BK * LDB) + kk * LDB + nn;
+% if not vb:
+            *s = pb[${q}];
+% elif not b_nfast:
+% for i in range(4):
+            s[${i} * LDB] = pb[${q}].s${i};
+% endfor
+% else:
+            *(__local ${acc_t}4 *)s = pb[${q}];
+% endif
+        }
+% endfor
+</%def>\
+<%def name="fast_loop(tx, ty, rm, rn, bk, a_kfast, b_nfast, db, full, va, vb, na, nb_)">\
+<% args = (tx, ty, rm, rn, bk, a_kfast, b_nfast) %>\
+% if va:
+    /* aligned vector loads where this tile's corner allows them (uniform per work-group) */
+    const bool a_al = ((ulong)At % sizeof(${acc_t}4)) == 0;
+% endif
+% if vb:
+    const bool b_al = ((ulong)Bt % sizeof(${acc_t}4)) == 0;
+% endif
+    /* the next tile's elements are loaded into registers while this one is computed */
+    ${acc_t}${'4' if va else ''} pa[${na}];
+    ${acc_t}${'4' if vb else ''} pb[${nb_}];
+${fast_load('kbeg', *(args + (full, va, vb, na, nb_)))}\
+${fast_stash('0', *(args + (va, vb, na, nb_)))}\
+    barrier(CLK_LOCAL_MEM_FENCE);
+% if db:
+    int cur = 0;
+% endif
+    for (${it} k0 = kbeg; k0 < kend; k0 += BK) {
+        const bool more = k0 + BK < kend;
+        if (more) {
+${fast_load('k0 + BK', *(args + (full, va, vb, na, nb_)))}\
+        }
+        const __local ${acc_t}4 *Ar = (const __local ${acc_t}4 *)(As${' + cur * (BK * LDA)' if db else ''}) + ly;
+        const __local ${acc_t}4 *Br = (const __local ${acc_t}4 *)(Bs${' + cur * (BK * LDB)' if db else ''}) + lx;
+        #pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {
+% for c in range(rm // 4):
+            const ${acc_t}4 a${c} = Ar[kk * (LDA / 4) + ${c} * TY];
+% endfor
+% for c in range(rn // 4):
+            const ${acc_t}4 b${c} = Br[kk * (LDB / 4) + ${c} * TX];
+% endfor
+% for i in range(rm):
+% for j in range(rn):
+            acc[${i}][${j}] += a${i // 4}.s${i % 4} * b${j // 4}.s${j % 4};
+% endfor
+% endfor
+        }
+% if db:
+        /* the other buffer was last read before the previous barrier */
+        if (more) {
+${fast_stash('cur ^ 1', *(args + (va, vb, na, nb_)))}\
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+        cur ^= 1;
+% else:
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (more) {
+${fast_stash('0', *(args + (va, vb, na, nb_)))}\
+        }
+        barrier(CLK_LOCAL_MEM_FENCE);
+% endif
+    }
+</%def>\
 <%def name="params()">
     const long M, const long N, const long K,
     __global const ${a['t']} *A, const long a_off, const long a_sb, const long a_sm, const long a_sk,

@@ -59,7 +59,11 @@ Where the device has tuned choices (``ops/gemm_tune.py``, found by ``ops/gemm_se
 through ``python -m theano_ocl tune`` or at the first large product), a product of a
 tuned shape class takes the backend and the kernel's tile measured fastest for its class
 in place of the rules above (the ``tune`` setting; a forced ``blas`` keeps its backend and
-the kernel still takes the tuned tile).
+the kernel still takes the tuned tile). A tuned tile may name the register-blocked
+kernel's variant for NVIDIA-like GPUs (``fast_variant``: float4 reads of the local tiles
+without bank conflicts, one barrier per step of the sum with two local buffers, no bounds
+checks where the product is whole tiles, 4-element loads); the planner takes it only for
+products of one real dtype, float32 or float64, and the same tile without it otherwise.
 
 The backends live in ``blas_host.py`` and ``blas_clblast.py`` (with CLBlast's tuned
 parameters), the kernel backend here; what they all take (``Scalar``, the batch views,
@@ -205,9 +209,10 @@ def _acc_type(out_dtype):
 
 @kernels.memoize
 def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, split=False,
-                  it='long', epi=None):
+                  it='long', epi=None, fast=None):
     """Render (memoized) the GEMM kernel; returns (source, kernel name). ``rb``: the
-    register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS;
+    register-blocked shape (TX, TY, RM, RN, BK, a_kfast, b_nfast), else TS x TS; ``fast``:
+    with ``rb``, its variant for NVIDIA-like GPUs (db, full, va, vb: ``fast_variant``);
     ``split``: the kernel over chunks of the sum, and its ``<name>_sum`` kernel; ``it``:
     the register-blocked kernel's type for offsets within a tile ('int' where they fit);
     ``epi``: an elementwise consumer of C computed in its place, (support, body, input
@@ -225,7 +230,7 @@ def kernel_source(a_dt, b_dt, c_dt, alpha, al_dt, beta, be_dt, ts, rb=None, spli
         'gemm.cl.mako', 'gemm', support=support, ts=ts, acc_t=acc, cc_t=acc,
         cplx=acc[-1] == '2', a=_operand(a_dt), b=_operand(b_dt), c=c,
         al=_operand(al_dt) if al_dt else None, be=_operand(be_dt) if be_dt else None,
-        alpha=alpha, beta=beta, rb=rb, split=split, it=it,
+        alpha=alpha, beta=beta, rb=rb, split=split, it=it, fast=fast,
         **gemm_small.epilogue_params(epi, c, _operand))
 
 
@@ -332,13 +337,59 @@ def split_sum(dev, C, K, ts, rb=None):
 
 
 def blocking(tile, A, B):
-    """The kernel's register-blocked shape for ``tile`` (TX, TY, RM, RN, BK) and these
-    operands' layouts (loads with the shorter stride fastest), or None where ``tile`` is
-    None (the TS x TS kernel)."""
+    """The kernel's register-blocked shape for ``tile`` (TX, TY, RM, RN, BK, and
+    optionally the ``fast_variant`` code) and these operands' layouts (loads with the
+    shorter stride fastest), or None where ``tile`` is None (the TS x TS kernel)."""
     if tile is None:
         return None
     b_sk, b_sn = _elem_strides(B)[1:]
-    return tuple(tile) + (not _k_major(A), abs(b_sn) <= abs(b_sk))
+    return tuple(tile[:5]) + (not _k_major(A), abs(b_sn) <= abs(b_sk))
+
+
+#: the 6th element of a tile (TX, TY, RM, RN, BK, V): V = FAST_SINGLE or FAST_DOUBLE takes
+#: the kernel's variant for NVIDIA-like GPUs (``fast_variant``) with one or two local
+#: buffers; a 5-element tile (or V = 0) the register-blocked kernel as before
+FAST_SINGLE, FAST_DOUBLE = 1, 2
+#: the variant's specializations, on where they apply (``bench/gemm_variants.py`` turns
+#: them off to measure what each gives): no bounds checks where the product is whole
+#: tiles; loads of 4 elements where an operand's layout allows
+FAST_FULL = True
+FAST_VECTOR = True
+
+
+def fast_variant(tile, A, B, C):
+    """(db, full, va, vb): the template's ``fast`` variant of the register-blocked kernel
+    for ``tile`` (its 6th element ``FAST_SINGLE``/``FAST_DOUBLE``, ``db``: two local
+    buffers) on these operands, or None where it does not apply: only products of one
+    real dtype, float32 or float64 (no half storage, integers, complex values or mixed
+    dtypes), and RM, RN multiples of 4 (work-items read the local tiles in float4s).
+    ``full``: M, N, K multiples of the tile (so are the chunks of a split sum) and K > 0,
+    so no load or store checks its bounds; ``va`` (``vb``): A's (B's) fast stride is 1,
+    its other stride and its size along the fast axis multiples of 4, and the tile's
+    loads divide into groups of 4 among the work-items: loads of 4 elements (aligned
+    float4 loads where the tile's corner is aligned, which the kernel checks, offsets
+    moving at run time)."""
+    if tile is None or len(tile) < 6 or tile[5] not in (FAST_SINGLE, FAST_DOUBLE):
+        return None
+    tx, ty, rm, rn, bk = tile[:5]
+    if not A.dtype == B.dtype == C.dtype or C.dtype.name not in ('float32', 'float64') or \
+            rm % 4 or rn % 4 or bk % 4:
+        return None
+    nb, M, N = C.shape
+    K = A.shape[2]
+    bm, bn, wg = ty * rm, tx * rn, tx * ty
+    full = FAST_FULL and K > 0 and not (M % bm or N % bn or K % bk)
+    a_kfast, b_nfast = blocking(tile, A, B)[5:]
+    a_sm, a_sk = _elem_strides(A)[1:]
+    b_sk, b_sn = _elem_strides(B)[1:]
+    # (fast stride, the other one, the size along the fast axis)
+    fa = (a_sk, a_sm, K) if a_kfast else (a_sm, a_sk, M)
+    fb = (b_sn, b_sk, N) if b_nfast else (b_sk, b_sn, K)
+    va = FAST_VECTOR and fa[0] == 1 and fa[1] % 4 == 0 and fa[2] % 4 == 0 and \
+        (bm * bk) % (4 * wg) == 0
+    vb = FAST_VECTOR and fb[0] == 1 and fb[1] % 4 == 0 and fb[2] % 4 == 0 and \
+        (bn * bk) % (4 * wg) == 0
+    return tile[5] == FAST_DOUBLE, full, va, vb
 
 
 def register_blocking(dev, A, B, C):
@@ -388,12 +439,13 @@ AUTO = 'auto'
 def plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None, tile=AUTO):
     """Record the tiled kernel's launch(es). ``epilogue``: the consumer's (impl, input
     index, inputs and output as 3-d views of C's geometry), computed in the store of C
-    (``Epilogue.views_for``): C is then never stored. ``tile``: (TX, TY, RM, RN, BK) or
-    None (the TS x TS kernel) in place of the built-in choice (tuned, or a candidate the
-    tuner measures)."""
+    (``Epilogue.views_for``): C is then never stored. ``tile``: (TX, TY, RM, RN, BK),
+    with a 6th element the variant of ``fast_variant`` where it applies, or None (the TS x
+    TS kernel) in place of the built-in choice (tuned, or a candidate the tuner measures)."""
     ts = 16 if ctx.dev.max_work_group_size >= 256 else 8
     rb = register_blocking(ctx.dev, A, B, C) if tile is AUTO else blocking(tile, A, B)
     split = split_sum(ctx.dev, C, A.shape[2], ts, rb)
+    fast = None if tile is AUTO else fast_variant(tile, A, B, C)
     akind = 'one' if alpha.kind == 'one' or (alpha.kind == 'const' and alpha.value == 1) else 'ptr'
     bkind = beta.kind if beta.kind in ('one', 'none') else (
         'one' if beta.kind == 'const' and beta.value == 1 else 'ptr')
@@ -403,7 +455,8 @@ def plan_kernel(ctx, A, B, C, alpha, beta, Z, epilogue=None, tile=AUTO):
     src, name = kernel_source(A.dtype.name, B.dtype.name, C.dtype.name,
                               akind, alpha.darr.dtype.name if akind == 'ptr' else None,
                               bkind, beta.darr.dtype.name if bkind == 'ptr' else None, ts, rb,
-                              split is not None, _index_type(A, B, C) if rb else 'long', epi)
+                              split is not None, _index_type(A, B, C) if rb else 'long', epi,
+                              fast)
     acc = _acc_type(C.dtype)
     if epilogue is not None:
         C = e_out           # C's place holds the consumer's output (C's geometry)

@@ -12,11 +12,14 @@ What is measured is what the planner runs: each candidate is planned by
   of 8, 16, 32), 2 to 8 elements of C per work-item each way (RM, RN: the vector widths
   the template reads its local tiles with), depths BK of 8, 16, 32; only tiles whose two
   local tiles fit the device's local memory and whose loads divide among the work-items.
-  Tiles that did well on the H200 come first (``FIRST_TILES``: 128 x 256 and 128 x 128
-  tiles of 8 x 8 per work-item, which is how fast SGEMMs block, the built-in 64 x 64,
-  tiles for products with few tiles), then the rest in a fixed pseudo-random order, the
-  one element per work-item kernel among the first: a short budget still measures the
-  likely winners.
+  Each tile of RM, RN 4 or 8 also in the kernel's variant for NVIDIA-like GPUs
+  (``blas.fast_variant``: a 6th element, 1 for one local buffer, 2 for two), which the
+  planner takes only where it applies (else the same tile as before).
+  Tiles likely to do well on the H200 come first (``FIRST_TILES``: the variant's 128 x 128
+  and 128 x 256 tiles of 8 x 8 per work-item, which is how fast SGEMMs block, then the
+  former kernel's best, the built-in 64 x 64, tiles for products with few tiles), then the
+  rest in a fixed pseudo-random order, the one element per work-item kernel among the
+  first: a short budget still measures the likely winners.
 * Search space, CLBlast (``clblast_candidates``): the grid of ``bench/clblast_tune.py``
   under CLBlast's own constraints (``clblast_valid``), the set tuned on the H100 first.
   A candidate's parameters hold for every CLBlast call of the process (pyclblast has no
@@ -57,14 +60,22 @@ CLBLAST_MAX = 200
 #: the odd product every tile is checked on (sides that are no multiple of any tile)
 ODD = (139, 75, 101)
 
-#: tiles (TX, TY, RM, RN, BK) measured first, in this order (see the module doc): the
-#: fastest on the H200 (2026-11-29, 102 tiles, device time; float32 4096^3 / 2048^3 /
-#: 1024^3 in TFLOP/s): 32x16 of 8x8, depth 8: 39.1 / 25.5 / 13.5; 16x16 of 8x8, depth 8:
-#: 36.5 / 34.4 / 16.1; the built-in 16x16 of 4x4, depth 16: 28.5 / 28.0 / 23.4; 32x8 of
-#: 8x2, depth 16: 28.4 / 27.4 / 24.2
-FIRST_TILES = ((32, 16, 8, 8, 8), (16, 16, 8, 8, 8), (16, 16, 4, 4, 16), (32, 8, 8, 2, 16),
-               (16, 32, 4, 4, 16), (32, 16, 4, 4, 16), (32, 16, 8, 4, 32), (16, 16, 8, 4, 8),
-               (32, 16, 8, 8, 16), (16, 16, 8, 8, 16), (16, 32, 8, 4, 16), None)
+#: tiles (TX, TY, RM, RN, BK[, V]) measured first, in this order (see the module doc).
+#: First the variant's (V = 2: two local buffers; 1: one), chosen before any was measured
+#: (``bench/gemm_variants.py`` times them against cuBLAS): 128 x 128 of 8 x 8 at depth 16
+#: is the usual FP32 SGEMM blocking on NVIDIA GPUs, 128 x 256 / 256 x 128 at depth 8 the
+#: former kernel's best shape, 128 x 64 and 64 x 64 for products of fewer tiles. Then the
+#: former kernel's fastest on the H200 (2026-11-29, 102 tiles, device time; float32
+#: 4096^3 / 2048^3 / 1024^3 in TFLOP/s): 32x16 of 8x8, depth 8: 39.1 / 25.5 / 13.5; 16x16
+#: of 8x8, depth 8: 36.5 / 34.4 / 16.1; the built-in 16x16 of 4x4, depth 16: 28.5 / 28.0 /
+#: 23.4; 32x8 of 8x2, depth 16: 28.4 / 27.4 / 24.2
+FIRST_TILES = ((16, 16, 8, 8, 16, 2), (32, 16, 8, 8, 8, 2), (16, 32, 8, 8, 8, 2),
+               (16, 16, 8, 8, 8, 2), (16, 16, 8, 8, 16, 1), (32, 16, 8, 8, 8, 1),
+               (32, 16, 8, 8, 8), (16, 16, 8, 8, 8), (16, 16, 8, 4, 16, 2),
+               (16, 16, 4, 8, 16, 2), (16, 16, 4, 4, 16, 2), (16, 16, 4, 4, 16),
+               (32, 8, 8, 2, 16), (16, 32, 4, 4, 16), (32, 16, 4, 4, 16), (32, 16, 8, 4, 32),
+               (16, 16, 8, 4, 8), (32, 16, 8, 8, 16), (16, 16, 8, 8, 16), (16, 32, 8, 4, 16),
+               None)
 
 
 def tile_name(tile):
@@ -79,13 +90,20 @@ def kernel_tiles(dev, dtype, seed=0):
     def fits(tile):
         if tile is None:
             return dev.max_work_group_size >= 64
-        tx, ty, rm, rn, bk = tile
+        tx, ty, rm, rn, bk = tile[:5]
         wg, bm, bn = tx * ty, ty * rm, tx * rn
-        local = (bk * (bm + rm) + bk * (bn + rn)) * acc
+        if len(tile) > 5:
+            # the variant's local tiles: rows padded by 4 elements, one or two buffers
+            local = tile[5] * bk * (bm + 4 + bn + 4) * acc
+            if rm % 4 or rn % 4:
+                return False
+        else:
+            local = (bk * (bm + rm) + bk * (bn + rn)) * acc
         return (64 <= wg <= dev.max_work_group_size and (bm * bk) % wg == 0 and
                 (bn * bk) % wg == 0 and local <= dev.local_mem_size and rm * rn <= 64)
-    rest = [t for t in itertools.product(sides, sides, per, per, depths)
-            if t not in FIRST_TILES and fits(t)]
+    every = [t + v for t in itertools.product(sides, sides, per, per, depths)
+             for v in ((), (blas.FAST_SINGLE,), (blas.FAST_DOUBLE,))]
+    rest = [t for t in every if t not in FIRST_TILES and fits(t)]
     random.Random(seed).shuffle(rest)
     return [t for t in FIRST_TILES if fits(t)] + rest
 
@@ -184,9 +202,9 @@ class _Bench(object):
 class _Problem(object):
     """One product C = A @ B on the device, operands uniform in [-1, 1), A (B) stored
     transposed where ``at`` (``bt``); ``check`` compares C's first and last rows (all of
-    them for small products) with numpy's."""
+    them for small products; ``rows``: those rows) with numpy's."""
 
-    def __init__(self, dev, dtype, M, N, K, at=False, bt=False, seed=0):
+    def __init__(self, dev, dtype, M, N, K, at=False, bt=False, seed=0, rows=None):
         rng = np.random.RandomState(seed)
         self.dev, self.dtype, self.shape = dev, np.dtype(dtype), (M, N, K)
         a = (rng.rand(M, K) * 2 - 1).astype(dtype)
@@ -195,7 +213,8 @@ class _Problem(object):
         self.B = as_batch(self._put(b, bt))
         nbytes = M * N * self.dtype.itemsize
         self.C = as_batch(DArray(Root(dev.alloc(nbytes), nbytes), (M, N), dtype))
-        self.rows = np.arange(M) if M <= 64 else np.r_[0:8, M - 8:M]
+        self.rows = np.asarray(rows) if rows is not None else \
+            np.arange(M) if M <= 64 else np.r_[0:8, M - 8:M]
         self.ref = a[self.rows].astype('float64') @ b.astype('float64')
         self.atol = 16 * np.finfo(dtype).eps * K
 
@@ -434,9 +453,12 @@ def describe(choice):
     tile = choice.get('tile')
     if not tile:
         return 'kernel, one element per work-item'
-    tx, ty, rm, rn, bk = tile
-    return 'kernel, %dx%d tiles (%dx%d work-items of %dx%d, depth %d)' % (
-        ty * rm, tx * rn, tx, ty, rm, rn, bk)
+    tx, ty, rm, rn, bk = tile[:5]
+    variant = {blas.FAST_SINGLE: ', fast variant, one buffer',
+               blas.FAST_DOUBLE: ', fast variant, two buffers'}.get(
+                   tile[5] if len(tile) > 5 else 0, '')
+    return 'kernel, %dx%d tiles (%dx%d work-items of %dx%d, depth %d%s)' % (
+        ty * rm, tx * rn, tx, ty, rm, rn, bk, variant)
 
 
 provide('gemm_tuner', tune)

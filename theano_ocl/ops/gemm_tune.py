@@ -13,7 +13,8 @@ this module imports no BLAS module, which import it).
   by default, so in ``compiledir`` too). One JSON object: ``format`` and ``devices``,
   keyed by platform name, device name and driver version (a driver update tunes again).
 * Per device and dtype (float32, float64): ``classes``, the choice per shape class --
-  ``{"backend": "kernel", "tile": [TX, TY, RM, RN, BK]}`` (``null`` tile: the one element
+  ``{"backend": "kernel", "tile": [TX, TY, RM, RN, BK]}`` (a 6th element: the kernel's
+  variant for NVIDIA-like GPUs, ``blas.fast_variant``; ``null`` tile: the one element
   per work-item kernel) or ``{"backend": "clblast"}`` -- with the GFLOP/s measured for it
   and for the built-in choice; ``clblast``, CLBlast's Xgemm parameters found for this
   device (applied once per process, ``blas_clblast.clblast_tuning``); ``tried``, every
@@ -57,7 +58,7 @@ class UntunedWarning(RuntimeWarning):
 
 Choice = collections.namedtuple('Choice', 'backend tile size')
 Choice.__doc__ = """What a product of one shape class takes: ``backend`` 'kernel' (``tile``
-(TX, TY, RM, RN, BK) register-blocked, or None: one element per work-item) or 'clblast';
+(TX, TY, RM, RN, BK[, variant]) register-blocked, or None: one element per work-item) or 'clblast';
 ``size``: the class (the n of the n^3 product tuned)."""
 
 
