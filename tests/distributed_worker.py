@@ -3,6 +3,7 @@
     python tests/distributed_worker.py train OUT.npz BATCH
     python tests/distributed_worker.py fail raise|die|mismatch
     python tests/distributed_worker.py caught
+    python tests/distributed_worker.py deferred [fail]
 
 ``train``: every (update rule, mode) case trains a small softmax MLP for STEPS steps,
 rank r taking rows [r*BATCH, (r+1)*BATCH) of each global batch of size*BATCH rows, with
@@ -12,10 +13,14 @@ BATCH = K*b it is the one-process run the K ranks must reach.
 ``fail``: one rank fails (raises, dies, or brings a tensor of another shape) while the
 other waits in a collective; the job must end, not hang.
 ``caught``: every rank catches a mismatch; no rank commits that call's update.
+``deferred``: on the GPU's path, a call whose exchanges check nothing returns before they
+are over (each made to take ``SLOW`` s), and the parameters read after it are those Theano
+C reaches; ``deferred fail``: such an exchange failing on rank 1 ends the job.
 """
 import contextlib
 import os
 import sys
+import time
 
 import numpy as np
 import theano
@@ -25,6 +30,8 @@ import theano_ocl.distributed as dist
 
 STEPS = 6
 SIZES = (12, 16, 3)
+#: seconds each exchange of a deferred call is made to take
+SLOW = 1.0
 
 
 def sgd_momentum(grads, params, learning_rate=0.1, momentum=0.9):
@@ -217,6 +224,47 @@ def dtypes():
     print('rank %d: every dtype agrees' % dist.rank(), flush=True)
 
 
+def deferred(how):
+    """The GPU's path (staged), every exchange of a call that checks nothing made to take
+    SLOW s: the second call returns sooner than one exchange takes, and the parameters read
+    after it (the reads wait for the device, which waits for the exchanges) equal Theano
+    C's after the same two steps. ``how`` 'fail': rank 1's deferred exchange raises, which
+    must end the job."""
+    from theano_ocl.ops import collective
+    real = collective.reduce_into
+    slowed = []
+
+    def slow(src, dst, op, name, check=True):
+        if not check:
+            slowed.append(name)
+            time.sleep(SLOW)
+            if how == 'fail' and dist.rank() == 1:
+                raise RuntimeError('rank 1 fails on purpose after its call returned')
+        return real(src, dst, op, name, check)
+    collective.reduce_into = slow
+    xs, ys = data(4, dist.size())
+    finals = []
+    for mode in ('OCL', 'FAST_RUN'):
+        with staged(mode == 'OCL'):
+            x, y, cost, params = model(dist.rank())
+            updates = dist.data_parallel_updates(cost, params, sgd_momentum)
+            f = theano.function([x, y], cost, updates=updates, mode=mode)
+            f(xs[0], ys[0])                     # checks the ranks agree: waits for them
+            t0 = time.time()
+            f(xs[1], ys[1])
+            took = time.time() - t0
+            if mode == 'OCL':
+                overlapped(f)
+                assert took < SLOW, 'rank %d: the call took %.2f s, waiting for its ' \
+                    'exchanges' % (dist.rank(), took)
+            finals.append([p.get_value() for p in params])
+    assert slowed, 'no exchange was deferred'
+    for p, a, b in zip(params, *finals):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6, err_msg=p.name)
+    print('rank %d: the call returned before its exchanges, with their result' % dist.rank(),
+          flush=True)
+
+
 if __name__ == '__main__':
     dist.init()
     if sys.argv[1] == 'dtypes':
@@ -225,5 +273,7 @@ if __name__ == '__main__':
         train(sys.argv[2], int(sys.argv[3]))
     elif sys.argv[1] == 'caught':
         caught(sys.argv[2])
+    elif sys.argv[1] == 'deferred':
+        deferred(sys.argv[2] if len(sys.argv) > 2 else 'ok')
     else:
         fail(sys.argv[2])

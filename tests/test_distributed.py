@@ -147,6 +147,24 @@ def test_a_caught_mismatch_commits_nothing_on_any_rank(path):
     assert out.count('all or nothing on every rank') == RANKS, out[-4000:]
 
 
+@needs_mpi
+def test_a_call_does_not_wait_for_its_exchanges_and_reads_see_their_result():
+    rc, out, _ = _run(['deferred'], RANKS, timeout=TIMEOUT)
+    assert rc == 0, out[-4000:]
+    assert out.count('the call returned before its exchanges, with their result') == RANKS, \
+        out[-4000:]
+
+
+@needs_mpi
+def test_an_exchange_failing_after_its_call_returned_ends_the_job():
+    rc, out, seconds = _run(['deferred', 'fail'], RANKS, timeout=FAIL_BOUND + 30)
+    assert rc != 0, out[-4000:]
+    assert seconds < FAIL_BOUND, 'the job took %.0f s to end:\n%s' % (seconds, out[-4000:])
+    assert 'rank 1: an exchange failed after its call had returned' in out, out[-4000:]
+    assert 'fails on purpose after its call returned' in out, out[-4000:]
+    assert 'with their result' not in out, out[-4000:]
+
+
 # ---- one process, no launcher: the world is one rank ----------------------------------------
 
 @pytest.mark.parametrize('staged', [False, True], ids=['mapped', 'staged'])

@@ -110,10 +110,12 @@ def broadcast_into(src, dst, root, name, check=True):
 
 
 class Job(object):
-    """One exchange handed to the :class:`Exchanger` thread."""
+    """One exchange handed to the :class:`Exchanger` thread. ``deferred``: no thread waits
+    for it (its call has returned, its updates queued behind it on the device)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, deferred=False):
         self.fn = fn
+        self.deferred = deferred
         self.error = None
         self.over = threading.Event()
 
@@ -122,6 +124,11 @@ class Job(object):
             self.fn()
         except BaseException as e:         # delivered to the waiting thread
             self.error = e
+            if self.deferred:
+                # its call returned and committed updates that read this exchange: on this
+                # rank they are now wrong, and the other ranks may wait for this one
+                world.abort('an exchange failed after its call had returned (%s: %s): that '
+                            "call's updates are wrong on this rank" % (type(e).__name__, e))
         finally:
             self.over.set()
 
@@ -153,8 +160,8 @@ class Exchanger(object):
         while True:
             self.jobs.get().run()
 
-    def submit(self, fn):
-        job = Job(fn)
+    def submit(self, fn, deferred=False):
+        job = Job(fn, deferred)
         self.jobs.put(job)
         return job
 

@@ -220,6 +220,18 @@ def _install_abort_hook(comm):
     threading.excepthook = abort_on_thread_exception
 
 
+def abort(why):
+    """End the job on every rank, saying ``why`` on this rank's standard error (an error no
+    caller can be handed any more: MPI's own errors end the job the same way)."""
+    w = init()
+    sys.stderr.write('[theano_ocl.distributed] rank %d: %s: aborting every rank '
+                     '(MPI.COMM_WORLD.Abort)\n' % (w.rank, why))
+    sys.stderr.flush()
+    if w.comm is not None:
+        w.comm.Abort(1)
+    os._exit(1)
+
+
 def info():
     """One line saying this process's place: rank, size, local rank and the device note."""
     w = init()

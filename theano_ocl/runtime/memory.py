@@ -50,19 +50,19 @@ def download(dev, queue, darr, host=None):
     return host
 
 
-def upload(dev, queue, darr, host, blocking=False):
+def upload(dev, queue, darr, host, blocking=False, wait_for=None):
     """Copy a host array into a C-contiguous DArray (same shape and dtype); returns the
     copy's event (None when there is nothing to copy). A non-blocking copy may read
-    ``host`` until that event completes."""
+    ``host`` until that event completes; ``wait_for``: events it starts after."""
     if darr.size:
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
         raw = _raw(dev.cl, '_enqueue_write_buffer')
         if raw is not None:
-            ev = raw(queue, darr.root.buf, host, darr.boff, None, blocking)
+            ev = raw(queue, darr.root.buf, host, darr.boff, wait_for, blocking)
         else:       # pragma: no cover - another pyopencl
             ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                                     is_blocking=blocking)
+                                     is_blocking=blocking, wait_for=wait_for)
         if dev.profiles(queue):        # profile hook (profiling.py)
             from ..profiling import transfer
             transfer('upload', darr.nbytes, ev)
