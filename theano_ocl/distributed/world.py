@@ -227,9 +227,9 @@ def abort(why):
     sys.stderr.write('[theano_ocl.distributed] rank %d: %s: aborting every rank '
                      '(MPI.COMM_WORLD.Abort)\n' % (w.rank, why))
     sys.stderr.flush()
-    if w.comm is not None:
-        w.comm.Abort(1)
-    os._exit(1)
+    if w.comm is None:          # one process: nothing to end but the caller's thread
+        raise RuntimeError(why)
+    w.comm.Abort(1)
 
 
 def info():
