@@ -293,7 +293,8 @@ def render(data_dir=None, out_dir=None, plots=True):
         index += ['## %s' % device_label(rec), '', md]
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
     index += _script_runs(scripts) + _small_model_runs(scripts) + _torch_runs(scripts) + \
-        _keras_runs(scripts) + _data_parallel_runs(scripts) + _nengo_compare_runs(scripts)
+        _keras_runs(scripts) + _data_parallel_runs(scripts) + _nengo_compare_runs(scripts) + \
+        _gemm_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -476,6 +477,31 @@ def _nengo_compare_runs(scripts_dir):
             'float32 rounding.', '',
             '| run | device | commit | network | nengo-ocl | theano_ocl | nengo-ocl / OCL | '
             'steps equal |', '|---|---|---|---|---:|---:|---:|---:|'] + rows + ['']
+
+
+def _gemm_runs(scripts_dir):
+    """A table of ``bench/gemm.py --json`` records (SGEMM n^3 by theano_ocl untuned and
+    tuned, CLBlast called directly, Theano C and cuBLAS in one process), newest first: the
+    lines of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('gemm',)):
+        commit = _commit_label(rec)
+        for r in rec.get('rows', []):
+            kernel = r.get('kernel GFLOP/s')
+            rows.append('| %s | %s | %s | %d | %s | %.1f | %s | %.3f |' % (
+                name, rec['device'], commit, rec['n'], r['variant'], r['GFLOP/s'] / 1e3,
+                '%.1f' % (kernel / 1e3) if kernel else '-',
+                r['x cuBLAS'] if r.get('x cuBLAS') is not None else float('nan')))
+    if not rows:
+        return []
+    return ['## Matrix products', '',
+            'The `--json` records of `bench/gemm.py` (`T.dot` of two n x n float32 shared '
+            'variables, the result kept on the device; with `--tune` the tuner first searched '
+            'the device, the record\'s `note` says from what): TFLOP/s by the wall clock over '
+            'calls back to back up to a queue finish (by OpenCL profiling events where a '
+            'kernel ran alone), and the ratio to cuBLAS\'s wall-clock time in the same run.', '',
+            '| run | device | commit | n | variant | TFLOP/s | kernel TFLOP/s | x cuBLAS |',
+            '|---|---|---|---:|---|---:|---:|---:|'] + rows + ['']
 
 
 def _commit_label(rec):
