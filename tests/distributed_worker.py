@@ -31,7 +31,7 @@ import theano_ocl.distributed as dist
 STEPS = 6
 SIZES = (12, 16, 3)
 #: seconds each exchange of a deferred call is made to take
-SLOW = 1.0
+SLOW = 3.0
 
 
 def sgd_momentum(grads, params, learning_rate=0.1, momentum=0.9):
@@ -239,6 +239,7 @@ def deferred(how):
             slowed.append(name)
             time.sleep(SLOW)
             if how == 'fail' and dist.rank() == 1:
+                print('rank 1 fails at %.3f' % time.time(), flush=True)
                 raise RuntimeError('rank 1 fails on purpose after its call returned')
         return real(src, dst, op, name, check)
     collective.reduce_into = slow
