@@ -61,10 +61,11 @@ CLBLAST_MAX = 200
 ODD = (139, 75, 101)
 
 #: tiles (TX, TY, RM, RN, BK[, V]) measured first, in this order (see the module doc).
-#: First the variant's (V = 2: two local buffers; 1: one), chosen before any was measured
-#: (``bench/gemm_variants.py`` times them against cuBLAS): 128 x 128 of 8 x 8 at depth 16
-#: is the usual FP32 SGEMM blocking on NVIDIA GPUs, 128 x 256 / 256 x 128 at depth 8 the
-#: former kernel's best shape, 128 x 64 and 64 x 64 for products of fewer tiles. Then the
+#: First the variant's (V = 2: two local buffers; 1: one): 128 x 128 of 8 x 8 at depth 16,
+#: the fastest on the H200 (2026-11-30, ``bench/gemm_variants.py``, device time, 4096^3:
+#: 44.1 TFLOP/s, 0.87x cuBLAS; 128 x 256 at depth 8 with two buffers 35.0, as the former
+#: kernel 39.1), 128 x 256 / 256 x 128 at depth 8 (the former kernel's best shape),
+#: 128 x 64 and 64 x 64 for products of fewer tiles. Then the
 #: former kernel's fastest on the H200 (2026-11-29, 102 tiles, device time; float32
 #: 4096^3 / 2048^3 / 1024^3 in TFLOP/s): 32x16 of 8x8, depth 8: 39.1 / 25.5 / 13.5; 16x16
 #: of 8x8, depth 8: 36.5 / 34.4 / 16.1; the built-in 16x16 of 4x4, depth 16: 28.5 / 28.0 /
