@@ -149,6 +149,40 @@ def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch)
     assert theano_ocl.stats(f)['on_host'] is False, _where(f)
 
 
+def test_a_cold_first_host_run_does_not_decide(monkeypatch):
+    """A process's first host runs are cold (OpenBLAS starting its threads, PoCL's workers
+    still spinning): the host's time is the least of runs that settled. Here the first dry
+    run is made to take 50 times the device's least time, the later ones take what they
+    take (a few scalar-sized nodes: far below it): the host is chosen, having run dry until
+    two runs agreed. Deciding on the first run alone would have chosen the device."""
+    from theano_ocl.runtime import cost, host_tier
+    g, wc, kc = _small('FAST_RUN')
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    x = np.random.RandomState(5).randn(7)
+    np.testing.assert_array_equal(f(x), g(x))           # (the device's constants measured)
+    dev = theano_ocl.get_device()
+    launch_s, call_s, read_bps = dev.cost_constants
+    t_c = min(_seconds(lambda: g(x)) for _ in range(20))
+    bound = max(call_s + 8 * launch_s, 20 * t_c)
+    monkeypatch.setattr(dev, 'cost_constants', (launch_s, bound, read_bps))
+    runs = []
+    real = host_tier.HostTier.dry_run
+
+    def dry_run(self):
+        if not runs:
+            time.sleep(50 * bound)
+        runs.append(1)
+        return real(self)
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run', dry_run)
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    g, wc, kc = _small('FAST_RUN')
+    for call in range(3):
+        np.testing.assert_array_equal(f(x + call), g(x + call))
+        np.testing.assert_array_equal(w.get_value(), wc.get_value())
+    assert theano_ocl.stats(f)['on_host'] is True, _where(f)
+    assert 3 <= len(runs) <= 2 * cost.DRY_RUNS, runs
+
+
 def _seconds(fn):
     t = time.perf_counter()
     fn()
@@ -237,7 +271,7 @@ def test_a_signature_keeps_its_choice_when_its_frame_is_dropped(monkeypatch):
     """With no frame kept besides the one in use (``max_frames=0``), calls alternating
     between two signatures plan each again every time: each is chosen once (two host
     runs in all, not one per call) and keeps running where it ran, Theano C's results."""
-    from theano_ocl.runtime import host_tier
+    from theano_ocl.runtime import cost, host_tier
 
     def build(mode):
         x = T.dvector('x')
@@ -251,12 +285,16 @@ def test_a_signature_keeps_its_choice_when_its_frame_is_dropped(monkeypatch):
     monkeypatch.setattr(host_tier.HostTier, 'dry_run',
                         lambda self: runs.append(1) or real(self))
     rng = np.random.RandomState(4)
+    chosen = None
     for call in range(6):
         x = rng.randn(7 + call % 2)
         np.testing.assert_array_equal(f(x), g(x), err_msg='call %d' % call)
         np.testing.assert_array_equal(w.get_value(), wc.get_value())
         assert theano_ocl.stats(f)['on_host'] is True
-    assert len(runs) <= 4, runs            # two signatures, at most two runs each
+        if call == 1:
+            chosen = len(runs)      # both signatures chosen: their dry runs are over
+    assert 2 <= chosen <= 2 * 2 * cost.DRY_RUNS, runs
+    assert len(runs) == chosen, 'calls after the choices ran dry again: %s' % runs
 
 
 def test_chained_updates_and_destroyed_inputs_as_theano_c():
