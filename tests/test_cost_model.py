@@ -183,6 +183,43 @@ def test_a_cold_first_host_run_does_not_decide(monkeypatch):
     assert 3 <= len(runs) <= 2 * cost.DRY_RUNS, runs
 
 
+def test_host_work_counts_the_products_as_the_device_runs_them(monkeypatch):
+    """The device runs a product of at most ``ONE_THREAD_MACS`` by the host's BLAS on one
+    thread; its least time counts that product as it runs there, not as Theano's VM ran it
+    (on OpenBLAS's threads, which can take several times longer on a busy CPU). Here the
+    VM's node-by-node run is made to report each product at 1000 times the device's whole
+    least time, and the host's run at 30 times it: counted as the VM ran them, the
+    products would have made the host the choice; timed as the device runs them, the
+    device is chosen, and its results agree with Theano C's."""
+    from theano_ocl.runtime import host_tier
+    v = np.random.RandomState(6).randn(200, 200)
+    g = _products('FAST_RUN')
+    f = _products(theano_ocl.OCLMode(**ON))
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)   # (the device's constants measured)
+    dev = theano_ocl.get_device()
+    launch_s, call_s, read_bps = dev.cost_constants
+    t_c = min(_seconds(lambda: g(v)) for _ in range(5))
+    call = max(call_s, 2 * t_c)          # the device's least time, well above the products'
+    monkeypatch.setattr(dev, 'cost_constants', (launch_s, call, read_bps))
+    real_timed, real_dry = host_tier.HostTier.timed_run, host_tier.HostTier.dry_run
+
+    def timed_run(self):
+        times = real_timed(self)
+        return {node: (1000 * call if type(node.op).__name__.startswith('Dot') else s)
+                for node, s in times.items()}
+
+    def dry_run(self):
+        time.sleep(30 * call)
+        return real_dry(self)
+    monkeypatch.setattr(host_tier.HostTier, 'timed_run', timed_run)
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run', dry_run)
+    f = _products(theano_ocl.OCLMode(**ON))
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)
+    text = _where(f)
+    assert theano_ocl.stats(f)['on_host'] is False, text
+    assert 'input signature 0 on the device' in text and 'host work' in text, text
+
+
 def _seconds(fn):
     t = time.perf_counter()
     fn()

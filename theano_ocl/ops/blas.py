@@ -534,6 +534,14 @@ class BlasImpl(DeviceImpl):
             return False
         return not gemm_small.small_shape(nb, m, n, k) and nb * m * n * k <= ONE_THREAD_MACS
 
+    def host_work_seconds(self, values):
+        """The seconds the device's product takes on the host, for ``values`` where
+        :meth:`host_work` says it runs there: timed as it runs (``one_thread_seconds``);
+        None where that cannot be timed."""
+        from .blas_host import one_thread_seconds
+        nb, m, n, k = self.product_shape([np.shape(v) for v in values])
+        return one_thread_seconds(self.node.outputs[0].type.dtype, nb, m, n, k)
+
     def product_shape(self, shapes):
         """(batch, M, N, K) of the product, from the inputs' shapes."""
         x, y = shapes[0], shapes[1]

@@ -14,6 +14,8 @@ Products up to ``ONE_THREAD_MACS`` multiply-adds run on the calling thread alone
 """
 import ctypes
 
+import time
+
 import numpy as np
 
 from ..darray import span
@@ -165,6 +167,43 @@ def _one_thread():
         fn = None
     _LOCAL.append(fn)
     return fn
+
+
+_TIMED = {}
+
+
+def one_thread_seconds(dtype, nb, m, n, k):
+    """Seconds of ``nb`` products (m x k) @ (k x n) of ``dtype`` by the host's ?gemm on the
+    calling thread alone, as the device runs a product of at most ``ONE_THREAD_MACS``
+    (the least of three runs, kept per shape); None where that ?gemm cannot be had. The
+    CPU device's cost model (``runtime/cost.py``) counts this, not Theano's VM's time for
+    the node, which runs on OpenBLAS's threads: on the 2-core EPYC those take 2-4x the
+    one-thread time for such products (20 x 784 x 500 float64, 2026-11-30: 1.8 ms on two
+    threads, 0.44 ms on one)."""
+    key = (np.dtype(dtype).name, nb, m, n, k)
+    if key in _TIMED:
+        return _TIMED[key]
+    fn, one = _blas_gemm(dtype), _one_thread()
+    seconds = None
+    if fn is not None and one is not None and m * n * k > 0:
+        rng = np.random.RandomState(0)
+        a = rng.rand(m, k).astype(dtype)
+        b = rng.rand(k, n).astype(dtype)
+        c = np.zeros((m, n), dtype)
+        g = _HostGemm(fn, dtype, (m, n, k), (False, k), (False, n), (False, n))
+        pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
+        before = one(1)
+        try:
+            seconds = float('inf')
+            for _ in range(3):
+                t = time.perf_counter()
+                for _ in range(nb):
+                    g.call(pa, pb, pc, 1.0, 0.0)
+                seconds = min(seconds, time.perf_counter() - t)
+        finally:
+            one(before)
+    _TIMED[key] = seconds
+    return seconds
 
 
 _GEMM = {}
