@@ -14,7 +14,7 @@ BATCH = K*b it is the one-process run the K ranks must reach.
 other waits in a collective; the job must end, not hang.
 ``caught``: every rank catches a mismatch; no rank commits that call's update.
 ``deferred``: on the GPU's path, a call whose exchanges check nothing returns before they
-are over (each made to take ``SLOW`` s), and the parameters read after it are those Theano
+are over (the first made to take ``SLOW`` s), and the parameters read after it are those Theano
 C reaches; ``deferred fail``: such an exchange failing on rank 1 ends the job.
 """
 import contextlib
@@ -225,10 +225,10 @@ def dtypes():
 
 
 def deferred(how):
-    """The GPU's path (staged), every exchange of a call that checks nothing made to take
-    SLOW s: the second call returns sooner than one exchange takes, and the parameters read
-    after it (the reads wait for the device, which waits for the exchanges) equal Theano
-    C's after the same two steps. ``how`` 'fail': rank 1's deferred exchange raises, which
+    """The GPU's path (staged), the first exchange of a call that checks nothing made to
+    take SLOW s (the others queue behind it): the second call returns sooner than that
+    exchange takes, and the parameters read after it (the reads wait for the device, which
+    waits for the exchanges) equal Theano C's after the same two steps. ``how`` 'fail': rank 1's deferred exchange raises, which
     must end the job."""
     from theano_ocl.ops import collective
     real = collective.reduce_into
@@ -237,7 +237,8 @@ def deferred(how):
     def slow(src, dst, op, name, check=True):
         if not check:
             slowed.append(name)
-            time.sleep(SLOW)
+            if len(slowed) == 1:        # (the first: the call must return before it ends)
+                time.sleep(SLOW)
             if how == 'fail' and dist.rank() == 1:
                 print('rank 1 fails at %.3f' % time.time(), flush=True)
                 raise RuntimeError('rank 1 fails on purpose after its call returned')
