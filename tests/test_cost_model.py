@@ -203,8 +203,8 @@ def test_host_work_counts_the_products_as_the_device_runs_them(monkeypatch):
     monkeypatch.setattr(dev, 'cost_constants', (launch_s, call, read_bps))
     real_timed, real_dry = host_tier.HostTier.timed_run, host_tier.HostTier.dry_run
 
-    def timed_run(self):
-        times = real_timed(self)
+    def timed_run(self, *args):
+        times = real_timed(self, *args)
         return {node: (1000 * call if type(node.op).__name__.startswith('Dot') else s)
                 for node, s in times.items()}
 
@@ -218,6 +218,31 @@ def test_host_work_counts_the_products_as_the_device_runs_them(monkeypatch):
     text = _where(f)
     assert theano_ocl.stats(f)['on_host'] is False, text
     assert 'input signature 0 on the device' in text and 'host work' in text, text
+
+
+def test_a_device_loop_counts_its_steps_launches():
+    """A device Scan launches its inner function's kernels at every step: the device's
+    least time counts them per step (the longest chain of them that depend on each other).
+    Two sequence lengths are two input signatures; ``report(f)`` gives each one's count:
+    the longer one's is larger by a whole number (at least one) of launches per extra
+    step. (Counted once, the tutorial's RNN step went to the device at half Theano C's
+    speed.)"""
+    import re
+    x = T.dmatrix('x')
+    w = theano.shared(np.linspace(0.1, 0.9, 4 * 4).reshape(4, 4), 'w')
+    h, _ = theano.scan(lambda xt, hp: T.tanh(T.dot(hp, w) + xt), sequences=x,
+                       outputs_info=T.zeros((4,), 'float64'))
+    f = theano.function([x], h[-1], mode=theano_ocl.OCLMode(**ON))
+    g = theano.function([x], h[-1], mode='FAST_RUN')
+    rng = np.random.RandomState(7)
+    for steps in (5, 45):
+        v = rng.randn(steps, 4)
+        np.testing.assert_allclose(f(v), g(v), rtol=1e-12)
+    text = _where(f)
+    counts = [int(n) for n in re.findall(r'(\d+) launches x', text)]
+    assert len(counts) == 2, text
+    extra = counts[1] - counts[0]
+    assert extra >= 40 and extra % 40 == 0, text
 
 
 def _seconds(fn):

@@ -150,6 +150,15 @@ class ScanImpl(DeviceImpl):
                 host.append(j)
         self.host_inputs = tuple(host)
 
+    def steps_for(self, values):
+        """The steps a run takes for the node's input ``values`` (at most: an ``until``
+        may stop it sooner); None where they are not known (the CPU device's cost model,
+        ``runtime/cost.py``, counts the inner function's launches per step)."""
+        try:
+            return max(int(values[0]), 0)
+        except (TypeError, ValueError, IndexError):
+            return None
+
     def describe(self):
         c = self.fn.fn.program.counts()
         return 'device loop over %s (inner: %d device, %d host fallback)' % (

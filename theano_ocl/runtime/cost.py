@@ -91,18 +91,50 @@ def _best(fn, calls, rounds=5):
     return best
 
 
-def launches(prog):
+def _launching(t):
+    """Whether task ``t`` launches (see :func:`launches`)."""
+    if t.kind != 'dev' or t.fused_into is not None:
+        return False
+    return not (t.impl.is_view and not t.impl.dynamic_inputs)
+
+
+def launches(prog, seen=None):
     """The launches a call of ``prog`` would make at least: its device tasks not fused into
     another's kernel, less views (a host BLAS product queued on the device counts: it is a
-    command of the queue)."""
+    command of the queue). With ``seen`` ({Apply node: its input values in a host run}),
+    a device loop (a Scan) also counts, for each step it was asked for
+    (``impl.steps_for``), the longest
+    chain of launches of its inner function that depend on each other (a step's launches
+    are merged where independent, never where one reads another's result). Counted once,
+    the tutorial's scan RNN training step (16 inputs, 64 hidden, 20 steps) was given 30
+    launches, and the device chosen: 5.3 ms a call against Theano C's 2.7 (2-core EPYC,
+    2026-11-30)."""
     n = 0
     for t in prog.tasks:
-        if t.kind != 'dev' or t.fused_into is not None:
-            continue
-        if t.impl.is_view and not t.impl.dynamic_inputs:
+        if not _launching(t):
             continue
         n += 1
+        inner = getattr(t.impl, 'inner_functions', None)
+        if inner and seen and seen.get(t.node) is not None:
+            steps = t.impl.steps_for(seen[t.node])
+            for fn in inner:
+                inner_prog = getattr(getattr(fn, 'fn', None), 'program', None)
+                if inner_prog is not None and steps:
+                    n += steps * chain(inner_prog)
     return n
+
+
+def chain(prog):
+    """The longest chain of ``prog``'s launches each of which reads the one before (its
+    tasks are in an order where a task follows those whose results it reads)."""
+    depth = {}
+    longest = 0
+    for t in prog.tasks:
+        d = max([depth.get(v, 0) for v in t.node.inputs] or [0]) + (1 if _launching(t) else 0)
+        for out in t.node.outputs:
+            depth[out] = d
+        longest = max(longest, d)
+    return longest
 
 
 def eligible(prog, dev, rc):
@@ -186,12 +218,14 @@ def choose(prog, dev, tier, make_mode):
                                       launch_s * 1e6))
     try:
         host_s = _settled(tier.dry_run, bound)
-        times = tier.timed_run()
+        seen = {t.node: None for t in prog.tasks if hasattr(t.impl, 'steps_for')}
+        times = tier.timed_run(seen)
         if times:
             again = tier.timed_run()
             times = {node: min(s, again[node]) for node, s in times.items()}
         both = host_work(prog, times, tier.storage_map) if times else 0.0
-        bound += both
+        n = launches(prog, seen)
+        bound = call_s + n * launch_s + both
         if host_s < 2 * bound:
             host_s = min(host_s, _settled(tier.dry_run, bound))
     except Exception:

@@ -251,10 +251,12 @@ class HostTier(object):
         tier may take: ``OCLFunction._tier_probe``)."""
         return self._run('host tier probe')
 
-    def timed_run(self):
+    def timed_run(self, seen=None):
         """Run one call committing nothing, node by node: {Apply node: seconds}, or None
         where a node is lazy (an IfElse: its thunk runs only what its condition needs, as
-        Theano's VM alone can tell it)."""
+        Theano's VM alone can tell it). ``seen``: {Apply node: None} to fill with the
+        node's input values as the node got them (0-d values copied: a later node may
+        overwrite them in place)."""
         if any(getattr(thunk, 'lazy', False) for thunk in self.thunks):
             return None
         self._prepare('host tier probe')
@@ -265,6 +267,9 @@ class HostTier(object):
         times = {}
         clock = time.perf_counter
         for node, thunk in zip(self.order, self.thunks):
+            if seen is not None and node in seen:
+                seen[node] = [np.array(v) if np.ndim(v) == 0 and v is not None else v
+                              for v in (storage[var][0] for var in node.inputs)]
             t = clock()
             thunk()
             times[node] = clock() - t
