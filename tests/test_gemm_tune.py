@@ -262,3 +262,17 @@ def test_command_line_tune(dev, tuning_file):
     assert data['devices'][gemm_tune.device_key(dev)]['float32']['classes']
     p = _cli(['--dtypes', 'float16'], tuning_file)
     assert p.returncode == 2 and 'float32,float64' in p.stderr
+
+
+def test_a_candidate_that_writes_nothing_is_not_taken_for_the_last_ones_result(dev):
+    """The tuner checks each candidate's product against numpy's in the same output
+    buffer: one that writes nothing must fail its check, not pass on what the candidate
+    before it left there."""
+    p = gemm_search._Problem(dev, 'float32', 40, 24, 16)
+    kernel = gemm_search._builtin_plan('kernel')
+    assert gemm_search._measure(p, kernel, False, repeat=0) == 0.0
+
+    def nothing(bench, problem):
+        pass
+    assert gemm_search._measure(p, nothing, False, repeat=0) == 'wrong result'
+    assert gemm_search._measure(p, kernel, False, repeat=0) == 0.0

@@ -225,6 +225,13 @@ class _Problem(object):
         memory.upload(self.dev, self.dev.queue, d, host, blocking=True)
         return d.view(x.shape, d.strides[::-1]) if transposed else d
 
+    def poison(self):
+        """Fill C with NaN (a candidate that writes nothing, or only part of C, then fails
+        ``check`` instead of passing on the last candidate's result)."""
+        nan = np.full(self.C.shape[1:], np.nan, self.dtype)
+        memory.upload(self.dev, self.dev.queue, self.C.view(nan.shape, self.C.strides[1:]),
+                      nan, blocking=True)
+
     def check(self):
         out = np.empty(self.C.shape[1:], self.dtype)
         self.dev.profiling_queue.finish()
@@ -243,6 +250,7 @@ def _measure(problem, plan, events, repeat=3, target_s=0.03):
     string saying why it has none."""
     bench = _Bench(problem.dev)
     try:
+        problem.poison()
         plan(bench, problem)
         bench.run()
         ok = problem.check()
