@@ -63,12 +63,12 @@ def test_set_values_uploaded_as_one(monkeypatch):
     sim = theano_ocl.SimulatorOCL(f)
     sim.run_steps(3, inputs={'x': xs[:3]}, probes=[0])     # resident, gathered into a slab
     scatters = []
-    real = uploads.UploadBatch._scatter
+    real = uploads._scatter
 
-    def spy(self, group):
-        scatters.append(len(group))
-        return real(self, group)
-    monkeypatch.setattr(uploads.UploadBatch, '_scatter', spy)
+    def spy(dev, queue, buf, values, offsets, sizes):
+        scatters.append(len(values))
+        return real(dev, queue, buf, values, offsets, sizes)
+    monkeypatch.setattr(uploads, '_scatter', spy)
     for rep in range(2):
         start = _values(ss, rng)
         want, want_state = _c_run(f, ss, start, xs)
@@ -94,10 +94,10 @@ def test_failed_batch_leaves_the_host_value_newer(monkeypatch):
     start = _values(ss, rng)
     want, want_state = _c_run(f, ss, start, xs)
 
-    def fail(self, group):
+    def fail(*args):
         raise MemoryError('injected: staging buffer')
     with monkeypatch.context() as m:
-        m.setattr(uploads.UploadBatch, '_scatter', fail)
+        m.setattr(uploads, '_scatter', fail)
         for s, v in zip(ss, start):
             s.set_value(v.copy())
         with pytest.raises(MemoryError, match='injected'):
@@ -119,8 +119,9 @@ def test_few_values_go_one_by_one(monkeypatch):
                         updates=[(s, s + x) for s in ss], mode='FAST_RUN')
     sim = theano_ocl.SimulatorOCL(f)
     sim.run_steps(2, inputs={'x': np.ones(2, 'float32')}, probes=[0])
-    monkeypatch.setattr(uploads.UploadBatch, '_scatter',
-                        lambda self, g: pytest.fail('scatter for %d values' % len(g)))
+    monkeypatch.setattr(uploads, '_scatter',
+                        lambda dev, queue, buf, values, *a: pytest.fail(
+                            'scatter for %d values' % len(values)))
     for s in ss:
         s.set_value(np.full(5, 2.0, 'float32'))
     got = sim.run_steps(1, inputs={'x': np.full(1, 3.0, 'float32')}, probes=[0])[0]

@@ -13,7 +13,18 @@ is left stale until someone looks at it:
 
 A host write that bypasses the container (``storage[0] = x``, as Scan does) is
 seen too: the VM compares the cell's object with the one it last synchronised.
+
+A frame's steady-state guard (``runtime.frames.make_guard``) checks its residents as
+arrays (:class:`ResidentTable`): thousands of shared variables of a simulator cost ~10 us
+each when checked and uploaded one by one on NVIDIA's host path. What it relies on:
+every resident whose host value becomes the newer one goes through
+:meth:`Resident.host_set` (counted in ``tally.writes``), and every change of where a
+device copy lives (another buffer, shape, dtype or device; a slab gathering it) is
+counted in ``tally.moves``.
 """
+import itertools
+import operator
+
 import numpy as np
 
 from .darray import DArray, Root
@@ -21,27 +32,73 @@ from .runtime import commit, uploads
 
 _residents = {}          # id(storage cell) -> Resident
 
+#: ``Resident.host_obj`` of a resident whose host value is newer than its device copy
+#: (set on the host): never a cell's value
+HOST_NEWER = type('HostNewer', (), {'__repr__': lambda self: 'HOST_NEWER'})()
+
+
+class Tally(object):
+    """Events that may end residents' steady state, counted over all of them: ``writes``,
+    changes of a resident's ``host_obj`` (a host value set, uploaded, synced, marked newer);
+    ``moves``, device copies placed anew (:class:`ResidentTable` looks at each resident
+    again only when these changed)."""
+    __slots__ = ('writes', 'moves')
+
+    def __init__(self):
+        self.writes = 0
+        self.moves = 0
+
+
+tally = Tally()
+
 
 class Resident(object):
+    __slots__ = ('cell', 'dev', 'root', 'darr', 'host_obj', 'device_newer', '__weakref__')
+
     def __init__(self, cell):
         self.cell = cell
         self.dev = None
         self.root = Root(None, 0)
         self.darr = None
-        self.host_obj = None      # host object the device copy was last synced with
-        self.host_dirty = True    # host holds a value the device has not seen
+        # the host object the device copy was last synced with; HOST_NEWER when the host
+        # holds a value the device has not seen (host_dirty)
+        self.host_obj = HOST_NEWER
         self.device_newer = False
+
+    @property
+    def host_dirty(self):
+        """The host holds a value the device has not seen (set, or written in place)."""
+        return self.host_obj is HOST_NEWER
+
+    @host_dirty.setter
+    def host_dirty(self, newer):
+        if newer:
+            self.host_set()
+        elif self.host_obj is HOST_NEWER:
+            self._synced(self.cell[0])
+
+    def host_set(self):
+        """The host value is the newer one (``set_value``, a host function's update): the
+        next call that needs it on a device uploads it."""
+        self.host_obj = HOST_NEWER
+        self.device_newer = False
+        tally.writes += 1
+
+    def _synced(self, host_obj):
+        """The device copy holds ``host_obj`` (as far as the host knows)."""
+        if host_obj is not self.host_obj:
+            self.host_obj = host_obj
+            tally.writes += 1
 
     # -- queries the VM makes on every call (cheap) -----------------------------
     def host_changed(self):
-        return self.host_dirty or self.cell[0] is not self.host_obj
+        return self.cell[0] is not self.host_obj
 
     def current(self, dev):
         """The device copy (a DArray) when it holds the value on ``dev``, else None
         (also the steady-state test of runtime.frames.make_guard)."""
         d = self.darr
-        if d is None or self.dev is not dev or self.host_dirty or \
-                self.cell[0] is not self.host_obj:
+        if d is None or self.dev is not dev or self.cell[0] is not self.host_obj:
             return None
         return d
 
@@ -70,6 +127,7 @@ class Resident(object):
             self.sync_to_host()
             self.dev = None
             self.darr = None
+            tally.moves += 1
         # the host was written after the device value was last synced: the host wins
         value = np.require(self.cell[0], requirements="C")
         self._place(dev, value.shape, value.dtype)
@@ -96,8 +154,9 @@ class Resident(object):
 
     def uploaded(self, host_obj):
         """The device copy holds ``host_obj`` (the cell's value when it was sent)."""
-        self.host_obj = host_obj
-        self.host_dirty = False
+        if host_obj is not self.host_obj:      # (_synced, inline: a hot path)
+            self.host_obj = host_obj
+            tally.writes += 1
         self.device_newer = False
 
     def _place(self, dev, shape, dtype):
@@ -126,6 +185,8 @@ class Resident(object):
         if buf is not None and self.root.buf is not buf:
             self.root.move(buf)
             self.root.nbytes = nbytes
+        if self.dev is not dev or self.darr is not darr or buf is not None:
+            tally.moves += 1
         self.dev = dev
         self.darr = darr
 
@@ -156,21 +217,27 @@ class Resident(object):
     def mark_device_newer(self):
         """The device copy holds the variable's value (it was just written there)."""
         self.device_newer = True
-        self.host_obj = self.cell[0]
-        self.host_dirty = False
+        v = self.cell[0]
+        if v is not self.host_obj:             # (_synced, inline: once per commit)
+            self.host_obj = v
+            tally.writes += 1
 
     def prepare_host_commit(self, value):
         """The action making the host ``value`` the variable's new value (uploaded when a
         device next needs it, as after ``set_value``)."""
         def action():
             self.cell[0] = value
-            self.host_dirty = True
-            self.device_newer = False
+            self.host_set()
         return action
 
     def sync_to_host(self):
         """Download the device value into the host cell if the device is newer."""
         if not self.device_newer:
+            return
+        if self.cell[0] is not self.host_obj:
+            # the cell was written directly since the device's last update: that value
+            # is the newer one (the next call uploads it)
+            self.device_newer = False
             return
         d = self.darr
         host = np.empty(d.shape, d.dtype)
@@ -178,9 +245,102 @@ class Resident(object):
             self.dev.cl.enqueue_copy(self.dev.queue, host, self.root.buf,
                                      src_offset=self.root.origin, is_blocking=True)
         self.cell[0] = host
-        self.host_obj = host
+        self._synced(host)
         self.device_newer = False
-        self.host_dirty = False
+
+
+_first = operator.itemgetter(0)
+_host_obj = operator.attrgetter('host_obj')
+_shape = operator.attrgetter('shape')
+_dtype = operator.attrgetter('dtype')
+
+
+class ResidentTable(object):
+    """The resident shared variables of one frame as arrays, for its steady-state guard
+    (``runtime.frames.make_guard``): which of them hold a host value newer than their
+    device copy (:meth:`changed`), found by C loops over all of them and Python work only
+    for those, and the upload of those values packed per buffer (:meth:`refill`).
+
+    The table holds while ``tally.moves`` is what :meth:`settle` saw: the device copies
+    where the frame's kernels are bound, as it planned them. Until then (and where a
+    value does not fit its place) the guard checks the residents one by one
+    (``Resident.current``) and settles the table once they all hold."""
+
+    def __init__(self, residents):
+        self.residents = tuple(residents)
+        self.cells = tuple(r.cell for r in self.residents)
+        self.moves = None       # tally.moves when settled (None: not settled)
+        self.writes = None      # tally.writes when settled
+        self.objs = None        # the cells' values then
+
+    def settle(self):
+        """Every resident's device copy holds its host value, in the frame's places: take
+        those places (bytes, offsets, buffers) and the cells' values."""
+        rs = self.residents
+        darrs = [r.darr for r in rs]
+        self.shapes = list(map(_shape, darrs))
+        self.dtypes = list(map(_dtype, darrs))
+        self.sizes = np.array([d.nbytes for d in darrs], np.int64)
+        self.origins = np.array([r.root.origin for r in rs], np.int64)
+        groups, self.bufs = {}, []
+        for r in rs:
+            buf = r.root.buf
+            if id(buf) not in groups:
+                groups[id(buf)] = len(self.bufs)
+                self.bufs.append(buf)
+        self.groups = np.array([groups[id(r.root.buf)] for r in rs], np.intp)
+        self._seen(list(map(_first, self.cells)))
+        self.moves = tally.moves
+
+    def _seen(self, objs):
+        self.objs = objs
+        self.writes = tally.writes
+
+    def changed(self):
+        """(indices of the residents whose host value is newer than their device copy, the
+        cells' values), or None where the table does not hold (a device copy moved)."""
+        if self.moves != tally.moves:
+            return None
+        objs = list(map(_first, self.cells))
+        # the objects the device copies hold: those the cells held when last seen, unless
+        # a host_obj changed since
+        held = self.objs if self.writes == tally.writes else \
+            list(map(_host_obj, self.residents))
+        if all(map(operator.is_, objs, held)):
+            return [], objs
+        return np.flatnonzero(np.fromiter(map(operator.is_not, objs, held), bool,
+                                          len(objs))).tolist(), objs
+
+    def fits(self, changed, objs):
+        """Whether the values of residents ``changed`` fit their places as they are
+        (``Resident.refillable``, for them all at once)."""
+        values = list(map(objs.__getitem__, changed))
+        return all(map(operator.is_, map(type, values), itertools.repeat(np.ndarray))) and \
+            list(map(_shape, values)) == list(map(self.shapes.__getitem__, changed)) and \
+            list(map(_dtype, values)) == list(map(self.dtypes.__getitem__, changed))
+
+    def refill(self, dev, queue, changed, objs):
+        """Upload the values (``objs``, which :meth:`fits`) of residents ``changed`` into
+        their places, packed per buffer (``runtime.uploads.send``); each counts as uploaded
+        once its transfer is enqueued (a failure before: the next call sends it again)."""
+        idx = np.array(changed, np.intp)
+        values = list(map(objs.__getitem__, changed))
+        sizes = self.sizes[idx]
+        groups = self.groups[idx]
+        full = sizes > 0               # (an empty value needs no upload)
+        for g in np.unique(groups[full]).tolist():
+            sel = full & (groups == g)
+            if sel.all():              # (the usual case: one slab)
+                uploads.send(dev, queue, self.bufs[g], values, self.origins[idx], sizes)
+                continue
+            sel = np.flatnonzero(sel)
+            uploads.send(dev, queue, self.bufs[g], [values[k] for k in sel.tolist()],
+                         self.origins[idx[sel]], sizes[sel])
+        for r, v in zip(map(self.residents.__getitem__, changed), values):
+            r.host_obj = v             # (Resident.uploaded, inline)
+            r.device_newer = False
+        tally.writes += 1              # (other frames' tables look again)
+        self._seen(objs)
 
 
 def resident_for(cell):
@@ -231,8 +391,7 @@ def install_patches():
         if _residents:
             res = _residents.get(id(self.storage))
             if res is not None and res.cell is self.storage:
-                res.host_dirty = True
-                res.device_newer = False
+                res.host_set()
 
     Container.__get__ = __get__
     Container.__set__ = __set__
@@ -312,8 +471,7 @@ def _mark_written(function):
         if inp.update is not None or inp.mutable:
             res = _residents.get(id(c.storage))
             if res is not None and res.cell is c.storage:
-                res.host_dirty = True
-                res.device_newer = False
+                res.host_set()
 
 
 def _accept_device_arrays():

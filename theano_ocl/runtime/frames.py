@@ -17,6 +17,7 @@ import collections
 import numpy as np
 
 from .. import darray as da
+from ..shared import ResidentTable
 from . import uploads
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
@@ -74,7 +75,9 @@ def make_guard(rc, key_plan, frame):
     device copy current (Resident.ensure_device's tests), of the planned shape, in the
     planned buffer, or its host value newer and fitting that place (uploaded once the guard
     holds: the only side effect, and only when it returns the frame); an input array of the
-    planned shape. Whoever drops a frame or
+    planned shape. The shared variables are checked as arrays (``shared.ResidentTable``: a
+    simulator has thousands), one by one only after a device copy moved or where a value
+    does not fit. Whoever drops a frame or
     plans one clears the cache's ``hot_guard`` (``FrameCache.drop``, the function's planning);
     every general call sets it."""
     if frame.key is None or rc.profile:
@@ -102,22 +105,34 @@ def make_guard(rc, key_plan, frame):
         return tier_guard(rc, frame, residents, arrays)
     devarrays = tuple(devarrays)
     device_array = da.device_array_class() if devarrays else None
+    table = ResidentTable([res for res, _, _ in residents])
 
-    def guard():
+    def one_by_one():
+        """The residents whose host value is newer and fits its place (to upload), each
+        checked (Resident.current, .refillable); None where one breaks the steady state."""
         bufs = frame.input_bufs
-        stale = None
+        stale = []
         for res, shape, i in residents:
             d = res.current(dev)
             if d is None:
-                # set on the host since (same shape, dtype and place): uploaded below,
-                # once the call is known to replay this frame
                 if not res.refillable(dev, shape, bufs[i]):
                     return None
-                if stale is None:
-                    stale = []
                 stale.append(res)
             elif d.shape != shape or d.root.buf is not bufs[i]:
                 return None
+        return stale
+
+    def guard():
+        # the residents as arrays (shared.ResidentTable), each one looked at only when
+        # the table does not hold or a value does not fit; uploads (the changed values,
+        # packed) only once the call is known to replay this frame
+        stale = None
+        found = table.changed()
+        if found is None or (found[0] and not table.fits(*found)):
+            stale = one_by_one()
+            if stale is None:
+                return None
+        bufs = frame.input_bufs
         for cell, shape, strides, offset, i in devarrays:
             v = cell[0]
             if type(v) is not device_array or v.base_data is not bufs[i] or \
@@ -126,7 +141,11 @@ def make_guard(rc, key_plan, frame):
         if not arrays_match(arrays):
             return None
         if stale is not None:
-            uploads.refill(dev, queue, stale)
+            if stale:
+                uploads.refill(dev, queue, stale)
+            table.settle()
+        elif found[0]:
+            table.refill(dev, queue, *found)
         return frame
     return guard
 

@@ -1,5 +1,6 @@
 """A frame's small buffers gathered into one slab buffer (``gather_into_slab``), so that a
 batched launch binds each operand position once (``runtime/planner.py``)."""
+from ..shared import tally
 from .context import bind_site
 
 #: buffers up to this size are gathered into a frame's slab
@@ -60,6 +61,7 @@ def gather_into_slab(rc, frame):
             for site in frame.rebind_sites.get(i, ()):
                 bind_site(site, root)
     queue.finish()
+    tally.moves += 1       # (the steady-state guards' tables of residents look again)
     # a constant's old buffer still holds its value and the other frames' kernels may be
     # bound to it: kept; the others go back to the pool once unreferenced
     rc.retired.extend(old for (root, _), old in zip(roots, olds) if id(root) in consts)

@@ -22,11 +22,16 @@ values over ``VALUE_MAX`` bytes, and every upload outside such a loop go on thei
 before.
 
 A call that comes back to its last frame after ``set_value`` on some of its shared
-variables (a simulator's reset before ``run_steps``: its step 0) uploads those alone
-(:func:`refill`, from the frame's steady-state guard, ``runtime.frames.make_guard``): not
-the general path's key, lookup and re-binding of every input, whose cost grows with all
-the shared variables, changed or not. Every upload of a shared variable's value is counted
-on its device (:func:`counted`); a call's share is ``theano_ocl.stats(f)['last_call']``.
+variables (a simulator's reset before ``run_steps``: its step 0) uploads those alone, from
+the frame's steady-state guard (``runtime.frames.make_guard``): not the general path's
+key, lookup and re-binding of every input, whose cost grows with all the shared
+variables, changed or not. The guard finds them with C loops over the frame's residents
+and sends them with :func:`send` (``shared.ResidentTable``: ~0.1 us of host time per
+shared variable and per value where checking and packing them one by one in Python cost
+~10 us each on NVIDIA's host path); :func:`refill` is its path for values it looks at
+one by one. Packing is one ``bytes.join`` over the values' buffers, the table built with
+numpy. Every upload of a shared variable's value is counted on its device
+(:func:`counted`); a call's share is ``theano_ocl.stats(f)['last_call']``.
 """
 import numpy as np
 
@@ -71,6 +76,91 @@ def refill(dev, queue, residents):
     batch.flush()
 
 
+def send(dev, queue, buf, values, offsets, sizes):
+    """Upload host arrays ``values`` (a list) into ``buf`` at byte ``offsets``, ``sizes``
+    bytes each (int64 arrays; none empty), without waiting: packed into one transfer and
+    one scatter launch where they are ``GROUP_MIN`` or more, each value over ``VALUE_MAX``
+    on its own."""
+    big = sizes > VALUE_MAX
+    if big.any():
+        for k in np.flatnonzero(big).tolist():
+            _single(dev, queue, buf, offsets[k], values[k])
+        keep = np.flatnonzero(~big)
+        values = [values[k] for k in keep.tolist()]
+        offsets, sizes = offsets[keep], sizes[keep]
+    if len(values) >= GROUP_MIN:
+        _scatter(dev, queue, buf, values, offsets, sizes)
+    else:
+        for value, offset in zip(values, offsets.tolist()):
+            _single(dev, queue, buf, offset, value)
+
+
+def _single(dev, queue, buf, offset, value):
+    ev = dev.cl.enqueue_copy(queue, buf, np.ascontiguousarray(value), dst_offset=offset,
+                             is_blocking=False)
+    dev.pending_upload(ev)
+    counted(dev, 1, value.nbytes, 1)
+
+
+def _pack(values, offsets, sizes):
+    """The staging bytes of one scatter launch: a table of n rows (source offset, ``offsets``,
+    ``sizes``; int64, in bytes), then the values' bytes (C order), those whose size is a
+    multiple of 4 first (the kernel moves them as uints)."""
+    n = len(values)
+    odd = (sizes & 3) != 0
+    if odd.any():
+        order = np.argsort(odd, kind='stable')
+        values = [values[k] for k in order.tolist()]
+        offsets, sizes = offsets[order], sizes[order]
+    head = -(-n * 24 // _ALIGN) * _ALIGN
+    table = np.zeros(head // 8, np.int64)
+    rows = table[:3 * n].reshape(n, 3)
+    rows[0, 0] = head
+    np.cumsum(sizes[:-1], out=rows[1:, 0])
+    rows[1:, 0] += head
+    rows[:, 1] = offsets
+    rows[:, 2] = sizes
+    try:
+        # one C loop over the values' buffers (C-contiguous ones: else BufferError)
+        packed = b''.join([table] + values)
+    except (BufferError, ValueError, TypeError):
+        packed = b''.join([table] + [np.ascontiguousarray(v) for v in values])
+    if len(packed) != head + int(sizes.sum()):
+        raise AssertionError('upload of %d values: packed %d bytes, expected %d'
+                             % (n, len(packed) - head, int(sizes.sum())))  # pragma: no cover
+    return np.frombuffer(packed, np.uint8)
+
+
+def _scatter(dev, queue, buf, values, offsets, sizes):
+    """One transfer of the packed values and one launch putting them in place."""
+    n = len(values)
+    host = _pack(values, offsets, sizes)
+    cl = dev.cl
+    staging = _staging_buffer(dev, queue, host.nbytes)
+    ev = cl.enqueue_copy(queue, staging, host, is_blocking=False)
+    dev.pending_upload(ev)
+    counted(dev, n, int(sizes.sum()), 1)
+    src, name = kernels.render('upload_scatter.cl.mako', 'upload_scatter')
+    kernel = cl.Kernel(dev.build(src), name)
+    kernel.set_args(buf, staging, np.int32(n))
+    # on a CPU a work-group costs microseconds to start: a few, each taking many values
+    groups = min(n, 4 * dev.device.max_compute_units) if dev.is_cpu else n
+    cl.enqueue_nd_range_kernel(queue, kernel, (groups * GROUP,), (GROUP,))
+
+
+def _staging_buffer(dev, queue, nbytes):
+    """This queue's staging buffer, of at least ``nbytes`` (the queue runs its commands in
+    order, so a later batch's transfer waits for this one's launch)."""
+    hit = _staging.get(id(queue))
+    if hit is not None and hit[0] is queue and hit[2] >= nbytes:
+        return hit[1]
+    size = max(nbytes, 1 << 16)
+    size = 1 << (size - 1).bit_length()
+    buf = dev.alloc(size)
+    _staging[id(queue)] = (queue, buf, size)
+    return buf
+
+
 class UploadBatch(object):
     """Uploads of host values into device buffers, collected by :meth:`add`, enqueued by
     :meth:`flush` (non-blocking: the host arrays are packed, the packed array kept alive
@@ -98,60 +188,8 @@ class UploadBatch(object):
         for e in entries:
             groups.setdefault(id(e[0]), []).append(e)
         for group in groups.values():
-            if len(group) >= GROUP_MIN:
-                self._scatter(group)
-            else:
-                for buf, offset, value, _, _ in group:
-                    self._single(buf, offset, value)
+            send(self.dev, self.queue, group[0][0], [e[2] for e in group],
+                 np.array([e[1] for e in group], np.int64),
+                 np.array([e[2].nbytes for e in group], np.int64))
             for e in group:
                 e[3](e[4])
-
-    def _single(self, buf, offset, value):
-        dev = self.dev
-        ev = dev.cl.enqueue_copy(self.queue, buf, value, dst_offset=offset,
-                                 is_blocking=False)
-        dev.pending_upload(ev)
-        counted(dev, 1, value.nbytes, 1)
-
-    def _scatter(self, group):
-        """One transfer of the packed values and one launch putting them in place."""
-        n = len(group)
-        sizes = np.fromiter((e[2].nbytes for e in group), np.int64, n)
-        padded = (sizes + (_ALIGN - 1)) // _ALIGN * _ALIGN
-        head = -(-n * 24 // _ALIGN) * _ALIGN
-        table = np.zeros(head // 8, np.int64)
-        rows = table[:3 * n].reshape(n, 3)
-        rows[:, 0] = head + np.concatenate(([0], np.cumsum(padded)[:-1]))
-        rows[:, 1] = [e[1] for e in group]
-        rows[:, 2] = sizes
-        # the table, then each value's bytes padded to _ALIGN, packed by one concatenate
-        parts = [table.view(np.uint8)]
-        for (_, _, value, _, _), pad in zip(group, (padded - sizes).tolist()):
-            parts.append(value.reshape(-1).view(np.uint8))
-            if pad:
-                parts.append(_ZEROS[:pad])
-        host = np.concatenate(parts)
-        total = host.nbytes
-        dev, queue = self.dev, self.queue
-        cl = dev.cl
-        staging = self._staging(total)
-        ev = cl.enqueue_copy(queue, staging, host, is_blocking=False)
-        dev.pending_upload(ev)
-        counted(dev, n, int(sizes.sum()), 1)
-        src, name = kernels.render('upload_scatter.cl.mako', 'upload_scatter')
-        kernel = cl.Kernel(dev.build(src), name)
-        kernel.set_args(group[0][0], staging, np.int32(n))
-        cl.enqueue_nd_range_kernel(queue, kernel, (n * GROUP,), (GROUP,))
-
-    def _staging(self, nbytes):
-        """This queue's staging buffer, of at least ``nbytes`` (the queue runs its commands
-        in order, so a later batch's transfer waits for this one's launch)."""
-        q = self.queue
-        hit = _staging.get(id(q))
-        if hit is not None and hit[0] is q and hit[2] >= nbytes:
-            return hit[1]
-        size = max(nbytes, 1 << 16)
-        size = 1 << (size - 1).bit_length()
-        buf = self.dev.alloc(size)
-        _staging[id(q)] = (q, buf, size)
-        return buf
