@@ -98,6 +98,20 @@ def main(argv=None):
             sim.run_steps(a.steps, inputs={'u': us}, probes=[0], batch=batch)
             kept.append(time.perf_counter() - t0)
         st['kept'] = (float(np.median(kept)), sim.stats['first_step_s'], kept)
+        # step 0 on its own: run_steps(1) (setup, step, results: all of a call's cost),
+        # after set_value on every shared variable, and with nothing set
+        ones = {}
+        for reset in (True, False):
+            times = []
+            for _ in range(5):
+                if reset:
+                    for s, v in zip(shared, init):
+                        s.set_value(v)
+                t0 = time.perf_counter()
+                sim.run_steps(1, inputs={'u': us[:1]}, probes=[0], batch=batch)
+                times.append(time.perf_counter() - t0)
+            ones[reset] = float(np.median(times))
+        st['one_step'] = ones
         return batch, t, st, err
 
     sim = theano_ocl.SimulatorOCL(f, device=a.device)
@@ -115,17 +129,26 @@ def main(argv=None):
         print('%-34s %10.1f %9.2fx   launches/step %d (unbatched %d), host steps %d, '
               'max |err| vs C %.2g' % (label, a.steps / t, t_c / t, st['launches_per_step'],
                                        st['launches_per_step_unbatched'], st['host_steps'], err))
-        print('%-34s %10.1f %9.2fx   (steps 1..n-1 only; step 0 %.1f ms, planning %.1f ms)'
-              % ('  of which the step loop', (a.steps - 1) / st['loop_s'],
-                 t_c / a.steps * (a.steps - 1) / st['loop_s'], st['first_step_s'] * 1e3,
+        looped = st.get('loop_steps', a.steps - 1)
+        print('%-34s %10.1f %9.2fx   (%s; before them %.1f ms, planning %.1f ms)'
+              % ('  of which the step loop', looped / st['loop_s'],
+                 t_c / a.steps * looped / st['loop_s'],
+                 'steps 1..n-1: step 0 a call' if looped < a.steps else
+                 'steps 0..n-1: step 0 in the loop', st['first_step_s'] * 1e3,
                  st['plan_s'] * 1e3))
         print('%-34s %10.1f %9.2fx   (state kept from the run before: step 0 %.1f ms; '
               'median of %d runs, %.2f..%.2fx)'
               % ('  run again, no set_value', a.steps / st['kept'][0],
                  t_c / st['kept'][0], st['kept'][1] * 1e3, len(st['kept'][2]),
                  t_c / max(st['kept'][2]), t_c / min(st['kept'][2])))
-    print('(step 0 is an ordinary call; here it also uploads every shared variable, since the '
-          'bench resets them with set_value before each run)')
+        later = st['loop_s'] / looped
+        print('%-34s %10s %10s   run_steps(1) after set_value on all %.2f ms (%.1fx a later '
+              'step), with nothing set %.2f ms (%.1fx)'
+              % ('  step 0 alone', '', '', st['one_step'][True] * 1e3,
+                 st['one_step'][True] / later, st['one_step'][False] * 1e3,
+                 st['one_step'][False] / later))
+    print('(the runs above reset every shared variable with set_value first: step 0 uploads '
+          'them; "step 0 alone" times a whole run_steps(1), setup and results included)')
     print('(max |err|: LIF spiking is a threshold process; a float rounding difference flips a '
           'spike and the trajectories part; the tests check the arithmetic on fixed graphs)')
     if a.json:

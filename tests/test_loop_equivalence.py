@@ -39,10 +39,17 @@ def assert_three_ways_agree(build, steps, n=None):
         if way == 'sim':
             sim = theano_ocl.SimulatorOCL(f)
             feeds = {k: np.array([s[k] for s in steps]) for k in range(len(inputs))}
-            with warnings.catch_warnings():
-                warnings.simplefilter('ignore')        # host steps are expected here
-                per_output = sim.run_steps(n, inputs=feeds, probes=list(range(len(outputs))))
-            got = [[per_output[j][t] for j in range(len(outputs))] for t in range(n)]
+            got = []
+            # two runs: the first's step 0 is a call, the second's (the frame replayed) a
+            # step of its loop (runtime/executor.py, Executor._steady_frame)
+            for a, b in ((0, min(2, n)), (min(2, n), n)):
+                if b == a:
+                    continue
+                with warnings.catch_warnings():
+                    warnings.simplefilter('ignore')        # host steps are expected here
+                    per_output = sim.run_steps(b - a, inputs={k: v[a:b] for k, v in feeds.items()},
+                                               probes=list(range(len(outputs))))
+                got += [[per_output[j][t] for j in range(len(outputs))] for t in range(b - a)]
         else:
             got = [f(*s) for s in steps]
         runs[way] = got, [v.get_value() for v in shared], [v.name for v in shared]
@@ -224,3 +231,40 @@ def test_a_call_run_steps_and_a_device_scan_agree(way):
     scans = theano_ocl.stats(f_scan)['scans']
     assert len(scans) == 1 and scans[0]['steps'] == n, scans
     assert scans[0]['lowered_steps'] == n - 1, scans
+
+
+def test_a_run_whose_step_0_replays_the_last_frame_runs_it_in_its_loop():
+    """A second ``run_steps`` whose inputs replay the frame the first one left runs step 0
+    as a step of its loop (``stats['loop_steps']`` is every step), not as a call; with
+    the probes every step and every other step, a state carried across runs, shared
+    variables set between runs (uploaded before step 0) and counters, every output and
+    shared value is Theano C's."""
+    def build(mode):
+        x = T.fvector('x')
+        s = theano.shared(np.zeros(3, 'float32'), name='s')
+        k = theano.shared(np.int64(0), name='k')
+        v = theano.shared(np.float64(1), name='v')
+        y = T.tanh(s * 0.5 + x) + T.cast(k, 'float32')
+        f = theano.function([x], [y, y.sum() * v], mode=mode,
+                            updates=[(s, y), (k, k + 1), (v, v * 0.9)])
+        return f, (s, k, v)
+    g, cs = build('FAST_RUN')
+    f, ds = build('FAST_RUN')
+    sim = theano_ocl.SimulatorOCL(f)
+    rng = np.random.RandomState(3)
+    for run, (n, every, reset) in enumerate([(3, 1, False), (4, 1, False), (4, 2, False),
+                                             (5, 1, True), (2, 2, True)]):
+        xs = rng.randn(n, 3).astype('float32')
+        if reset:
+            value = rng.randn(3).astype('float32')
+            for shared in (cs[0], ds[0]):
+                shared.set_value(value)
+        want = [g(x) for x in xs]
+        got = sim.run_steps(n, inputs={'x': xs}, probes=[0, 1], probe_every=every)
+        for j in range(2):
+            assert_close(got[j], np.array([w[j] for w in want])[every - 1::every],
+                         what='run %d: output %d' % (run, j))
+        for c, d in zip(cs, ds):
+            assert_close(d.get_value(), c.get_value(), what='run %d: %s' % (run, c.name))
+        if run:
+            assert sim.stats['loop_steps'] == n, (run, sim.stats)

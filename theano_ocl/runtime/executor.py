@@ -276,10 +276,17 @@ class Executor(object):
                 cell[0] = stage
                 carried.append((i, j, stage))
             t_start = time.perf_counter()
-            outs0 = call()
+            frame = self._steady_frame()
+            if frame is not None:
+                # the last call's frame, which its guard says this pass replays: step 0 is
+                # a step of the loop below, not a call (a call's outputs, commit marks and
+                # key cost a simulator's thousands of shared variables some milliseconds)
+                outs0, first = None, 0
+            else:
+                outs0, first = call(), 1
+                frame = cache.last_frame
             t_first = time.perf_counter()
-            frame = cache.last_frame
-            if frame.on_host:
+            if outs0 is not None and frame.on_host:
                 # the signature's calls run on the host (runtime/cost.py, or a value the
                 # device cannot hold): the other steps are calls too
                 out = self._calls(call, outs0, n, feeds, carry, probe_idx, k, stats,
@@ -291,9 +298,10 @@ class Executor(object):
                 [(cells[i], stage) for i, _, stage in carried]
             for cell, stage in staged:
                 cell[0] = stage
-            key1 = cache.key()
-            if key1 != frame.key:
-                raise error(self.shape_change(frame.key, key1, what))
+            if first and not self._holds(frame):
+                key1 = cache.key()
+                if key1 != frame.key:
+                    raise error(self.shape_change(frame.key, key1, what))
             carries = []
             for i, j, stage in carried:
                 d = frame.dvals.get(prog.fgraph.outputs[j])
@@ -305,6 +313,8 @@ class Executor(object):
                                         d.dtype, d.shape), stage.dtype, stage.shape))
                 if stage.nbytes and not (d.root.buf == stage.base_data and d.boff == stage.offset):
                     carries.append((stage.base_data, d, stage.nbytes))
+                    if not first:
+                        continue        # (the loop's step 0 carries it as the others do)
                     # pass 0's state into pass 1's inputs: the value pass 0 returned (a
                     # device output may have been handed over with its buffer)
                     v0 = outs0[j]
@@ -330,7 +340,7 @@ class Executor(object):
                     strided = (slot_root, family('strided_copy_later')(
                         dev, queue, DArray(slot_root, d.shape, d.dtype), d))
                 probe_bufs.append((buf, d, strided))
-                if k == 1 and d.nbytes:
+                if k == 1 and d.nbytes and first:
                     v0 = outs0[j]
                     if hasattr(v0, 'base_data'):
                         cl.enqueue_copy(queue, buf, v0.base_data, byte_count=d.nbytes,
@@ -338,7 +348,7 @@ class Executor(object):
                     else:
                         cl.enqueue_copy(queue, buf, np.ascontiguousarray(v0, dtype=d.dtype),
                                         dst_offset=0)
-            if k == 1:
+            if k == 1 and first:
                 for j in host_probes:
                     host_probes[j].append(np.array(outs0[j], copy=True))
             # ---------------------------------------------------- the loop, declared
@@ -374,7 +384,8 @@ class Executor(object):
             if host_steps:
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
-                         first_step_s=t_first - t_start, plan_s=t_plan, steps_done=1)
+                         first_step_s=t_first - t_start, plan_s=t_plan, steps_done=first,
+                         loop_steps=n - first)
             inputs = cache.input_slots
             # each step starts as a call does: host output cells cleared (a host thunk must
             # not write into an array an earlier step handed on), fed inputs back in their
@@ -394,7 +405,7 @@ class Executor(object):
             snapshot = self.snapshot() if frame.checks else None
             hooked = faults.hook is not None
             try:
-                stop = drive(loop, 1, n, copy, stats=stats)
+                stop = drive(loop, first, n, copy, stats=stats)
                 queue.finish()
                 stats['loop_s'] = time.perf_counter() - t_loop
                 if frame.checks:
@@ -402,8 +413,8 @@ class Executor(object):
                         self.run_checks(frame)
                     except Exception:
                         self.restore(snapshot)
-                        stats['steps_done'] = 1
-                        drive(loop, 1, n, copy, check_each=True, stats=stats)
+                        stats['steps_done'] = first
+                        drive(loop, first, n, copy, check_each=True, stats=stats)
                         raise AssertionError('run_steps: a device check failed once and not '
                                              'when the steps ran again')  # pragma: no cover
                 stats['call_steps'] = n - stop
@@ -453,6 +464,33 @@ class Executor(object):
                 c[0] = v
 
     # ------------------------------------------------------------------ parts of run
+    def _steady_frame(self):
+        """The last call's frame where its steady-state guard holds for the inputs now in
+        the cells (the stale shared variables' values then uploaded, as a call would),
+        so that ``run``'s step 0 can be a step of its loop; else None (step 0 is a call:
+        the first run of a signature, a frame of the host or of the in-thread tier, a
+        profiled function, inputs that changed)."""
+        cache = self.cache
+        frame = cache.last_frame
+        if cache.hot_guard is None or frame is None or frame.on_host or frame.tiny or \
+                self.rc.profile:
+            return None
+        if commit.pending:
+            commit.finish_pending()     # an interrupted call's commit, finished first
+        up = self.rc.dev.upload_tally
+        up0 = tuple(up)
+        if not self._holds(frame):
+            return None
+        # (theano_ocl.stats' 'last_call': this pass 0's facts, as its call would have set)
+        self.rc.last_call = (True, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
+        return frame
+
+    def _holds(self, frame):
+        """Whether the cache's guard finds the inputs now in the cells replay ``frame``
+        (the check of a key, without computing one)."""
+        guard = self.cache.hot_guard
+        return guard is not None and frame is self.cache.last_frame and guard() is frame
+
     def _calls(self, call, outs0, n, feeds, carry, probe_idx, k, stats, first_s):
         """``run``'s steps 1..n-1 as calls (pass 0 returned ``outs0``), for a signature
         whose calls run on the host: every step is exactly a call, its updates committed
