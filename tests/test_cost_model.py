@@ -122,6 +122,19 @@ def _products(mode):
     return theano.function([x], h.sum(), mode=mode)
 
 
+def _products_measured(seed):
+    """(input, Theano C's function, the device, its cost constants, Theano C's least time
+    for a call): ``_products`` once on each (the device's constants measured by the
+    first OCL call)."""
+    v = np.random.RandomState(seed).randn(200, 200)
+    g = _products('FAST_RUN')
+    f = _products(theano_ocl.OCLMode(**ON))
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)
+    dev = theano_ocl.get_device()
+    t_c = min(_seconds(lambda: g(v)) for _ in range(5))
+    return v, g, dev, dev.cost_constants, t_c
+
+
 def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch):
     """A function whose host time is mostly products the device would run by the host's
     BLAS too goes to the host: the device's least time counts that work (``host work`` in
@@ -130,13 +143,7 @@ def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch)
     the function (measured here): the launches alone are then half the host's time, the
     launches and the products one and a half times it."""
     from theano_ocl.runtime import cost
-    v = np.random.RandomState(3).randn(200, 200)
-    g = _products('FAST_RUN')
-    f = _products(theano_ocl.OCLMode(**ON))
-    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)   # (the device's constants measured)
-    dev = theano_ocl.get_device()
-    launch_s, _, read_bps = dev.cost_constants
-    t_c = min(_seconds(lambda: g(v)) for _ in range(5))
+    v, g, dev, (launch_s, _, read_bps), t_c = _products_measured(3)
     monkeypatch.setattr(dev, 'cost_constants', (launch_s, t_c / 2, read_bps))
     f = _products(theano_ocl.OCLMode(**ON))
     np.testing.assert_array_equal(f(v), g(v))
@@ -192,13 +199,7 @@ def test_host_work_counts_the_products_as_the_device_runs_them(monkeypatch):
     products would have made the host the choice; timed as the device runs them, the
     device is chosen, and its results agree with Theano C's."""
     from theano_ocl.runtime import host_tier
-    v = np.random.RandomState(6).randn(200, 200)
-    g = _products('FAST_RUN')
-    f = _products(theano_ocl.OCLMode(**ON))
-    np.testing.assert_allclose(f(v), g(v), rtol=1e-12)   # (the device's constants measured)
-    dev = theano_ocl.get_device()
-    launch_s, call_s, read_bps = dev.cost_constants
-    t_c = min(_seconds(lambda: g(v)) for _ in range(5))
+    v, g, dev, (launch_s, call_s, read_bps), t_c = _products_measured(6)
     call = max(call_s, 2 * t_c)          # the device's least time, well above the products'
     monkeypatch.setattr(dev, 'cost_constants', (launch_s, call, read_bps))
     real_timed, real_dry = host_tier.HostTier.timed_run, host_tier.HostTier.dry_run
