@@ -35,11 +35,16 @@ demo: bootstrap
 # Runs both parts even when the first fails; exits non-zero when either failed. The
 # conformance run (interpreters that spend much of their time in g++ and in waiting for
 # them) goes beside pytest, its output kept until pytest ends: on 2 cores both end sooner
-# than one after the other. The slowest tests are listed at the end of pytest's output.
+# than one after the other. It compiles into its own Theano compiledir
+# (CONFORMANCE_COMPILEDIR): sharing pytest's, the two waited on one compile lock, and
+# Theano's module cache, refreshed by both, once removed a directory the other was
+# writing (FileNotFoundError: .../tmpXXXX/key.pkl, six tests failing). The slowest tests
+# are listed at the end of pytest's output.
+CONFORMANCE_COMPILEDIR ?= $(HOME)/.theano/conformance
 test: bootstrap
 	@rc=0; log=$$(mktemp); pid=; \
 	if [ -f $(CONFORMANCE) ]; then \
-	    $(PY) $(CONFORMANCE) --quick > $$log 2>&1 & pid=$$!; \
+	    $(PY) $(CONFORMANCE) --quick --compiledir "$(CONFORMANCE_COMPILEDIR)" > $$log 2>&1 & pid=$$!; \
 	    trap 'kill $$pid 2>/dev/null; rm -f $$log' INT TERM; \
 	fi; \
 	echo "== pytest tests/ (less those marked full)"; \

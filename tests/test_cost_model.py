@@ -138,18 +138,29 @@ def _products_measured(seed):
 def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch):
     """A function whose host time is mostly products the device would run by the host's
     BLAS too goes to the host: the device's least time counts that work (``host work`` in
-    ``report``). Counted without it, the device would be chosen. To stay far from the
-    line on any machine, the device's call is taken to cost half of Theano C's time for
-    the function (measured here): the launches alone are then half the host's time, the
-    launches and the products one and a half times it."""
-    from theano_ocl.runtime import cost
-    v, g, dev, (launch_s, _, read_bps), t_c = _products_measured(3)
-    monkeypatch.setattr(dev, 'cost_constants', (launch_s, t_c / 2, read_bps))
+    ``report``). Counted without it, the device would be chosen. Far from the line on any
+    machine: the host's dry runs are made to take S = 20 ms more, each product (timed as
+    the device runs it) S / 2 and the device's call S / 4. With the four products the
+    device's least time is 2.25 S, above the host's; without them S / 4 and the
+    launches, which even a machine twice as slow at the choice and the margin of 1.5 keep
+    below the host's S."""
+    from theano_ocl.ops import blas_host
+    from theano_ocl.runtime import cost, host_tier
+    S = 0.02
+    v, g, dev, (launch_s, _, read_bps), _ = _products_measured(3)
+    monkeypatch.setattr(dev, 'cost_constants', (launch_s, S / 4, read_bps))
+    real_dry = host_tier.HostTier.dry_run
+
+    def dry_run(self):
+        time.sleep(S)
+        return real_dry(self)
+    monkeypatch.setattr(host_tier.HostTier, 'dry_run', dry_run)
+    monkeypatch.setattr(blas_host, 'one_thread_seconds', lambda *shape: S / 2)
     f = _products(theano_ocl.OCLMode(**ON))
     np.testing.assert_array_equal(f(v), g(v))
     assert theano_ocl.stats(f)['on_host'] is True, _where(f)
     text = _where(f)
-    assert 'input signature 0 on the host' in text and 'host work' in text, text
+    assert 'input signature 0 on the host' in text and 'host work 40000' in text, text
     monkeypatch.setattr(cost, 'host_work', lambda prog, times, storage: 0.0)
     f = _products(theano_ocl.OCLMode(**ON))
     np.testing.assert_allclose(f(v), g(v), rtol=1e-12)
