@@ -136,11 +136,14 @@ def test_set_value_of_the_same_values_again():
     rng = np.random.RandomState(2)
     c, d = _twins(2)
     start = d.values()
+    full = [k for k, v in enumerate(start) if v.size]
     for rep in range(4):
         for m in (c, d):
             for s, v in zip(m.state, start):
                 s.set_value(v)
         _run(c, d, _xs(rng, 3), 'reset %d' % rep)
+        if rep:         # (planned by then: every value set goes to the device, each once)
+            assert _last_call(d)['uploads'] == len(full), (rep, _last_call(d))
 
 
 def test_set_value_with_another_shape_goes_the_general_path():
