@@ -298,10 +298,10 @@ class Executor(object):
                 [(cells[i], stage) for i, _, stage in carried]
             for cell, stage in staged:
                 cell[0] = stage
-            if first and not self._holds(frame):
+            if first and not cache.holds(frame):
                 key1 = cache.key()
                 if key1 != frame.key:
-                    raise error(self.shape_change(frame.key, key1, what))
+                    raise error(cache.shape_change(frame.key, key1, what))
             carries = []
             for i, j, stage in carried:
                 d = frame.dvals.get(prog.fgraph.outputs[j])
@@ -479,17 +479,11 @@ class Executor(object):
             commit.finish_pending()     # an interrupted call's commit, finished first
         up = self.rc.dev.upload_tally
         up0 = tuple(up)
-        if not self._holds(frame):
+        if not cache.holds(frame):
             return None
         # (theano_ocl.stats' 'last_call': this pass 0's facts, as its call would have set)
         self.rc.last_call = (True, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         return frame
-
-    def _holds(self, frame):
-        """Whether the cache's guard finds the inputs now in the cells replay ``frame``
-        (the check of a key, without computing one)."""
-        guard = self.cache.hot_guard
-        return guard is not None and frame is self.cache.last_frame and guard() is frame
 
     def _calls(self, call, outs0, n, feeds, carry, probe_idx, k, stats, first_s):
         """``run``'s steps 1..n-1 as calls (pass 0 returned ``outs0``), for a signature
@@ -682,30 +676,11 @@ class Executor(object):
         info.update(launches_per_step=after, batched=True)
         return p_steps.fns, p_commits.actions, info, p_commits.actions_kept
 
-    def shape_change(self, before, after, what):
-        prog = self.rc.program
-        parts = []
-        for (i, kind), b, a in zip(prog.input_plan, before[1:], after[1:]):
-            if b != a:
-                parts.append('%s %r: %s before the step, %s after' % (
-                    'shared variable' if kind == 'resident' else 'input',
-                    prog.fgraph.inputs[i].name or i, _fmt(b), _fmt(a)))
-        return ('%s: shapes would change between steps (%s); run_steps needs every step to '
-                'have the same shapes (a new device plan per step): call the simulator once per '
-                'step instead' % (what, '; '.join(parts) or 'key changed'))
 
 
 def _host_copy(fetch):
     """A host output's value at a step, kept (the next step's thunk may reuse its array)."""
     return lambda: np.array(fetch(), copy=True)
-
-
-def _fmt(part):
-    if isinstance(part, tuple) and len(part) == 4 and part[0] == 'd':
-        return 'shape %s' % (part[1],)
-    if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
-        return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
-    return 'shape %s' % (part,)
 
 
 def _host_value(value, queue):

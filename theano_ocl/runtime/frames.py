@@ -201,6 +201,29 @@ class FrameCache(object):
                             for i, cell in enumerate(prog.input_cells)]
         self.key_plan = [(kind,) + self.input_slots[i] + (i,) for i, kind in prog.input_plan]
 
+    def holds(self, frame):
+        """Whether the steady-state guard finds that the inputs now in the cells replay
+        ``frame``, the last call's (what comparing their key with ``frame.key`` would
+        tell, without computing the key; the guard uploads the changed shared variables'
+        values when it holds, as a call would)."""
+        guard = self.hot_guard
+        return guard is not None and frame is self.last_frame and guard() is frame
+
+    def shape_change(self, before, after, what):
+        """The message of a ``run_steps`` whose frame key changed from ``before`` to
+        ``after`` between its steps: the inputs whose shapes (or shape-deciding values)
+        differ."""
+        prog = self.rc.program
+        parts = []
+        for (i, kind), b, a in zip(prog.input_plan, before[1:], after[1:]):
+            if b != a:
+                parts.append('%s %r: %s before the step, %s after' % (
+                    'shared variable' if kind == 'resident' else 'input',
+                    prog.fgraph.inputs[i].name or i, _key_part(b), _key_part(a)))
+        return ('%s: shapes would change between steps (%s); run_steps needs every step to '
+                'have the same shapes (a new device plan per step): call the simulator once per '
+                'step instead' % (what, '; '.join(parts) or 'key changed'))
+
     def key(self):
         """The key of the frame the current inputs need (:func:`frame_key`)."""
         return frame_key(self.rc, self.key_plan)
@@ -261,3 +284,12 @@ class FrameCache(object):
 
     def cached_bytes(self):
         return sum(f.nbytes for f in self.frames.values())
+
+
+def _key_part(part):
+    """One input's part of a frame key, for a message."""
+    if isinstance(part, tuple) and len(part) == 4 and part[0] == 'd':
+        return 'shape %s' % (part[1],)
+    if isinstance(part, tuple) and len(part) == 3 and isinstance(part[2], bytes):
+        return 'value %s' % (np.frombuffer(part[2], dtype=part[1]).reshape(part[0]),)
+    return 'shape %s' % (part,)
