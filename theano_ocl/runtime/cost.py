@@ -276,14 +276,9 @@ def _settled(run, bound):
         run()
         s = time.perf_counter() - t
         spent += s
-        if s < best:
-            settled = s > 0.9 * best
-            best = s
-            if settled:
-                break
-        elif s < 1.1 * best:
-            break
-        if n and spent > 20 * bound:
+        settled = n > 0 and abs(s - best) <= 0.1 * best
+        best = min(best, s)
+        if settled or (n and spent > 20 * bound):
             break
     return best
 
