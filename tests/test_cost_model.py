@@ -142,8 +142,8 @@ def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch)
     machine: the host's dry runs are made to take S = 20 ms more, each product (timed as
     the device runs it) S / 2 and the device's call S / 4. With the four products the
     device's least time is 2.25 S, above the host's; without them S / 4 and the
-    launches, which even a machine twice as slow at the choice and the margin of 1.5 keep
-    below the host's S."""
+    launches, which the margin of 1.5 keeps below the host's S (the machine's slowdown
+    at the choice taken as none)."""
     from theano_ocl.ops import blas_host
     from theano_ocl.runtime import cost, host_tier
     S = 0.02
@@ -156,6 +156,9 @@ def test_host_work_the_device_does_as_well_counts_in_its_least_time(monkeypatch)
         return real_dry(self)
     monkeypatch.setattr(host_tier.HostTier, 'dry_run', dry_run)
     monkeypatch.setattr(blas_host, 'one_thread_seconds', lambda *shape: S / 2)
+    # (the machine's speed at the choice is another test's matter: under a loaded CI run
+    # the calibration call ran over 3x slower, which scaled the call past the line)
+    monkeypatch.setattr(cost, 'slowdown', lambda dev: 1.0)
     f = _products(theano_ocl.OCLMode(**ON))
     np.testing.assert_array_equal(f(v), g(v))
     assert theano_ocl.stats(f)['on_host'] is True, _where(f)
