@@ -489,7 +489,8 @@ class OCLFunction(object):
             try:
                 for cell, value in swapped:
                     cell[0] = value.get(queue=rc.queue)
-                choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode)
+                choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode,
+                                     None if rc.batch_after is None else rc.batch_min_launches)
             finally:
                 for cell, value in swapped:
                     cell[0] = value

@@ -249,6 +249,7 @@ def _alloc(op, node, dev):
 
 class AllocEmptyImpl(DeviceImpl):
     complex_ok = True       # views and copies only
+    is_view = True          # an allocation: no launch
 
     def __init__(self, node, dev):
         DeviceImpl.__init__(self, node, dev)
