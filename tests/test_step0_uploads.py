@@ -130,6 +130,32 @@ def test_set_value_on_a_subset_uploads_those_alone():
     assert _last_call(d) == dict(steady=True, uploads=0, upload_bytes=0, upload_transfers=0)
 
 
+def test_runs_and_calls_with_no_value_read_between_them():
+    """Runs and calls back to back, nothing read or set between them (the commits' flags
+    are left as the last one set them), then a value read in the middle of a sequence (its
+    flag cleared: the next commit sets it again): each value read is Theano C's."""
+    rng = np.random.RandomState(6)
+    c, d = _twins(6)
+    for rep in range(3):
+        _run(c, d, _xs(rng, 4), 'warm %d' % rep)
+    for rep in range(3):
+        xs = _xs(rng, 3)
+        for x in xs:
+            c.f(x)
+        d.sim.run_steps(3, inputs={'x': xs})
+        x = _xs(rng, 1)[0]
+        assert_close(d.sim(x), c.f(x), rtol=1e-6, atol=1e-6, what='call %d' % rep)
+    _same_state(c, d, 'after runs and calls')
+    for k in (0, 2, 3):                   # read: their host copies are the newer ones now
+        assert_close(d.state[k].get_value(), c.state[k].get_value(), rtol=1e-6, atol=1e-6,
+                     what='s%d read' % k)
+        xs = _xs(rng, 2)
+        for x in xs:
+            c.f(x)
+        d.sim.run_steps(2, inputs={'x': xs})
+    _same_state(c, d, 'after reads between runs')
+
+
 def test_set_value_of_the_same_values_again():
     """``set_value`` of values equal to the device's (the bench's reset to the start state
     with the arrays kept) is still an upload: the device state has stepped since."""

@@ -17,19 +17,52 @@ class Root(object):
     the region starts. OpenCL sub-buffers are not used for this: NVIDIA's driver charges
     every launch that uses a parent buffer ~50 ns per live sub-buffer of it. Whatever
     hands a buffer to OpenCL adds ``origin`` (``DArray.boff``)."""
-    __slots__ = ('buf', 'nbytes', 'arena', 'origin', 'slab', '__weakref__')
+    __slots__ = ('_buf', 'nbytes', 'arena', '_origin', 'slab', '__weakref__')
 
     def __init__(self, buf, nbytes, arena=False):
-        self.buf = buf
+        self._buf = buf
         self.nbytes = nbytes
         self.arena = arena    # owned by a frame: reusable once its values are dead
-        self.origin = 0       # byte offset of this root's region in ``buf``
+        self._origin = 0      # byte offset of this root's region in ``buf``
         self.slab = False     # True while ``buf`` is a slab shared with other roots
+
+    # (every change of a root's place is counted in ``moves``: what bound roots to kernels
+    # checks that they stay only when it moved, ``runtime.planner.BatchedPlan.valid``)
+    @property
+    def buf(self):
+        return self._buf
+
+    @buf.setter
+    def buf(self, buf):
+        if buf is not self._buf:
+            moves.n += 1
+            self._buf = buf
+
+    @property
+    def origin(self):
+        return self._origin
+
+    @origin.setter
+    def origin(self, origin):
+        if origin != self._origin:
+            moves.n += 1
+            self._origin = origin
 
     def move(self, buf, origin=0, slab=False):
         self.buf = buf
         self.origin = origin
         self.slab = slab
+
+
+class _Moves(object):
+    """How many times any :class:`Root` changed its buffer or origin (``n``)."""
+    __slots__ = ('n',)
+
+    def __init__(self):
+        self.n = 0
+
+
+moves = _Moves()
 
 
 class Shaped(object):

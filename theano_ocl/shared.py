@@ -41,19 +41,26 @@ class Tally(object):
     """Events that may end residents' steady state, counted over all of them: ``writes``,
     changes of a resident's ``host_obj`` (a host value set, uploaded, synced, marked newer);
     ``moves``, device copies placed anew (:class:`ResidentTable` looks at each resident
-    again only when these changed)."""
-    __slots__ = ('writes', 'moves')
+    again only when these changed); ``unmarks``, a resident's ``device_newer`` cleared (a
+    commit plan sets the flags again only when this or the others changed,
+    ``runtime.planner.CommitPlan``)."""
+    __slots__ = ('writes', 'moves', 'unmarks')
 
     def __init__(self):
         self.writes = 0
         self.moves = 0
+        self.unmarks = 0
+
+    def now(self):
+        """The three counts, compared to see whether any changed."""
+        return (self.writes, self.moves, self.unmarks)
 
 
 tally = Tally()
 
 
 class Resident(object):
-    __slots__ = ('cell', 'dev', 'root', 'darr', 'host_obj', 'device_newer', '__weakref__')
+    __slots__ = ('cell', 'dev', 'root', 'darr', 'host_obj', '_newer', '__weakref__')
 
     def __init__(self, cell):
         self.cell = cell
@@ -63,7 +70,18 @@ class Resident(object):
         # the host object the device copy was last synced with; HOST_NEWER when the host
         # holds a value the device has not seen (host_dirty)
         self.host_obj = HOST_NEWER
-        self.device_newer = False
+        self._newer = False
+
+    @property
+    def device_newer(self):
+        """The device copy holds the variable's value, newer than the host cell's."""
+        return self._newer
+
+    @device_newer.setter
+    def device_newer(self, newer):
+        if self._newer and not newer:
+            tally.unmarks += 1
+        self._newer = newer
 
     @property
     def host_dirty(self):
@@ -216,7 +234,7 @@ class Resident(object):
 
     def mark_device_newer(self):
         """The device copy holds the variable's value (it was just written there)."""
-        self.device_newer = True
+        self._newer = True
         v = self.cell[0]
         if v is not self.host_obj:             # (_synced, inline: once per commit)
             self.host_obj = v
@@ -337,9 +355,10 @@ class ResidentTable(object):
             uploads.send(dev, queue, self.bufs[g], [values[k] for k in sel.tolist()],
                          self.origins[idx[sel]], sizes[sel])
         for r, v in zip(map(self.residents.__getitem__, changed), values):
-            r.host_obj = v             # (Resident.uploaded, inline)
-            r.device_newer = False
+            r.host_obj = v             # (Resident.uploaded, inline: flags set, counted once)
+            r._newer = False
         tally.writes += 1              # (other frames' tables look again)
+        tally.unmarks += 1
         self._seen(objs)
 
 

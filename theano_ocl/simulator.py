@@ -99,6 +99,7 @@ class Method(object):
         self.function = _relink(f, sim.device_spec)
         self.vm = self.function.fn   # the OCLFunction: run_steps is its run(n, ...)
         self.stats = {}
+        self._fed = None             # [(index, In)] of the inputs fed per step
 
     def __call__(self, *args, **kwargs):
         return self.function(*args, **kwargs)
@@ -194,9 +195,11 @@ class Method(object):
             given[i] = value
         out = {}
         prog = self.vm.program
-        for i, inp in enumerate(maker.inputs):
-            if isinstance(inp.variable, SharedVariable):
-                continue
+        fed = self._fed
+        if fed is None:       # (a simulator of thousands of shared variables: once)
+            fed = self._fed = [(i, inp) for i, inp in enumerate(maker.inputs)
+                               if not isinstance(inp.variable, SharedVariable)]
+        for i, inp in fed:
             name = inp.name or 'input %d' % i
             if i not in given:
                 cell = prog.input_cells[i]

@@ -94,6 +94,9 @@ class Frame(object):
         # a call's pass as a one-step runtime.loop.Loop, unarmed and armed (outputs handed
         # over, read early): Executor.pass_loop's (plans, their number, Loop, Reads or None)
         self.passes = [None, None]
+        # what run_steps derives from the steps and commits, which stay as planned: once
+        # (name -> value; the executor's host_committed, host steps, launch counts)
+        self.memo = {}
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)

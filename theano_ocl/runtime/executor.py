@@ -71,8 +71,11 @@ class Executor(object):
         """The device inputs of ``frame`` that are shared variables whose update the frame
         computes on the host ((index, root) pairs): their device copy is stale after each
         commit, so every pass of a loop brings them to the device, as a call does."""
+        out = frame.memo.get('host_committed')
+        if out is not None:
+            return out
         prog = self.rc.program
-        out = []
+        out = frame.memo['host_committed'] = []
         for i, j in prog.updates:
             root = frame.input_roots.get(i)
             if root is not None and prog.input_kinds[i] == 'resident' \
@@ -551,7 +554,12 @@ class Executor(object):
 
     def _warn_host_steps(self, frame, what, stacklevel):
         from ..report import host_fallbacks          # (report imports theano)
-        hsteps = [s for s in frame.steps if s.kind in plans.HOST_KINDS]
+        hsteps = frame.memo.get('host_steps')
+        if hsteps is None:
+            hsteps = frame.memo['host_steps'] = [s for s in frame.steps
+                                                 if s.kind in plans.HOST_KINDS]
+        if not hsteps:
+            return 0
         prog = self.rc.program
         tasks = prog.tasks
         # a collective (theano_ocl.distributed) is host work by design: no warning for it
@@ -650,8 +658,10 @@ class Executor(object):
         prepares one pass's commit (runtime/commit.py)."""
         rc = self.rc
         commits = frame.commits
-        unbatched = plans.launches(frame.steps) + \
-            sum(1 for c in commits if c.resident is not None)
+        unbatched = frame.memo.get('launches')
+        if unbatched is None:
+            unbatched = frame.memo['launches'] = plans.launches(frame.steps) + \
+                sum(1 for c in commits if c.resident is not None)
 
         def plain_commit():
             return [prepare() for prepare in commits]
