@@ -36,7 +36,7 @@ def _small(mode):
 
 def _where(f):
     out = io.StringIO()
-    theano_ocl.report(f, file=out)
+    theano_ocl.report(f, file=out, width=None)
     return out.getvalue()
 
 
@@ -296,6 +296,31 @@ def test_launches_a_batched_plan_merges_count_once(batch_after):
         assert counts[0] >= 96, text
     else:
         assert 2 <= counts[0] <= 8, text
+
+
+@pytest.mark.parametrize('per_element', [1e-12, 1e-6])
+def test_elementary_functions_count_as_the_device_runs_them(per_element, monkeypatch):
+    """Each elementary function (an OpenCL builtin) of an elementwise node counts its
+    output's elements times what it costs the device per element, measured on the device
+    (PoCL 3.1 runs expm1 and log1p one element at a time, 10-20 times exp's time). Here
+    the measure is made 1e-12 s or 1 us an element: 2 functions over 2**20 elements count
+    2 us or 2.1 s: the device, then the host (Theano C takes milliseconds), results Theano
+    C's."""
+    import re
+    from theano_ocl.runtime import cost
+    dev = theano_ocl.get_device()
+    monkeypatch.setattr(dev, 'function_costs', {}, raising=False)
+    monkeypatch.setattr(cost, '_measure_function', lambda dev, name, dtype: per_element)
+    x = T.fvector('x')
+    y = T.expm1(x) * T.log1p(x) + 1
+    f = theano.function([x], y, mode=theano_ocl.OCLMode(**ON))
+    g = theano.function([x], y, mode='FAST_RUN')
+    v = np.random.RandomState(4).uniform(0, 1, 1 << 20).astype('float32')
+    np.testing.assert_allclose(f(v), g(v), rtol=1e-5)
+    text = _where(f)
+    work = [float(w) for w in re.findall(r'elementary functions (\d+) us', text)]
+    assert work == [round(2 * (1 << 20) * per_element * 1e6)], text
+    assert theano_ocl.stats(f)['on_host'] is (per_element > 1e-9), text
 
 
 def _seconds(fn):

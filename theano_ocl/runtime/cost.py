@@ -20,9 +20,13 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
   theano_ocl's own runtime (:func:`constants`) and ``launches`` the device nodes that
   launch, plus the host work its call does as Theano's VM does it (:func:`host_work`: host
   fallbacks, small products run by the host's BLAS; timed node by node in a further dry
-  run). Nothing is assumed of the device's speed on its kernels' work: fused kernels and
-  a queued BLAS can beat Theano C's code on one core (the MLP 784-1000-1000-10 step at
-  batch 128 on one core of the 2-core Xeon: 24 ms on the device, 73 ms in Theano's VM);
+  run), plus the time its elementary functions (exp, log, expm1, ...) take the device,
+  measured per function on the device (:func:`function_work`: PoCL runs some of them one
+  element at a time). Nothing else is assumed of the device's speed on its kernels' work:
+  fused kernels and a queued BLAS can beat Theano C's code on one core (the MLP
+  784-1000-1000-10 step at batch 128 on one core of the 2-core Xeon: 24 ms on the device,
+  73 ms in Theano's VM); a frame whose hot calls run its batched plan counts its
+  launches as merged (:func:`batched`);
 - only where ``host_s`` is below ``MARGIN`` times that bound, the signature's calls run on
   the host from this one on (a frame ``on_host``, as for a value the device cannot hold); ``report(f)``
   prints why, either way.
@@ -272,7 +276,7 @@ def choose(prog, dev, tier, make_mode, batch_min=None):
     n = launches(prog, batch_min=batch_min)
     bound = call_s + n * launch_s
     nbytes = input_bytes(prog)
-    if nbytes / read_bps >= bound:
+    if nbytes / read_bps >= bound and not costly_functions(prog, dev):
         return Choice(None, bound, 'reading its %.1f MB of inputs on the host takes longer '
                       'than the device\'s least time, %.0f us (a call %.0f us + %d launches '
                       'x %.1f us)' % (nbytes / 1e6, bound * 1e6, call_s * 1e6, n,
@@ -285,16 +289,19 @@ def choose(prog, dev, tier, make_mode, batch_min=None):
             again = tier.timed_run()
             times = {node: min(s, again[node]) for node, s in times.items()}
         both = host_work(prog, times, tier.storage_map) if times else 0.0
+        work = function_work(prog, dev, tier.storage_map)
         n = launches(prog, seen, batch_min)
         slow = slowdown(dev)
-        bound = (call_s + n * launch_s) * slow + both
+        bound = (call_s + n * launch_s) * slow + both + work
         if host_s < 2 * bound:
             host_s = min(host_s, _settled(tier.dry_run, bound))
     except Exception:
         return None
     return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at '
-                  'least %.0f us (a call %.0f us + %d launches x %.1f us + host work %.0f us)%s'
+                  'least %.0f us (a call %.0f us + %d launches x %.1f us + host work %.0f us '
+                  '+ elementary functions %.0f us)%s'
                   % (host_s * 1e6, bound * 1e6, call_s * 1e6, n, launch_s * 1e6, both * 1e6,
+                     work * 1e6,
                      '; its calls %.2f times slower now than when measured' % slow
                      if slow > 1.05 else ''))
 
@@ -348,3 +355,97 @@ def host_work(prog, times, storage):
                 own = t.impl.host_work_seconds(values)
                 total += s if own is None else own
     return total
+
+
+#: elements of the kernel that measures what an elementary function costs the device
+_PROBE_ELEMENTS = 1 << 16
+
+
+def function_work(prog, dev, storage):
+    """Seconds the device spends at least in the elementary functions (OpenCL builtins:
+    ``scalar.functions.builtin_name``) of ``prog``'s elementwise nodes, for the shapes of a
+    host run (``storage``: its storage map): per node, its output's elements times what
+    each of its functions costs the device per element (:func:`function_cost`). Everything
+    else in the kernels is counted as free. PoCL 3.1 runs some of them one element at a
+    time (log, log1p, expm1, sin: 10-60 times exp's time, which it vectorizes): the
+    Nengo-like LIF step of ``bench/nengo_compare.py`` at E=500 took 1.9-2.4 ms on the
+    device against Theano C's 1.0, with 1.3 ms in its expm1 and log1p (2-core EPYC,
+    2026-11-30)."""
+    total = 0.0
+    for t, names in _functions(prog):
+        out = storage.get(t.node.outputs[0], [None])[0]
+        size = getattr(out, 'size', 0)
+        if size:
+            total += size * sum(function_cost(dev, name, dtype) for name, dtype in names)
+    return total
+
+
+def _functions(prog):
+    """(task, [(builtin name, dtype)]) of ``prog``'s elementwise device tasks that compute
+    elementary functions (``scalar.functions.builtin_name``)."""
+    from ..scalar.functions import builtin_name
+    for t in prog.tasks:
+        scalar_op = getattr(t.node.op, 'scalar_op', None)
+        if t.kind != 'dev' or scalar_op is None:
+            continue
+        inner = scalar_op.fgraph.toposort() if hasattr(scalar_op, 'fgraph') else [None]
+        names = []
+        for node in inner:
+            op = scalar_op if node is None else node.op
+            name = builtin_name(op)
+            if name is not None:
+                names.append((name, (node or t.node).outputs[0].type.dtype))
+        if names:
+            yield t, names
+
+
+def costly_functions(prog, dev):
+    """Whether some elementary function of ``prog`` costs ``dev`` time per element (then
+    its inputs' size alone does not bound the device's time: the host runs it dry)."""
+    return any(function_cost(dev, name, dtype) > 0
+               for _, names in _functions(prog) for name, dtype in names)
+
+
+def function_cost(dev, name, dtype):
+    """Seconds per element of the OpenCL builtin ``name`` on ``dtype`` (float32 or float64)
+    on ``dev``, beyond a copy's: measured once per process (a kernel applying it to
+    ``_PROBE_ELEMENTS`` values in its domain, against one copying them; the least of a few
+    launches). One program per dtype holds every builtin's kernel."""
+    costs = dev.__dict__.setdefault('function_costs', {})
+    key = (name, dtype)
+    if key not in costs:
+        costs[key] = _measure_function(dev, name, dtype)
+    return costs[key]
+
+
+def _measure_function(dev, name, dtype):
+    from ..scalar.functions import builtin_names
+    if dtype not in ('float32', 'float64') or (dtype == 'float64' and not dev.has_fp64):
+        return 0.0
+    cl = dev.cl
+    ctype = 'float' if dtype == 'float32' else 'double'
+    kernel = '__kernel void k_%(f)s(__global const %(t)s *x, __global %(t)s *y) {\n' \
+             '    const size_t i = get_global_id(0); y[i] = %(f)s(x[i]); }\n'
+    src = ('#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if ctype == 'double' else '') + \
+        ''.join(kernel % dict(t=ctype, f=f) for f in builtin_names()) + \
+        '__kernel void k_copy(__global const %(t)s *x, __global %(t)s *y) {\n' \
+        '    const size_t i = get_global_id(0); y[i] = x[i]; }\n' % dict(t=ctype)
+    prg = dev.build(src)
+    # values in every builtin's domain (acosh: >= 1; atanh, asin, acos: below 1)
+    x = np.linspace(0.2, 0.8, _PROBE_ELEMENTS).astype(dtype)
+    if name == 'acosh':
+        x = x + 1
+    mf = cl.mem_flags
+    queue = dev.queue
+    bx = cl.Buffer(dev.context, mf.READ_ONLY | mf.COPY_HOST_PTR, hostbuf=x)
+    by = cl.Buffer(dev.context, mf.WRITE_ONLY, x.nbytes)
+    times = []
+    for k in (cl.Kernel(prg, 'k_' + name), cl.Kernel(prg, 'k_copy')):
+        k.set_args(bx, by)
+
+        def run():
+            cl.enqueue_nd_range_kernel(queue, k, (_PROBE_ELEMENTS,), None)
+            queue.finish()
+        run()
+        times.append(_best(run, 2, rounds=4))
+    return max(times[0] - times[1], 0.0) / _PROBE_ELEMENTS

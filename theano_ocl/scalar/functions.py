@@ -31,6 +31,17 @@ _FUNCTIONS = {
     basic_scipy.GammaLn: 'lgamma'}
 
 
+def builtin_name(op):
+    """The OpenCL builtin a scalar op of ``_FUNCTIONS`` computes with, else None (the CPU
+    cost model measures what each costs the device, ``runtime/cost.py``)."""
+    return _FUNCTIONS.get(type(op))
+
+
+def builtin_names():
+    """Every builtin name of ``_FUNCTIONS``, sorted."""
+    return sorted(set(_FUNCTIONS.values()))
+
+
 def _function(name):
     def code(op, c):
         if c.od not in FLOATS:
