@@ -4,6 +4,7 @@
 ## collapsed shape (broadcast dimensions have stride 0, negative strides are fine).
 ## ``nd`` > 1 (CPU devices, strided operands, ndim >= 2): the launch is a 2-d or 3-d range
 ## whose first dimensions are the last array dimensions, so no division per element.
+## A ``uniform`` input (every stride 0: broadcast over the launch) is read at its offset.
 ## ``check`` (integer // and % by a divisor that may be zero): one more argument, an int
 ## error flag, where an element whose body set th_err stores it (ops/elemwise.py checks it).
 <%
@@ -90,10 +91,11 @@ __kernel void ${name}(
 % endif
 % for o in operands:
 %   if not o['is_out']:
+<%    at = o['name'] + ('_off' if o['uniform'] else '_i') %>\
 %     if o['half']:
-        const float ${o['name']} = vload_half(${o['name']}_i, ${o['name']}_p);
+        const float ${o['name']} = vload_half(${at}, ${o['name']}_p);
 %     else:
-        const ${o['cctype']} ${o['name']} = ${o['name']}_p[${o['name']}_i];
+        const ${o['cctype']} ${o['name']} = ${o['name']}_p[${at}];
 %     endif
 %   else:
         ${o['cctype']} ${o['name']};
