@@ -16,7 +16,8 @@ import threading
 import numpy as np
 
 from . import _device_flags
-from .runtime import invokers, kernel_cache
+from .runtime import invokers, kernel_cache, settings
+from .scalar import own_functions
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
 #: pyopencl's variable (``create_some_context``), honoured after theano_ocl's and Theano's
@@ -345,6 +346,9 @@ class OCLDevice(object):
         OpenCL program; errors show numbered source and log. A program dropped from the
         memo lives on as long as a kernel of it does (a frame of a live function). A memo
         miss looks in the disk cache first (runtime/kernel_cache.py)."""
+        if own_functions.MACRO in source and \
+                own_functions.used(settings.current(), self):
+            options = tuple(options) + ('-D' + own_functions.MACRO,)
         key = (source, tuple(options))
         programs = self._programs
         prg = programs.get(key)

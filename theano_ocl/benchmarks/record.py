@@ -458,12 +458,17 @@ def _nengo_compare_runs(scripts_dir):
             continue
         ocl = [r[0] * 1e3 for r in rounds]
         agree = rec.get('agreement', {}).get('theano_ocl vs nengo-ocl', {})
-        rows.append('| %s | %s | %s | %d x %d, %d steps | %s ms | %s ms (%s..%s) | %.2fx | '
-                    '%s of %s |' % (
+        launches = rec.get('launches_per_step')
+        where = '-' if launches is None else \
+            'host (cost model)' if launches == 0 else '%d launches' % launches
+        c_over = '%.2fx' % (times['Theano C'] / times['theano_ocl']) \
+            if 'Theano C' in times else '-'
+        rows.append('| %s | %s | %s | %d x %d, %d steps | %s ms | %s ms (%s..%s) | %s | '
+                    '%.2fx | %s | %s of %s |' % (
                         name, rec['device'], _commit_label(rec), rec['ensembles'],
                         rec['neurons'], rec['steps'], _ms(times['nengo-ocl']),
-                        _ms(times['theano_ocl']), _ms(min(ocl)), _ms(max(ocl)),
-                        times['nengo-ocl'] / times['theano_ocl'],
+                        _ms(times['theano_ocl']), _ms(min(ocl)), _ms(max(ocl)), where,
+                        times['nengo-ocl'] / times['theano_ocl'], c_over,
                         agree.get('steps_equal', '-'), agree.get('steps', '-')))
     if not rows:
         return []
@@ -473,10 +478,12 @@ def _nengo_compare_runs(scripts_dir):
             'by `nengo_ocl.Simulator` and by `SimulatorOCL.run_steps` of the Theano graph of '
             'its step, on the same device in one process: median milliseconds per step over '
             'the timed runs (theano_ocl\'s range of runs), nengo-ocl\'s time over theano_ocl\'s '
-            '(above 1: theano_ocl is faster), and the steps whose outputs are equal within '
-            'float32 rounding.', '',
-            '| run | device | commit | network | nengo-ocl | theano_ocl | nengo-ocl / OCL | '
-            'steps equal |', '|---|---|---|---|---:|---:|---:|---:|'] + rows + ['']
+            '(above 1: theano_ocl is faster), where theano_ocl ran the step (a CPU device\'s '
+            'cost model may run it as Theano C\'s code), Theano C\'s time over theano_ocl\'s '
+            'in the same run, and the steps whose outputs are equal within float32 rounding.',
+            '', '| run | device | commit | network | nengo-ocl | theano_ocl | theano_ocl ran '
+            'on | nengo-ocl / OCL | C / OCL | steps equal |',
+            '|---|---|---|---|---:|---:|---|---:|---:|---:|'] + rows + ['']
 
 
 def _gemm_runs(scripts_dir):

@@ -419,15 +419,20 @@ def function_cost(dev, name, dtype):
 
 
 def _measure_function(dev, name, dtype):
+    from ..scalar import own_functions
     from ..scalar.functions import builtin_names
     if dtype not in ('float32', 'float64') or (dtype == 'float64' and not dev.has_fp64):
         return 0.0
     cl = dev.cl
     ctype = 'float' if dtype == 'float32' else 'double'
+    # (the functions as the kernels call them: float32 log, log1p, expm1 by the versions
+    # the device's build chooses, scalar/own_functions.py)
+    calls = own_functions.NAMES if ctype == 'float' else {}
     kernel = '__kernel void k_%(f)s(__global const %(t)s *x, __global %(t)s *y) {\n' \
-             '    const size_t i = get_global_id(0); y[i] = %(f)s(x[i]); }\n'
-    src = ('#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if ctype == 'double' else '') + \
-        ''.join(kernel % dict(t=ctype, f=f) for f in builtin_names()) + \
+             '    const size_t i = get_global_id(0); y[i] = %(c)s(x[i]); }\n'
+    src = ('#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if ctype == 'double' else
+           own_functions.SOURCE) + \
+        ''.join(kernel % dict(t=ctype, f=f, c=calls.get(f, f)) for f in builtin_names()) + \
         '__kernel void k_copy(__global const %(t)s *x, __global %(t)s *y) {\n' \
         '    const size_t i = get_global_id(0); y[i] = x[i]; }\n' % dict(t=ctype)
     prg = dev.build(src)

@@ -45,6 +45,12 @@ argument           default (environment)   meaning
                                            its calls stay there where that beat the
                                            device's measured best case
                                            (``runtime/cost.py``); 'off': never
+``functions``      THEANO_OCL_FUNCTIONS    float32 log, log1p and expm1 in kernels:
+                   =auto                   'own' (``scalar/own_functions.py``: arithmetic
+                                           a CPU compiler vectorizes, at most 1, 1.5 and
+                                           2.5 ulp), 'builtin' (OpenCL's), 'auto': own on
+                                           PoCL's CPU devices (its builtins run one
+                                           element at a time), builtin elsewhere
 ``pinned``         THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
                                            into page-locked memory (``runtime/pinned.py``):
                                            'gpu' on GPUs, 'always', 'off'
@@ -184,6 +190,8 @@ SPECS = collections.OrderedDict([
     ('host_tier', Spec('THEANO_OCL_HOST_TIER', 'exact', choice('exact', 'any', 'off'))),
     ('cost_model', Spec('THEANO_OCL_COST_MODEL', 'on', choice('on', 'off', empty='on',
                                                               bools=('on', 'off')))),
+    ('functions', Spec('THEANO_OCL_FUNCTIONS', 'auto', choice('auto', 'own', 'builtin',
+                                                              empty='auto'))),
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
     ('tune', Spec('THEANO_OCL_TUNE', 'auto', choice('auto', 'cached', 'off', empty='auto'))),

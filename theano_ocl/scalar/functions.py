@@ -14,6 +14,7 @@ from theano.tensor.nnet.sigm import ScalarSigmoid, ScalarSoftplus, UltraFastScal
 from theano.tensor.xlogx import XlogX, XlogY0
 
 from ..errors import NoDeviceImplementation
+from . import own_functions
 from .codegen import FLOATS, convert, float_valued, is_int, op_code, register
 
 # ---------------------------------------------------------------------------------------------
@@ -47,6 +48,10 @@ def _function(name):
         if c.od not in FLOATS:
             raise NoDeviceImplementation("%s with output dtype %s: expected a float "
                                          "output" % (op, c.od))
+        if name in own_functions.NAMES and c.T == 'float':
+            # (the device's build picks the own or the builtin version: own_functions.py)
+            c.gen.helper('th_float_functions', string.Template(own_functions.SOURCE))
+            return c.set('%s(%s)' % (own_functions.NAMES[name], c.x(0)))
         return c.set('%s(%s)' % (name, c.x(0)))
     return code
 

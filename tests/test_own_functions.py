@@ -1,0 +1,96 @@
+"""float32 log, log1p and expm1 by the own versions (``scalar/own_functions.py``, the
+``functions`` setting): against the correctly rounded value (numpy's float64 function,
+rounded) over random bit patterns of positive floats, wide and narrow ranges, and the special
+values (signed zeros, -1, infinities, NaN, subnormals, the largest float, arguments that
+overflow), within 1, 1.5 and 2.5 ulp; the special values exact. Then through Theano: a
+fused elementwise kernel with broadcast scalar operands (read once, ``ops/elemwise.py``)
+under each setting, against Theano C. The own versions run on any device (the setting
+'own'); 'auto' uses them on PoCL's CPU devices."""
+import numpy as np
+import pytest
+import theano
+import theano.tensor as T
+
+import theano_ocl
+from helpers import assert_close
+
+ULPS = {'log': 1.0, 'log1p': 1.5, 'expm1': 2.5}
+REF = {'log': np.log, 'log1p': np.log1p, 'expm1': np.expm1}
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.inf, -np.inf, np.nan, 1e-45, -1e-45,
+                     1.1754942e-38, 1.17549435e-38, 3.4028235e38, -3.4028235e38, 88.72, 89.0,
+                     -88.0, -104.0, -200.0, 1e-7, -1e-7, 5.9604645e-08, -5.9604645e-08,
+                     0.9999999, 1.0000001, -0.9999999, 0.70710677, 1.4142135, 16777216.0],
+                    np.float32)
+
+
+def _inputs(name, rng, n=1 << 16):
+    bits = rng.randint(0, 0x7f800000, n).astype(np.uint32).view(np.float32)
+    small = (rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-10, 0, n)).astype(np.float32)
+    wide = rng.uniform(-20, 20, n).astype(np.float32)
+    return np.concatenate([bits, small, wide, -bits[:64], SPECIALS])
+
+
+def _ulps(got, want):
+    """|got - want| in units of the last place of ``want`` rounded to float32 (0 where both
+    are the same infinity or both NaN)."""
+    want32 = want.astype(np.float32)
+    with np.errstate(invalid='ignore', over='ignore'):
+        err = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want32)).astype(np.float64)
+    err[(np.isnan(got) & np.isnan(want32)) | (got == want32)] = 0
+    return err
+
+
+@pytest.mark.parametrize('setting', ['own', 'builtin'])
+@pytest.mark.parametrize('name', sorted(ULPS))
+def test_float32_functions_against_the_correctly_rounded_value(name, setting):
+    x = _inputs(name, np.random.RandomState(len(name)))
+    v = T.fvector('v')
+    f = theano.function([v], getattr(T, name)(v),
+                        mode=theano_ocl.OCLMode(functions=setting, cost_model='off'))
+    got = f(x)
+    with np.errstate(all='ignore'):
+        want = REF[name](x.astype(np.float64))
+    err = _ulps(got, want)
+    worst = int(np.nanargmax(err))
+    # (the builtins: OpenCL's full profile allows 3, 2 and 3 ulp)
+    limit = ULPS[name] if setting == 'own' else {'log': 3, 'log1p': 2, 'expm1': 3}[name]
+    assert err.max() <= limit, '%s(%r) = %r, correctly rounded %r: %.2f ulp' % (
+        name, x[worst], got[worst], want[worst], err[worst])
+    # the special values exactly, signed zeros included
+    k = len(SPECIALS)
+    want_s = want[-k:].astype(np.float32)
+    same = (got[-k:] == want_s) & (np.signbit(got[-k:]) == np.signbit(want_s))
+    tiny = np.abs(want_s) > 0         # (non-zero finite results: within the ulp bound above)
+    ok = same | (np.isnan(got[-k:]) & np.isnan(want_s)) | (tiny & np.isfinite(want_s))
+    assert ok.all(), [(x[-k:][i], got[-k:][i], want_s[i]) for i in np.flatnonzero(~ok)]
+
+
+@pytest.mark.parametrize('setting', ['auto', 'own', 'builtin'])
+def test_a_fused_step_with_broadcast_constants_as_theano_c(setting):
+    """A Nengo-like LIF update (expm1 and log1p under switches, scalar constants broadcast
+    over the launch, a strided input), float32, against Theano C."""
+    v, j, w = T.fmatrix('v'), T.fmatrix('j'), T.fmatrix('w')
+    dt, tau = np.float32(0.001), np.float32(0.02)
+    w1 = w - dt
+    d = T.clip(dt - w1, np.float32(0), dt)
+    v1 = v - (j - v) * T.expm1(-d / tau)
+    spiked = v1 > np.float32(1)
+    t = dt + tau * T.log1p(-(v1 - np.float32(1)) / (j - np.float32(1)))
+    outs = [T.switch(spiked, np.float32(0), T.maximum(v1, np.float32(0))),
+            T.switch(spiked, np.float32(0.002) + t, w1), T.log(abs(v) + np.float32(1e-3))]
+    f = theano.function([v, j, w], outs,
+                        mode=theano_ocl.OCLMode(functions=setting, cost_model='off'))
+    g = theano.function([v, j, w], outs, mode='FAST_RUN')
+    rng = np.random.RandomState(3)
+    for shape in [(50, 100), (3, 1), (0, 4), (7, 9)]:
+        args = [rng.uniform(0, 1.5, shape).astype('float32'),
+                rng.uniform(1.5, 3, shape).astype('float32'),
+                rng.uniform(-0.002, 0.003, shape).astype('float32')]
+        args[2] = np.asfortranarray(args[2])          # (a strided operand)
+        for a, b in zip(f(*args), g(*args)):
+            assert_close(a, b, rtol=2e-6, atol=1e-6, what='%s %s' % (setting, shape))
+
+
+def test_the_setting_is_checked():
+    with pytest.raises(theano_ocl.SettingError, match='functions'):
+        theano_ocl.OCLMode(functions='fast')
