@@ -237,7 +237,8 @@ def test_host_work_counts_the_products_as_the_device_runs_them(monkeypatch):
 
 def test_a_device_loop_counts_its_steps_launches():
     """A device Scan launches its inner function's kernels at every step: the device's
-    least time counts them per step (the longest chain of them that depend on each other).
+    least time counts them per step (the longest chain of them that depend on each other),
+    and a call's round trip per step.
     Two sequence lengths are two input signatures; ``report(f)`` gives each one's count:
     the longer one's is larger by a whole number (at least one) of launches per extra
     step. (Counted once, the tutorial's RNN step went to the device at half Theano C's
@@ -258,6 +259,8 @@ def test_a_device_loop_counts_its_steps_launches():
     assert len(counts) == 2, text
     extra = counts[1] - counts[0]
     assert extra >= 40 and extra % 40 == 0, text
+    # and each step a call's round trip (its rows moved, its inner frame run from the host)
+    assert [int(n) for n in re.findall(r'(\d+) loop steps x the same', text)] == [5, 45], text
 
 
 def _populations(mode, k=48):
