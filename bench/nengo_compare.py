@@ -85,7 +85,8 @@ def main(argv=None):
                             med.get(nc.BASELINE, float('nan')) / med[nc.OCL], None,
                             ensembles=a.ensembles, neurons=a.neurons, steps=a.steps,
                             versions=dict(zip(('nengo', 'nengo_ocl'), _versions())),
-                            vs_nengo_ocl=med[nc.NENGO_OCL] / med[nc.OCL], agreement=agree)
+                            vs_nengo_ocl=med[nc.NENGO_OCL] / med[nc.OCL], agreement=agree,
+                            launches_per_step=st.get('launches_per_step'))
     cmp.close()
     return 0
 
