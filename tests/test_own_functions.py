@@ -75,10 +75,11 @@ def test_float32_functions_against_the_correctly_rounded_value(name, setting):
     # (the builtins: OpenCL's full profile allows 3, 2 and 3 ulp)
     limit = ULPS[name] if setting == 'own' else {'log': 3, 'log1p': 2, 'expm1': 3}[name]
     if setting == 'own' and name == 'expm1':
-        # own expm1 is the device's exp corrected: within 1.5 ulp of that exp's own error
-        # (PoCL's: 1 ulp; NVIDIA's is allowed 3, and was 2.2 on the H200, where expm1
-        # reached 3.7)
-        limit = max(limit, _exp_error(x) + 1.5)
+        # own expm1 is the device's exp corrected: its error is that exp's own plus at
+        # most 2 ulp (u - 1, the log, the quotient and the product: half an ulp each).
+        # PoCL's exp is within 1 ulp; NVIDIA's is allowed 3, and own expm1 reached 3.7 ulp
+        # on the H200, which is why 'auto' keeps the builtins on GPUs
+        limit = max(limit, _exp_error(x) + 2)
     assert err.max() <= limit, '%s(%r) = %r, correctly rounded %r: %.2f ulp' % (
         name, x[worst], got[worst], want[worst], err[worst])
     # the special values exactly, signed zeros included
