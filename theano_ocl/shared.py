@@ -99,7 +99,9 @@ class Resident(object):
         """The host value is the newer one (``set_value``, a host function's update): the
         next call that needs it on a device uploads it."""
         self.host_obj = HOST_NEWER
-        self.device_newer = False
+        if self._newer:                        # (the device_newer setter, inline: per call)
+            self._newer = False
+            tally.unmarks += 1
         tally.writes += 1
 
     def _synced(self, host_obj):
@@ -269,6 +271,18 @@ class Resident(object):
 
 _first = operator.itemgetter(0)
 _host_obj = operator.attrgetter('host_obj')
+_cell = operator.attrgetter('cell')
+
+
+def mark_device_newer(residents):
+    """``Resident.mark_device_newer`` of every one of ``residents`` (a commit plan's: 1,500
+    of a Nengo-like model), the flags set in one loop and the host objects compared in C."""
+    for res in residents:
+        res._newer = True
+    if not all(map(operator.is_, map(_first, map(_cell, residents)),
+                   map(_host_obj, residents))):
+        for res in residents:
+            res.mark_device_newer()
 _shape = operator.attrgetter('shape')
 _dtype = operator.attrgetter('dtype')
 

@@ -133,21 +133,15 @@ def launches(prog, seen=None, batch_min=None):
     ``batch_min``: the launches from which a hot frame's calls run its batched plan
     (``runtime/planner.py``; None: never): where the function has that many, its own
     launches count as :func:`batched` says, not one by one."""
+    own = sum(1 for t in prog.tasks if _launching(t))
     n = 0
-    own = 0
-    for t in prog.tasks:
-        if not _launching(t):
-            continue
-        own += 1
-        inner = getattr(t.impl, 'inner_functions', None)
-        if inner and seen and seen.get(t.node) is not None:
-            steps = t.impl.steps_for(seen[t.node])
-            for fn in inner:
-                inner_prog = getattr(getattr(fn, 'fn', None), 'program', None)
-                if inner_prog is not None and steps:
-                    # (+1: a step's outputs stored into their rows of the outer buffers,
-                    # one copy or one batched launch at least)
-                    n += steps * (chain(inner_prog) + 1)
+    for t, steps in _loops(prog, seen):
+        for fn in t.impl.inner_functions:
+            inner_prog = getattr(getattr(fn, 'fn', None), 'program', None)
+            if inner_prog is not None and steps:
+                # (+1: a step's outputs stored into their rows of the outer buffers,
+                # one copy or one batched launch at least)
+                n += steps * (chain(inner_prog) + 1)
     if batch_min is not None and own >= batch_min:
         own = min(own, batched(prog))
     return n + own
@@ -163,8 +157,9 @@ def batched(prog):
     one kind at one depth of the graph (each reads nothing another of them writes) are one
     launch, where their implementation batches (``_BATCHING``; a kind: the same op over the
     same input and output types); every other launch counts one. Counted one by one, the
-    Nengo-like E=500 step was given 4,001 launches, and the host chosen at 30 ms a call
-    where its batched plan makes 9 launches a step in 1.3 ms (2-core EPYC, 2026-11-30)."""
+    Nengo-like E=500 step was given 2,501 launches, and the host chosen at 20-30 ms a call
+    where its batched plan makes 9 launches a step in 1.1-1.3 ms (2-core EPYC,
+    2026-11-30)."""
     kinds = set()
     n = 0
     for t, d, launching in _depths(prog):
@@ -188,12 +183,17 @@ def loop_steps(prog, seen):
     besides its launches: a step moves its rows in and out and runs its inner frame from
     the host (the tutorial's scan RNN training step on the 2-core EPYC's PoCL: about 130
     us a step against 3-4 launches of 5-21 us, 2026-11-30)."""
-    total = 0
+    return sum(steps or 0 for _, steps in _loops(prog, seen))
+
+
+def _loops(prog, seen):
+    """(task, steps) of ``prog``'s device loops whose inputs a host run saw (``seen``)."""
+    if not seen:
+        return
     for t in prog.tasks:
-        if _launching(t) and getattr(t.impl, 'inner_functions', None) and seen \
+        if _launching(t) and getattr(t.impl, 'inner_functions', None) \
                 and seen.get(t.node) is not None:
-            total += t.impl.steps_for(seen[t.node]) or 0
-    return total
+            yield t, t.impl.steps_for(seen[t.node])
 
 
 def chain(prog):

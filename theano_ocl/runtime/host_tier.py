@@ -313,6 +313,5 @@ def _host_commit(targets, new):
         for (cell, res), value in zip(targets, new[0]):
             cell[0] = value
             if res is not None:
-                res.host_dirty = True
-                res.device_newer = False
+                res.host_dirty = True          # (Resident.host_set: device_newer cleared)
     return action

@@ -302,9 +302,6 @@ class Family(object):
 
 
 _FAMILIES = {}
-_CELL = operator.attrgetter('cell')
-_FIRST = operator.itemgetter(0)
-_HOST_OBJ = operator.attrgetter('host_obj')
 _BUF = operator.attrgetter('buf')
 _ORIGIN = operator.attrgetter('origin')
 
@@ -596,13 +593,7 @@ class CommitPlan(object):
         tally = shared.tally
         if self._marked == tally.now():
             return
-        residents = self.residents
-        for res in residents:
-            res._newer = True         # (Resident.mark_device_newer, inline)
-        if not all(map(operator.is_, map(_FIRST, map(_CELL, residents)),
-                       map(_HOST_OBJ, residents))):
-            for res in residents:
-                res.mark_device_newer()
+        shared.mark_device_newer(self.residents)
         self._marked = tally.now()
 
 
