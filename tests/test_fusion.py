@@ -70,6 +70,36 @@ def test_reductions_of_a_producer(dtype, fuse_rule):
     assert len(pairs) >= expect, pairs
 
 
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8', 'float16'])
+def test_reductions_over_length_one_axes_take_one_launch(dtype):
+    # a Nengo ensemble's one-dimensional encoders: (E, N, 1) * (E, 1, 1) summed over the
+    # last axis, and others whose reduced axes all have length 1 at run time (not in the
+    # graph's broadcast pattern): the fused kernel is an elementwise pass whose results
+    # equal Theano C's bit for bit (signs of zeros included: C's x + 0 turns -0 into +0)
+    a = T.tensor3('a', dtype=dtype)
+    x = T.matrix('x', dtype=dtype)
+    outs = [(a * x[:, None, :]).sum(axis=2), T.max(a - x[:, None, :], axis=(1, 2)),
+            T.prod(abs(a) - x[:, None, :], axis=2)]
+    rng = np.random.RandomState(7)
+    neg0 = np.asarray(-0.0, dtype) if dtype.startswith('float') else np.asarray(0, dtype)
+    for shape in [(5, 7, 1), (3, 1, 1), (0, 4, 1)]:
+        av = rand(shape, dtype, rng)
+        av.flat[::3] = neg0
+        xv = rand((shape[0], 1), dtype, rng)
+        xv.flat[::2] = neg0
+        f_c, f_o = compile_both([a, x], outs)
+        want, got = f_c(av, xv), f_o(av, xv)
+        for k, (g, w) in enumerate(zip(got, want)):
+            if shape[1] > 1 and k == 1:
+                continue        # the max over axes (1, 2) then reduces 7 elements an output
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert np.array_equal(g, w) and np.array_equal(np.signbit(g), np.signbit(w)), \
+                (k, shape, g, w)
+        if dtype != 'float16' and shape == (3, 1, 1):
+            # one launch an output (float16 stores the producer rounded first: two)
+            assert theano_ocl.stats(f_o)['launches'] == 3
+
+
 def test_strided_views_broadcasting_and_empty(fuse_rule):
     x = T.tensor3('x')
     r = T.row('r')

@@ -443,11 +443,18 @@ FUSE_MAX_CPU = 4096
 FUSE_MAX_GPU = 1 << 20
 
 
-def fuse_pays(dev, size, n_out, argmax=False):
+def fuse_pays(dev, size, n_out, argmax=False, dtype=None):
     """Whether to reduce a fused producer of ``size`` elements to ``n_out`` values in the
-    kernel (else its value is materialized by its own launch first). Never for fewer than
-    ``IN_ORDER_BELOW`` elements an output: those are reduced as Theano C reduces them,
-    from the producer's stored (rounded) values."""
+    kernel (else its value is materialized by its own launch first). Always for one
+    element an output (a reduction over axes of length 1, as a Nengo ensemble's
+    one-dimensional encoders make): the kernel is then an elementwise pass, and the
+    identity combined with one value the kernel rounds as the producer's storage would is
+    Theano C's result bit for bit (``x + 0``, so -0 gives +0 as in C), with or without a
+    contraction into an fma; float16 storage apart (the kernel keeps the producer's value
+    in float). Never for 2 to ``IN_ORDER_BELOW`` - 1 elements an output: those are reduced
+    as Theano C reduces them, from the producer's stored (rounded) values."""
+    if size == n_out and n_out and dtype != 'float16':
+        return True
     if size < IN_ORDER_BELOW * n_out:
         return False
     if dev.is_cpu:
@@ -461,7 +468,7 @@ def reduced_input(ctx, x, axes, argmax=False):
     pay (:func:`fuse_pays`)."""
     if isinstance(x, Fused):
         n_out = prod(n for d, n in enumerate(x.shape) if d not in axes)
-        if not fuse_pays(ctx.dev, x.size, n_out, argmax):
+        if not fuse_pays(ctx.dev, x.size, n_out, argmax, x.dtype.name):
             return x.materialize(ctx)
     return x
 
