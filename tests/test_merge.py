@@ -125,6 +125,55 @@ def test_updates_and_run_steps_agree_with_calls():
     assert_close(results[True][3], b.get_value())
 
 
+def _lif_step(dtype, mode, E=200, N=100):
+    """A Nengo LIF step (bench's nengo_compare): three updates of one size reading the
+    voltage ``v1`` that the last of them overwrites in place (Theano's inplace pass), with
+    constants broadcast over all of it; ``f(J) -> spikes``. At this size the arena hands
+    the spikes a buffer the refractory time's launch reads last (smaller ones share a slab)."""
+    F = np.dtype(dtype).type
+    rng = np.random.RandomState(5)
+    v = theano.shared(rand((E, N), dtype, rng, 0, 1), name='v')
+    w = theano.shared(rand((E, N), dtype, rng, -0.002, 0.002), name='w')
+    J = T.matrix('J', dtype=dtype)
+    dt, tau, ref = F(0.001), F(0.02), F(0.002)
+    w1 = w - dt
+    v1 = v - (J - v) * T.expm1(-T.clip(dt - w1, F(0), dt) / tau)
+    spiked = v1 > F(1)
+    t_spike = dt + tau * T.log1p(-(v1 - F(1)) / (J - F(1)))
+    s = T.cast(spiked, dtype) * F(1000)
+    updates = [(v, T.switch(spiked, F(0), T.maximum(v1, F(0)))),
+               (w, T.switch(spiked, ref + t_spike, w1))]
+    return theano.function([J], s, updates=updates, mode=mode), (v, w), rng
+
+
+@pytest.mark.parametrize('dtype', ['float16', 'float32', 'float64'])
+def test_launches_writing_in_place_what_the_others_read_merge(dtype):
+    """Writes after reads element for element (an update in place of a value the other
+    launches read, a buffer the arena hands on) do not keep launches apart: the LIF step's
+    three launches after the voltage's run as one, with the results of the launches apart
+    (bit for bit), of Theano C, in calls and in run_steps."""
+    from theano_ocl import SimulatorOCL
+    got = {}
+    for merge in (False, True, 'c'):
+        f, state, rng = _lif_step(dtype, 'FAST_RUN' if merge == 'c' else _mode(merge))
+        Js = [rand((200, 100), dtype, rng, 0.5, 3) for _ in range(8)]
+        outs = [f(J) for J in Js[:4]]
+        if merge != 'c':
+            sim = SimulatorOCL(f)
+            outs += list(sim.run_steps(4, inputs=[np.asarray(Js[4:])])[0])
+            sim.sync_to_theano()
+            got[merge, 'launches'] = theano_ocl.stats(f)['launches']
+        else:
+            outs += [f(J) for J in Js[4:]]
+        got[merge] = [np.asarray(o) for o in outs] + [s.get_value() for s in state]
+    for k, (a, b, c) in enumerate(zip(got[True], got[False], got['c'])):
+        assert np.array_equal(a, b), k
+        assert_close(a, c, what='output %d' % k)
+    # apart: the voltage, the refractory time, the spikes, the voltage's update in place
+    assert got[True, 'launches'] <= got[False, 'launches'] - 2, \
+        (got[True, 'launches'], got[False, 'launches'])
+
+
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])
 def test_an_lstm_gradient_step_merges_its_gates_and_trains_as_apart(dtype):
     """bench/lstm.py's training step (a scan and its gradient, a device Scan each): the

@@ -1,12 +1,14 @@
 ## K independent elementwise launches of one size n as one launch (ops/elemwise_merge.py).
 ## Work-item gi computes element gi of every one of them: launch k's operands are indexed
 ## as its own kernel (kernels/elemwise.cl.mako, nd == 1) indexes them, with its own
-## collapsed dimensions and strides. An array several of them read (one buffer, offset
+## collapsed dimensions and strides (an input broadcast over the whole range, ``uniform``,
+## read at its offset). An array several of them read (one buffer, offset
 ## and dtype) is one pointer argument (``views``); NVIDIA's driver charges each argument.
 ## Every load of a work-item comes before any of its
 ## stores, so a launch reading an element another one writes at the same place reads the
 ## value from before the launch (runtime/plans.Launch.pointwise), as when they ran apart in
-## their order (the planner merges only launches that touch no common memory as planned).
+## their order (the planner merges only launches that touch no common memory as planned,
+## but for such pointwise writes after reads: runtime/planner._pointwise_after).
 ${support}
 
 __kernel void ${name}(
@@ -21,7 +23,7 @@ __kernel void ${name}(
 % endfor
 % for k, op in enumerate(ops):
 %   for o in op['operands']:
-%     if not o['contig']:
+%     if not o['contig'] and not o['uniform']:
 %       for d in range(op['ndim']):
     , const long k${k}_${o['name']}_s${d}
 %       endfor
@@ -37,6 +39,8 @@ __kernel void ${name}(
 %   for o in op['operands']:
 %     if o['contig']:
     const long k${k}_${o['name']}_i = v${o['view']}_off + gi;
+%     elif o['uniform']:
+    const long k${k}_${o['name']}_i = v${o['view']}_off;
 %     else:
     long k${k}_${o['name']}_i = v${o['view']}_off;
 %     endif
@@ -47,7 +51,7 @@ __kernel void ${name}(
 % endfor
 % for k, op in enumerate(ops):
     {   /* launch ${k} */
-%   if any(not o['contig'] for o in op['operands']):
+%   if any(not o['contig'] and not o['uniform'] for o in op['operands']):
         long r = gi;
 %     for d in reversed(range(op['ndim'])):
 %       if d > 0:
@@ -57,7 +61,7 @@ __kernel void ${name}(
         const long c${d} = r;
 %       endif
 %       for o in op['operands']:
-%         if not o['contig']:
+%         if not o['contig'] and not o['uniform']:
         k${k}_${o['name']}_i += c${d} * k${k}_${o['name']}_s${d};
 %         endif
 %       endfor

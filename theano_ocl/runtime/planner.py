@@ -448,12 +448,36 @@ def _mergeable(step, inputs):
             not any(id(d.root) in inputs for d in step.writes))
 
 
+def _same_layout(a, b):
+    return a.root is b.root and a.offset == b.offset and a.shape == b.shape and \
+        a.strides == b.strides
+
+
+def _pointwise_after(a, b):
+    """Whether elementwise launch ``b``, after ``a`` in a frame, touches what ``a`` touches
+    only by writing, element for element, what ``a`` reads pointwise (``Launch.pointwise``:
+    at the element ``gi`` it writes, as a merged kernel's work-item ``gi`` loads before it
+    stores). Such a write-after-read (the arena handing ``b`` a buffer ``a`` reads last, an
+    update written in place of a value ``a`` reads) leaves them mergeable."""
+    for w in a.writes:
+        if any(da.overlaps(w, d) for d in itertools.chain(b.reads, b.writes)):
+            return False
+    pointwise = [id(r) for r in a.pointwise]
+    for w in b.writes:
+        for r in a.reads:
+            if da.overlaps(w, r) and not (id(r) in pointwise and _same_layout(w, r) and
+                                          w.size == a.batch.n == b.batch.n):
+                return False
+    return True
+
+
 def merge_groups(steps, inputs=frozenset()):
     """Index lists of ``steps`` (a frame's) whose elementwise launches can run as one at
     the place of the first: each an elementwise launch (``Batch`` family ``'elemwise'``,
     the same number of elements; over a 1-d range, or a small one), writing no frame input's root
-    (``inputs``: ids of roots), touching nothing the others touch, and depending on no
-    step after the first. Kernels launched more than ``MERGE_MAX_SAME`` times stay apart."""
+    (``inputs``: ids of roots), touching nothing the others touch but for pointwise
+    writes after reads (:func:`_pointwise_after`), and depending on no step after the first
+    outside the group. Kernels launched more than ``MERGE_MAX_SAME`` times stay apart."""
     cand = [_mergeable(s, inputs) for s in steps]
     count = {}
     for s, c in zip(steps, cand):
@@ -468,7 +492,9 @@ def merge_groups(steps, inputs=frozenset()):
         if not cand[i] or count[s.batch.key] > MERGE_MAX_SAME:
             continue
         g = open_.get(s.batch.n)
-        if g is not None and len(g) < MERGE_MAX and all(d < g[0] for d in ops[i].deps):
+        if g is not None and len(g) < MERGE_MAX and \
+                all(d < g[0] or (d in g and _pointwise_after(steps[d], s))
+                    for d in ops[i].deps):
             g.append(i)
         else:
             open_[s.batch.n] = g = [i]
