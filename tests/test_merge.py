@@ -170,8 +170,38 @@ def test_launches_writing_in_place_what_the_others_read_merge(dtype):
         assert np.array_equal(a, b), k
         assert_close(a, c, what='output %d' % k)
     # apart: the voltage, the refractory time, the spikes, the voltage's update in place
-    assert got[True, 'launches'] <= got[False, 'launches'] - 2, \
+    # (which the other three read, and which overwrites the first's value): one launch
+    assert got[True, 'launches'] <= got[False, 'launches'] - 3, \
         (got[True, 'launches'], got[False, 'launches'])
+
+
+@pytest.mark.parametrize('dtype', DTYPES)
+def test_launches_reading_what_another_writes_element_for_element_merge(dtype):
+    """A launch reading another's output at the elements it computes takes the value in
+    the merged kernel (float16 apart: its store rounds); one reading it transposed or
+    reversed runs after it. The same bits as apart, Theano C's results, fewer launches."""
+    x = T.matrix('x', dtype=dtype)
+    y = T.matrix('y', dtype=dtype)
+    if dtype == 'bool':
+        a = T.or_(x, y)
+        outs = [a, T.and_(a, x), T.xor(a.T, y), T.and_(a[::-1], y), T.invert(a)]
+    else:
+        a = x + y
+        outs = [a, a * x, a.T - y, a[::-1] * y, abs(a) + x * y]
+    rng = np.random.RandomState(11)
+    fs = {m: theano.function([x, y], outs, mode=theano_ocl.OCLMode(
+        merge=m, fuse=False, cost_model='off')) for m in (False, True)}
+    f_c = theano.function([x, y], outs, mode='FAST_RUN')
+    for _ in range(4):
+        # new values each call: a value left in a buffer by the last call would not do
+        vals = [rand((9, 9), dtype, rng, 0, 5), rand((9, 9), dtype, rng, 0, 5)]
+        want = f_c(*vals)
+        got = {m: fs[m](*vals) for m in fs}
+        for k, w in enumerate(want):
+            assert np.array_equal(got[True][k], got[False][k]), k
+            assert_close(got[True][k], w, what='output %d' % k)
+    merged, apart = (theano_ocl.stats(fs[m])['launches'] for m in (True, False))
+    assert merged < apart, (merged, apart)
 
 
 @pytest.mark.parametrize('dtype', ['float32', 'float64'])

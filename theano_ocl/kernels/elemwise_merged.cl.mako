@@ -8,7 +8,9 @@
 ## stores, so a launch reading an element another one writes at the same place reads the
 ## value from before the launch (runtime/plans.Launch.pointwise), as when they ran apart in
 ## their order (the planner merges only launches that touch no common memory as planned,
-## but for such pointwise writes after reads: runtime/planner._pointwise_after).
+## but for such pointwise writes after reads, and reads after writes element for element:
+## the reader takes the writer's value, ``forward``, as a store and a load would give it;
+## runtime/planner._pointwise_after).
 ${support}
 
 __kernel void ${name}(
@@ -69,7 +71,9 @@ __kernel void ${name}(
 %   endif
 %   for o in op['operands']:
 %     if not o['is_out']:
-%       if o['half']:
+%       if o['forward']:
+        const ${o['cctype']} ${o['name']} = (${o['ctype']})k${o['forward'][0]}_${o['forward'][1]};
+%       elif o['half']:
         const float ${o['name']} = vload_half(k${k}_${o['name']}_i, v${o['view']}_p);
 %       else:
         const ${o['cctype']} ${o['name']} = v${o['view']}_p[k${k}_${o['name']}_i];

@@ -28,13 +28,15 @@ from .elemwise import operand
 
 
 @kernels.memoize
-def merged_source(keys, slots, views, uniform=None):
+def merged_source(keys, slots, views, uniform=None, forward=None):
     """(source, kernel name) of the kernel running launches of the elementwise
     ``keys`` (``ops.elemwise.batch_key``) over one range, operand ``o`` of launch ``k``
     in pointer argument ``slots[k][o]``, ``views[j]`` its (dtype, whether only read);
     ``uniform[k][o]``: an input of launch ``k`` broadcast over the whole range, read once
-    at its offset, with no strides (``ops.elemwise.operand``). None where their support
-    code differs (it could define a name twice)."""
+    at its offset, with no strides (``ops.elemwise.operand``); ``forward[k][o]``: None, or
+    the (launch, output) of an earlier launch that computes input ``o`` of launch ``k``
+    element for element, whose value it takes as a store and a load would give it. None
+    where their support code differs (it could define a name twice)."""
     supports = {k[0] for k in keys if k[0]}
     if len(supports) > 1:
         return None
@@ -43,10 +45,13 @@ def merged_source(keys, slots, views, uniform=None):
     for q, ((_, body, out_dtypes, in_dtypes, ndim, contig), slot) in enumerate(zip(keys, slots)):
         nout = len(out_dtypes)
         unif = uniform[q] if uniform else ()
+        fwd = forward[q] if forward else ()
         operands = [operand('o%d' % k, dt, True, contig[k]) for k, dt in enumerate(out_dtypes)]
         operands += [operand('i%d' % k, dt, False, contig[nout + k],
                              nout + k < len(unif) and unif[nout + k])
                      for k, dt in enumerate(in_dtypes)]
+        for k, o in enumerate(operands):
+            o['forward'] = fwd[k] if k < len(fwd) else None
         for o, j in zip(operands, slot):
             o['view'] = j
         ops.append(dict(ndim=ndim, operands=operands, body=body))
@@ -81,9 +86,11 @@ def merge_launches(ctx, launches):
     # gather: the Nengo step's three LIF launches merged ran 1.4x slower than apart)
     uniform = tuple(tuple(bool(t) and not any(t) and k not in p.batch.written
                           for k, t in enumerate(p.batch.tails)) for p in launches)
+    forward = _forwarded(launches)
     rendered = merged_source(tuple(p.batch.key for p in launches), tuple(slots),
                              tuple(tuple(v) for v in views),
-                             uniform if any(any(u) for u in uniform) else None)
+                             uniform if any(any(u) for u in uniform) else None,
+                             forward if any(any(f) for f in forward) else None)
     if rendered is None:
         return None
     src, name = rendered
@@ -112,6 +119,26 @@ def merge_launches(ctx, launches):
     gsize, lsize = launch_geometry(ctx.dev, n)
     return ctx.launch(prg, name, gsize, lsize, args, reads=reads, writes=writes,
                       pointwise=pointwise)
+
+
+def _layout(d):
+    return (id(d.root), d.offset, d.shape, d.strides, d.dtype.name)
+
+
+def _forwarded(launches):
+    """Per launch, per operand: the (launch, output name) of an earlier launch writing the
+    input with the same layout (the planner merges such a read after a write only where it
+    is element for element: ``runtime.planner._pointwise_after``), else None."""
+    written, out = {}, []
+    for q, p in enumerate(launches):
+        b = p.batch
+        nout = len(b.written)
+        out.append(tuple(None if k in b.written else written.get(_layout(d))
+                         for k, d in enumerate(b.operands)))
+        for k in sorted(b.written):
+            written[_layout(b.operands[k])] = (q, 'o%d' % k)
+        assert sorted(b.written) == list(range(nout))
+    return tuple(out)
 
 
 def _parameter_bytes(dev):

@@ -455,18 +455,30 @@ def _same_layout(a, b):
 
 def _pointwise_after(a, b):
     """Whether elementwise launch ``b``, after ``a`` in a frame, touches what ``a`` touches
-    only by writing, element for element, what ``a`` reads pointwise (``Launch.pointwise``:
-    at the element ``gi`` it writes, as a merged kernel's work-item ``gi`` loads before it
-    stores). Such a write-after-read (the arena handing ``b`` a buffer ``a`` reads last, an
-    update written in place of a value ``a`` reads) leaves them mergeable."""
+    only element for element (``Launch.pointwise``: at the element ``gi`` it writes), so
+    that a merged kernel's work-item ``gi`` does what the two did apart: ``b`` writing what
+    ``a`` reads (a merged kernel loads before it stores: the arena handing ``b`` a buffer
+    ``a`` reads last, an update in place of a value ``a`` reads), reading what ``a``
+    writes (the merged kernel hands ``b`` the value ``a`` computed, as its store and a load
+    would: ``ops/elemwise_merge.py``; float16 storage apart, whose store rounds), or
+    writing over it (the merged kernel stores in the launches' order)."""
+    n = a.batch.n
+    if n != b.batch.n:
+        return False
+    b_pointwise = [id(r) for r in b.pointwise]
     for w in a.writes:
-        if any(da.overlaps(w, d) for d in itertools.chain(b.reads, b.writes)):
+        if any(da.overlaps(w, x) and not (_same_layout(w, x) and w.size == n)
+               for x in b.writes):
             return False
-    pointwise = [id(r) for r in a.pointwise]
+        for r in b.reads:
+            if da.overlaps(w, r) and not (id(r) in b_pointwise and _same_layout(w, r) and
+                                          w.size == n and w.dtype != np.float16):
+                return False
+    a_pointwise = [id(r) for r in a.pointwise]
     for w in b.writes:
         for r in a.reads:
-            if da.overlaps(w, r) and not (id(r) in pointwise and _same_layout(w, r) and
-                                          w.size == a.batch.n == b.batch.n):
+            if da.overlaps(w, r) and not (id(r) in a_pointwise and _same_layout(w, r) and
+                                          w.size == n):
                 return False
     return True
 
@@ -475,9 +487,9 @@ def merge_groups(steps, inputs=frozenset()):
     """Index lists of ``steps`` (a frame's) whose elementwise launches can run as one at
     the place of the first: each an elementwise launch (``Batch`` family ``'elemwise'``,
     the same number of elements; over a 1-d range, or a small one), writing no frame input's root
-    (``inputs``: ids of roots), touching nothing the others touch but for pointwise
-    writes after reads (:func:`_pointwise_after`), and depending on no step after the first
-    outside the group. Kernels launched more than ``MERGE_MAX_SAME`` times stay apart."""
+    (``inputs``: ids of roots), touching nothing the others touch but element for element
+    (:func:`_pointwise_after`), and depending on no step after the first outside the
+    group. Kernels launched more than ``MERGE_MAX_SAME`` times stay apart."""
     cand = [_mergeable(s, inputs) for s in steps]
     count = {}
     for s, c in zip(steps, cand):
