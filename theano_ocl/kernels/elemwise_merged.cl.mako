@@ -9,7 +9,8 @@
 ## value from before the launch (runtime/plans.Launch.pointwise), as when they ran apart in
 ## their order (the planner merges only launches that touch no common memory as planned,
 ## but for such pointwise writes after reads, and reads after writes element for element:
-## the reader takes the writer's value, ``forward``, as a store and a load would give it;
+## the reader takes the writer's value, ``forward``, as a store and a load would give it,
+## floating point values through ``opq`` (0: no compiler contracts across it);
 ## runtime/planner._pointwise_after).
 ${support}
 
@@ -32,6 +33,9 @@ __kernel void ${name}(
 %     endif
 %   endfor
 % endfor
+% if opaque:
+    , const uint opq
+% endif
 )
 {
     const long gi = get_global_id(0);
@@ -71,7 +75,11 @@ __kernel void ${name}(
 %   endif
 %   for o in op['operands']:
 %     if not o['is_out']:
-%       if o['forward']:
+%       if o['forward'] and o['ctype'] == 'float':
+        const float ${o['name']} = as_float(as_uint((float)k${o['forward'][0]}_${o['forward'][1]}) ^ opq);
+%       elif o['forward'] and o['ctype'] == 'double':
+        const double ${o['name']} = as_double(as_ulong((double)k${o['forward'][0]}_${o['forward'][1]}) ^ (ulong)opq);
+%       elif o['forward']:
         const ${o['cctype']} ${o['name']} = (${o['ctype']})k${o['forward'][0]}_${o['forward'][1]};
 %       elif o['half']:
         const float ${o['name']} = vload_half(k${k}_${o['name']}_i, v${o['view']}_p);

@@ -60,7 +60,22 @@ def merged_source(keys, slots, views, uniform=None, forward=None):
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
         if fp64 and 'cl_khr_fp64' not in support else ''
     return kernels.render('elemwise_merged.cl.mako', 'ewmerged', support=pre + support,
-                          ops=ops, views=views)
+                          ops=ops, views=views, opaque=_opaque(keys, forward))
+
+
+def _opaque(keys, forward):
+    """Whether a forwarded value is floating point: the kernel then takes an ``opq``
+    argument (always 0) that its forwarded values go through (``x`` xor ``opq`` as bits),
+    so that no compiler contracts the writer's product into the reader's sum, as NVIDIA's
+    does across statements (the H200 gave the merged Nengo step's voltage other last bits
+    than the launches apart, which store and load it)."""
+    for key, fwd in zip(keys, forward or ()):
+        nout = len(key[2])
+        dtypes = list(key[2]) + list(key[3])
+        if any(f is not None and np.dtype(dtypes[k]).kind == 'f' for k, f in enumerate(fwd)
+               if k >= nout):
+            return True
+    return False
 
 
 def merge_launches(ctx, launches):
@@ -107,6 +122,8 @@ def merge_launches(ctx, launches):
         reads.extend(p.reads)
         writes.extend(p.writes)
         pointwise.extend(p.pointwise)
+    if _opaque(tuple(p.batch.key for p in launches), forward):
+        args.append(np.uint32(0))
     # every argument takes 8 bytes (a pointer or a long): within what the device takes
     if 8 * (len(args) + len(args_views)) > _parameter_bytes(ctx.dev):
         return None

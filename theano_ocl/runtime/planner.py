@@ -453,6 +453,13 @@ def _same_layout(a, b):
         a.strides == b.strides
 
 
+def _forwardable(dtype):
+    """Whether a merged kernel hands a launch's value of ``dtype`` to a later one as its
+    store and a load would (``ops/elemwise_merge.py``): not float16 (a store rounds) or
+    complex values."""
+    return dtype != np.float16 and dtype.kind != 'c'
+
+
 def _pointwise_after(a, b):
     """Whether elementwise launch ``b``, after ``a`` in a frame, touches what ``a`` touches
     only element for element (``Launch.pointwise``: at the element ``gi`` it writes), so
@@ -460,8 +467,7 @@ def _pointwise_after(a, b):
     ``a`` reads (a merged kernel loads before it stores: the arena handing ``b`` a buffer
     ``a`` reads last, an update in place of a value ``a`` reads), reading what ``a``
     writes (the merged kernel hands ``b`` the value ``a`` computed, as its store and a load
-    would: ``ops/elemwise_merge.py``; float16 storage apart, whose store rounds), or
-    writing over it (the merged kernel stores in the launches' order)."""
+    would: ``ops/elemwise_merge.py``; :func:`_forwardable` dtypes), or writing over it (the merged kernel stores in the launches' order)."""
     n = a.batch.n
     if n != b.batch.n:
         return False
@@ -472,7 +478,7 @@ def _pointwise_after(a, b):
             return False
         for r in b.reads:
             if da.overlaps(w, r) and not (id(r) in b_pointwise and _same_layout(w, r) and
-                                          w.size == n and w.dtype != np.float16):
+                                          w.size == n and _forwardable(w.dtype)):
                 return False
     a_pointwise = [id(r) for r in a.pointwise]
     for w in b.writes:
