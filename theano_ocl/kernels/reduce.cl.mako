@@ -32,6 +32,7 @@
 ## Vector type names (acc_vt, load_vt, idx_vt, mask_vt, uacc_vt), idx_t, vec (V > 1) and
 ## comps (the lane names s0..sf) come from ops/reduce.py.
 <%namespace file="fused_pre.mako" import="th_pre"/>
+<%namespace file="epilogue.mako" import="th_epi"/>
 ${support}
 
 % if argmax:
@@ -63,6 +64,10 @@ ${combine_body}
 % endif
 % if fused:
 ${th_pre(fused, in_t, in_ct, pre_body)}
+% endif
+% if epi:
+## the result's elementwise consumer (generic mode, one part: ops/reduce.plan_reduce_epilogue)
+${th_epi(epi_cs, epi_cts, epi_body)}
 % endif
 inline ${out_ct} th_finish(${acc_t} i0)
 {
@@ -372,6 +377,15 @@ __kernel void ${name}(
     , __global const long *xi_p, const long xi_off
 % endif
 ${out_args()}
+% for q, t in epi_ops:
+    , __global const ${t} *e${q}_p, const long e${q}_off
+%   for d in range(kd):
+    , const long e${q}_ks${d}
+%   endfor
+% endfor
+% if epi:
+    , __global ${epi_out_t} *eo_p, const long eo_off
+% endif
 )
 {
 % if L > 1:
@@ -460,7 +474,20 @@ ${tree(L // 2, 'l')}
     acc_i = s_idx[0];
 %   endif
 % endif
+% if epi:
+    {
+%   for q, t in epi_ops:
+        long eb${q} = e${q}_off;
+%   endfor
+${kept_offset('o', ['eb%d' % q for q, t in epi_ops], ['e%d_ks' % q for q, t in epi_ops])}
+<%
+    vals = ['(%s)th_finish(acc)' % out_t if q == epi_j else 'e%d_p[eb%d]' % (q, q)
+            for q in range(len(epi_cts))]
+%>        eo_p[eo_off + o] = th_epi(${', '.join(vals)});
+    }
+% else:
 ${store('g', 'acc', 'acc_i')}
+% endif
 }
 
 % elif mode == 'rows':

@@ -484,6 +484,29 @@ class Epilogue(object):
         self.alloc = alloc
         self.out = None
 
+    def views_over(self, shape, value=None):
+        """The consumer's inputs broadcast to ``shape``, the shape of the folded value
+        (``value``, a DArray of it, or None where it is not stored: it then stands in for
+        itself in the shape check), None at index ``j``; None where the consumer's shape
+        check fails (its own launch then raises the error) or its output has another shape."""
+        if any(isinstance(d, (Fused, Deferred)) for k, d in enumerate(self.ins) if k != self.j):
+            return None      # (folded producers of its own: not taken)
+        try:
+            full = [None if k == self.j else
+                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
+                    for k, d in enumerate(self.ins)]
+            probe = value if value is not None else _Shaped(shape)
+            out_shape = self.impl.out_shape([probe if k == self.j else d
+                                             for k, d in enumerate(self.ins)])
+        except ValueError:
+            return None      # the consumer's own launch raises its shape error
+        return full if tuple(out_shape) == tuple(shape) else None
+
+    def allocate(self, shape):
+        """The consumer's output, once its kernel is sure to compute it."""
+        self.out = self.alloc(shape)
+        return self.out
+
     def views_for(self, C, prod_out):
         """The consumer's inputs and output as 3-d views of C's geometry, where C is a
         3-d view of the product's output ``prod_out``: (impl, j, views, out), or None when
@@ -500,21 +523,24 @@ class Epilogue(object):
             if len(match) != 1:
                 return None
             dims.append(match[0])
-        shape = prod_out.shape
-        try:
-            full = [None if k == self.j else
-                    d.view(shape, tuple(s * d.itemsize for s in elem_strides(d, shape)))
-                    for k, d in enumerate(self.ins)]
-            self.impl.out_shape([prod_out if k == self.j else d for k, d in enumerate(self.ins)])
-        except ValueError:
-            return None      # the consumer's own launch raises its shape error
-        self.out = self.alloc(shape)
+        full = self.views_over(prod_out.shape, prod_out)
+        if full is None:
+            return None
+        self.allocate(prod_out.shape)
 
         def three_d(d):
             return d.view(C.shape, tuple(0 if k is None else d.strides[k] for k in dims),
                           d.offset)
         return (self.impl, self.j, [None if v is None else three_d(v) for v in full],
                 three_d(self.out))
+
+
+class _Shaped(object):
+    """A value of a shape, for a shape check (``Epilogue.views_over``)."""
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
 
 
 def fmap(fn, x):

@@ -26,6 +26,8 @@ Floating-point sums are combined in a different order than Theano's C loop (lane
 so they agree to rounding. Empty reductions give the scalar op's identity; max/min/argmax of
 an empty range raise ValueError, as Theano does.
 """
+import warnings
+
 import numpy as np
 import theano.scalar as ts
 from theano.tensor.basic import Argmax, MaxAndArgmax
@@ -33,7 +35,7 @@ from theano.tensor.elemwise import CAReduce
 
 from .. import kernels
 from .. import scalar as oscalar
-from ..errors import NoDeviceImplementation
+from ..errors import KernelBuildError, NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import collapse
 from .fusion import Fused
@@ -129,10 +131,13 @@ class Combine(object):
 
     @kernels.memoize
     def source(self, mode='generic', kd=0, rd=0, r_contig=True, L=1, V=1, U=1, T=1, NB=1,
-               CX=1, RY=1, aligned=False, idx32=True, sync=None):
+               CX=1, RY=1, aligned=False, idx32=True, sync=None, epi=None):
         """Render (memoized) the kernel; returns (source, kernel name). ``sync`` ('ptx',
         'atomics'; ``reduce_geometry.cross_group_sync``): a rows or cols kernel with parts
-        whose last work-group reduces the partials, with that handshake."""
+        whose last work-group reduces the partials, with that handshake. ``epi``: an
+        elementwise consumer of the result computed in its place (generic mode, one part:
+        :func:`plan_reduce_epilogue`), as (support, body, input index of the result, input
+        dtypes, output dtype)."""
         vkind = self.vector_kind() if V > 1 else None
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
@@ -146,8 +151,14 @@ class Combine(object):
         acc_size = 4 if acc_t == 'float' else min(np.dtype(self.acc_dtype).itemsize, 8)
         uacc_t = acc_t if acc_t.startswith('u') or acc_t in ('float', 'double') else 'u' + acc_t
         load_t = 'float' if self.in_dtype == 'float16' else in_t
+        support = pragma + self.support
+        if epi is not None:
+            if 'float64' in list(epi[3]) + [epi[4]] and not fp64:
+                support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' + support
+            if epi[0] and epi[0] not in support:
+                support += '\n' + epi[0]
         return kernels.render(
-            'reduce.cl.mako', 'reduce', support=pragma + self.support,
+            'reduce.cl.mako', 'reduce', support=support,
             absorb_body=self.absorb_body, combine_body=self.combine_body,
             finish_body=self.finish_body,
             in_t=in_t, in_ct=oscalar.compute_ctype(self.in_dtype, True), acc_t=acc_t,
@@ -164,7 +175,13 @@ class Combine(object):
             uacc_vt='%s%d' % (uacc_t, V),
             fused=[dict(t=oscalar.ctype(d), ct=oscalar.compute_ctype(d), half=d == 'float16')
                    for d in pre_ins],
-            pre_body=self.pre[1] if self.pre is not None else '')
+            pre_body=self.pre[1] if self.pre is not None else '',
+            epi=epi is not None, epi_body=epi[1] if epi else '', epi_j=epi[2] if epi else 0,
+            epi_cts=[oscalar.compute_ctype(d) for d in epi[3]] if epi else [],
+            epi_ops=[(q, oscalar.ctype(d)) for q, d in enumerate(epi[3]) if q != epi[2]]
+            if epi else [],
+            epi_cs=dict(ct=oscalar.compute_ctype(epi[4])) if epi else None,
+            epi_out_t=oscalar.ctype(epi[4]) if epi else None)
 
 
 def sum_combine(in_dtype, acc_dtype, out_dtype):
@@ -334,6 +351,69 @@ def plan_reduce_fused(ctx, comb, x, axes, out, out_idx=None):
             n_red, L, 1, False)
 
 
+def plan_reduce_epilogue(ctx, comb, x, axes, shape, epilogue):
+    """Reduce the fused producer ``x`` over ``axes`` and compute ``epilogue`` (an
+    ``ops.elemwise.Epilogue``: the result's one elementwise consumer, folded in by
+    ``ops.fusion.fuse_epilogues``) from each result in the same launch, in place of storing
+    it: the generic kernel in one part (each result is final where it is computed), the
+    consumer's other inputs read at the result's element. Returns the consumer's output, or
+    None where this launch cannot (more than one part, argmax, complex or float16 values,
+    a kernel that does not build): the caller then reduces as usual and the consumer runs
+    on the result. The Nengo step's synapse update reading its decoders' sum (one launch
+    less on the H200)."""
+    impl = epilogue.impl
+    dts = list(impl.in_dtypes) + list(impl.out_dtypes)
+    if not isinstance(x, Fused) or comb.argmax or comb.pairs_in or \
+            any(d == 'float16' or d.startswith('complex') for d in dts + [comb.out_dtype]) or \
+            len(impl.out_dtypes) != 1 or getattr(impl, 'checked', False):
+        return None
+    n_out = prod(shape)
+    if n_out == 0 or x.size == 0:
+        return None
+    views = epilogue.views_over(shape)
+    if views is None:
+        return None
+    others = [(q, v) for q, v in enumerate(views) if q != epilogue.j]
+    kept = [d for d in range(len(x.shape)) if d not in axes]
+
+    def full(v):
+        st = [0] * len(x.shape)      # the consumer's inputs do not move along reduced axes
+        for k, d in enumerate(kept):
+            st[d] = v.strides[k] // v.itemsize
+        return st
+    nx = len(x.views)
+    kshape, kstrides, rshape, rstrides = split_axes_all(
+        x.shape, [[s // v.itemsize for s in v.strides] for v in x.views]
+        + [full(v) for _, v in others], axes)
+    n_red = prod(rshape)
+    r_contig = not rshape or all(rs == [1] for rs in rstrides[:nx])
+    L, nparts, interleaved = geometry(ctx.dev, n_out, n_red, r_contig and bool(rshape))
+    if nparts > 1:
+        return None
+    comb = comb.with_pre(x.spec())
+    key = (impl.support, impl.body, epilogue.j, tuple(impl.in_dtypes), impl.out_dtypes[0])
+    try:
+        src, name = comb.source('generic', len(kshape), len(rshape), r_contig, L, epi=key)
+        prg = ctx.dev.build(src)
+    except KernelBuildError as e:     # a defect of this module: reduce, then the consumer
+        warnings.warn('theano_ocl: a reduction with its consumer in the kernel did not '
+                      'build on %s; they run apart:\n%s' % (ctx.dev, e))
+        return None
+    out = epilogue.allocate(shape)
+    extra = []
+    for (q, v), ks in zip(others, kstrides[nx:]):
+        extra.append(v)
+        extra.extend(np.int64(st) for st in ks)
+    extra.append(out)
+    ins = [(v, ks, rs) for v, ks, rs in zip(x.views, kstrides[:nx], rstrides[:nx])]
+    # the result is not stored: ``out`` stands in the launch's output argument too (a
+    # C-contiguous buffer of n_out elements of the consumer's type; the kernel never
+    # writes it there)
+    _launch(ctx, comb, ins, None, out, None, kshape, None, rshape, None, r_contig, n_out,
+            n_red, L, 1, False, extra=extra, prg=(prg, name))
+    return out
+
+
 def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrides, n_out,
                  n_red, sync=None):
     """One fast-path launch; ``sync`` (:func:`_cross_group`): ``g.parts`` > 1 and the
@@ -388,9 +468,12 @@ def _cross_group(dev):
 
 
 def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstrides, r_contig,
-            n_out, n_red, L, parts, interleaved):
-    src, name = comb.source('generic', len(kshape), len(rshape), r_contig, L)
-    prg = ctx.dev.build(src)
+            n_out, n_red, L, parts, interleaved, epi=None, extra=(), prg=None):
+    if prg is None:
+        src, name = comb.source('generic', len(kshape), len(rshape), r_contig, L, epi=epi)
+        prg = ctx.dev.build(src)
+    else:
+        prg, name = prg
     if interleaved:
         a_step, span, k_step = L, max(n_red, 1), parts * L
     else:
@@ -412,6 +495,7 @@ def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstride
     args.append(out)
     if comb.argmax:
         args.append(out_idx)
+    args.extend(extra)
     if L > 1:
         gsize, lsize = (n_items * L,), (L,)
     elif ctx.dev.is_cpu:
@@ -480,6 +564,9 @@ class ReduceImpl(DeviceImpl):
 
     fusable_inputs = (0,)       # an elementwise producer is computed in the kernel
     complex_ok = True           # sums and products (the factory refuses the others)
+    #: its one elementwise consumer may be computed in its kernel (``ops.fusion.fuse_epilogues``;
+    #: where :func:`plan_reduce_epilogue` takes it)
+    takes_epilogue = True
 
     def __init__(self, node, dev, comb, axes, needs_nonempty):
         DeviceImpl.__init__(self, node, dev)
@@ -490,11 +577,15 @@ class ReduceImpl(DeviceImpl):
     def describe(self):
         return 'reduce kernel (%s)' % self.node.op
 
-    def plan(self, ctx, ins):
+    def plan(self, ctx, ins, epilogue=None):
         x = reduced_input(ctx, ins[0], self.axes)
         if self.needs_nonempty and any(x.shape[a] == 0 for a in self.axes):
             raise _empty_error(self.node, x, self.axes)
         shape = tuple(n for d, n in enumerate(x.shape) if d not in self.axes)
+        if epilogue is not None:
+            done = plan_reduce_epilogue(ctx, self.comb, x, self.axes, shape, epilogue)
+            if done is not None:
+                return [done]
         out = ctx.alloc(shape, self.comb.out_dtype)
         plan_reduce(ctx, self.comb, x, self.axes, out)
         return [out]
