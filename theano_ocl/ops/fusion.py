@@ -324,16 +324,21 @@ def _reads(task):
 
 
 def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
-    """Fold products into their one elementwise consumer (after ``fuse_producers``).
+    """Fold products and reductions into their one elementwise consumer (after
+    ``fuse_producers``).
 
-    A device Dot/Gemv (``takes_epilogue``) whose output's only client is a fusable
+    A device Dot/Gemv or reduction (``takes_epilogue``) whose output's only client is a fusable
     elementwise node, of the same broadcast pattern as that node's output, is not launched
     at its place: the consumer plans it with itself as the epilogue
     (``ops.fusion.Deferred``), so the product's kernel writes the consumer's output and
     the product's value is never stored (a launch less: the LIF update reading its
-    encoder's product, an MLP layer's ``tanh(dot(h, W) + b)``). The small-product kernel
-    and the tiled GEMM kernel take it; a product another backend computes is planned
-    before its consumer, which then runs as usual. The same exclusions as ``fuse_producers`` apply, the product's
+    encoder's product, an MLP layer's ``tanh(dot(h, W) + b)``, a Nengo synapse reading its
+    decoders' sum). The small-product kernel, the tiled GEMM kernel and the reduction's
+    generic kernel in one part (``ops.reduce.plan_reduce_epilogue``) take it; a product
+    another backend computes, or a reduction in several parts, is planned before its
+    consumer, which then runs as usual (there, a launch more than unfolded is possible:
+    the consumer's launch no longer merges with elementwise launches planned before the
+    reduction, 9 against 8 launches in one case on the H200). The same exclusions as ``fuse_producers`` apply, the product's
     reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
     ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
     consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
