@@ -100,7 +100,10 @@ def test_launch_paths_match_theano_c(launch, monkeypatch):
     monkeypatch.undo()
     assert_close(got[0], want_h[0], what='h after one call')
     kernels = [name for _, name, _ in theano_ocl.stats(f_o)['kernels']]
-    assert kernels and built == (kernels if launch == 'native' else []), (built, kernels)
+    # native: a launcher for each kernel the call launches (and for the launches that the
+    # planner merged into one after building the frame); pyopencl: none
+    assert kernels and (set(kernels) <= set(built) if launch == 'native' else not built), \
+        (built, kernels)
     got_h, got_y = f_o.fn.run(n, feeds={0: xs}, probes=[0, 1], carry={1: (0, h0)},
                               batch=False)
     assert_close(got_h, want_h, what='h history')
