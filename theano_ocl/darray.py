@@ -188,6 +188,13 @@ def disjoint(a, b):
     return not np.intersect1d(ia, ib).size
 
 
+def layout(d):
+    """A key equal for two views exactly when they are the same elements of one buffer in
+    the same order and type (root, offset, shape, strides, dtype): where an elementwise
+    kernel's work-item ``gi`` touches the same element through either."""
+    return (id(d.root), d.offset, d.shape, d.strides, d.dtype.name)
+
+
 def overlaps(a, b):
     if a.root is not b.root or a.size == 0 or b.size == 0:
         return False

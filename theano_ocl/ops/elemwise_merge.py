@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 
 from .. import kernels
+from ..darray import layout
 from ..errors import KernelBuildError
 from ..runtime.context import provide
 from ..runtime.plans import launch_geometry
@@ -28,14 +29,15 @@ from .elemwise import operand
 
 
 @kernels.memoize
-def merged_source(keys, slots, views, uniform=None, forward=None):
+def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False):
     """(source, kernel name) of the kernel running launches of the elementwise
     ``keys`` (``ops.elemwise.batch_key``) over one range, operand ``o`` of launch ``k``
     in pointer argument ``slots[k][o]``, ``views[j]`` its (dtype, whether only read);
     ``uniform[k][o]``: an input of launch ``k`` broadcast over the whole range, read once
     at its offset, with no strides (``ops.elemwise.operand``); ``forward[k][o]``: None, or
     the (launch, output) of an earlier launch that computes input ``o`` of launch ``k``
-    element for element, whose value it takes as a store and a load would give it. None
+    element for element, whose value it takes as a store and a load would give it
+    (through an ``opq`` argument where ``opaque``: :func:`_opaque`). None
     where their support code differs (it could define a name twice)."""
     supports = {k[0] for k in keys if k[0]}
     if len(supports) > 1:
@@ -60,7 +62,7 @@ def merged_source(keys, slots, views, uniform=None, forward=None):
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
         if fp64 and 'cl_khr_fp64' not in support else ''
     return kernels.render('elemwise_merged.cl.mako', 'ewmerged', support=pre + support,
-                          ops=ops, views=views, opaque=_opaque(keys, forward))
+                          ops=ops, views=views, opaque=opaque)
 
 
 def _opaque(keys, forward):
@@ -102,10 +104,12 @@ def merge_launches(ctx, launches):
     uniform = tuple(tuple(bool(t) and not any(t) and k not in p.batch.written
                           for k, t in enumerate(p.batch.tails)) for p in launches)
     forward = _forwarded(launches)
-    rendered = merged_source(tuple(p.batch.key for p in launches), tuple(slots),
+    keys = tuple(p.batch.key for p in launches)
+    opaque = _opaque(keys, forward)
+    rendered = merged_source(keys, tuple(slots),
                              tuple(tuple(v) for v in views),
                              uniform if any(any(u) for u in uniform) else None,
-                             forward if any(any(f) for f in forward) else None)
+                             forward if any(any(f) for f in forward) else None, opaque)
     if rendered is None:
         return None
     src, name = rendered
@@ -122,7 +126,7 @@ def merge_launches(ctx, launches):
         reads.extend(p.reads)
         writes.extend(p.writes)
         pointwise.extend(p.pointwise)
-    if _opaque(tuple(p.batch.key for p in launches), forward):
+    if opaque:
         args.append(np.uint32(0))
     # every argument takes 8 bytes (a pointer or a long): within what the device takes
     if 8 * (len(args) + len(args_views)) > _parameter_bytes(ctx.dev):
@@ -138,10 +142,6 @@ def merge_launches(ctx, launches):
                       pointwise=pointwise)
 
 
-def _layout(d):
-    return (id(d.root), d.offset, d.shape, d.strides, d.dtype.name)
-
-
 def _forwarded(launches):
     """Per launch, per operand: the (launch, output name) of an earlier launch writing the
     input with the same layout (the planner merges such a read after a write only where it
@@ -150,10 +150,10 @@ def _forwarded(launches):
     for q, p in enumerate(launches):
         b = p.batch
         nout = len(b.written)
-        out.append(tuple(None if k in b.written else written.get(_layout(d))
+        out.append(tuple(None if k in b.written else written.get(layout(d))
                          for k, d in enumerate(b.operands)))
         for k in sorted(b.written):
-            written[_layout(b.operands[k])] = (q, 'o%d' % k)
+            written[layout(b.operands[k])] = (q, 'o%d' % k)
         assert sorted(b.written) == list(range(nout))
     return tuple(out)
 

@@ -448,11 +448,6 @@ def _mergeable(step, inputs):
             not any(id(d.root) in inputs for d in step.writes))
 
 
-def _same_layout(a, b):
-    return a.root is b.root and a.offset == b.offset and a.shape == b.shape and \
-        a.strides == b.strides
-
-
 def _forwardable(dtype):
     """Whether a merged kernel hands a launch's value of ``dtype`` to a later one as its
     store and a load would (``ops/elemwise_merge.py``): not float16 (a store rounds) or
@@ -467,24 +462,28 @@ def _pointwise_after(a, b):
     ``a`` reads (a merged kernel loads before it stores: the arena handing ``b`` a buffer
     ``a`` reads last, an update in place of a value ``a`` reads), reading what ``a``
     writes (the merged kernel hands ``b`` the value ``a`` computed, as its store and a load
-    would: ``ops/elemwise_merge.py``; :func:`_forwardable` dtypes), or writing over it (the merged kernel stores in the launches' order)."""
+    would: ``ops/elemwise_merge.py``; :func:`_forwardable` dtypes), or writing over it
+    (the merged kernel stores in the launches' order). "Element for element": the same
+    elements in the same order and type (``darray.layout``) over the whole range."""
     n = a.batch.n
     if n != b.batch.n:
         return False
+
+    def same(w, d):
+        return da.layout(w) == da.layout(d) and w.size == n
+
     b_pointwise = [id(r) for r in b.pointwise]
     for w in a.writes:
-        if any(da.overlaps(w, x) and not (_same_layout(w, x) and w.size == n)
-               for x in b.writes):
+        if any(da.overlaps(w, x) and not same(w, x) for x in b.writes):
             return False
         for r in b.reads:
-            if da.overlaps(w, r) and not (id(r) in b_pointwise and _same_layout(w, r) and
-                                          w.size == n and _forwardable(w.dtype)):
+            if da.overlaps(w, r) and not (id(r) in b_pointwise and same(w, r) and
+                                          _forwardable(w.dtype)):
                 return False
     a_pointwise = [id(r) for r in a.pointwise]
     for w in b.writes:
         for r in a.reads:
-            if da.overlaps(w, r) and not (id(r) in a_pointwise and _same_layout(w, r) and
-                                          w.size == n):
+            if da.overlaps(w, r) and not (id(r) in a_pointwise and same(w, r)):
                 return False
     return True
 
