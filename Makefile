@@ -3,8 +3,8 @@
 # stack and this checkout, the start-up hook, and PoCL if no OpenCL platform is visible).
 #
 #   make demo        bench/demo.py in .venv
-#   make test        the CI suite: pytest tests/ (less the tests marked full) + the quick
-#                    Theano conformance subset
+#   make test        the CI suite: pytest tests/ (less the tests marked full; in parallel
+#                    over the cores, TEST_WORKERS) + the quick Theano conformance subset
 #   make test-full   pytest tests/ (all of it) + the full Theano conformance run (hours on 2 cores)
 #   make info        python -m theano_ocl info (the OpenCL devices)
 #   make bench       python -m theano_ocl bench $(BENCH_ARGS) (e.g. BENCH_ARGS='--quick --record')
@@ -41,14 +41,32 @@ demo: bootstrap
 # writing (FileNotFoundError: .../tmpXXXX/key.pkl, six tests failing). The slowest tests
 # are listed at the end of pytest's output.
 CONFORMANCE_COMPILEDIR ?= $(HOME)/.theano/conformance
+# pytest runs in TEST_WORKERS processes (pytest-xdist; the cores, at most 4): on this 2-core
+# machine the suite ran 1,635 s in one process, a core idle once the conformance run ended
+# (359 s). Each worker compiles Theano's C code into a directory of its own under TEST_WORK
+# (no worker waits on another's compile lock), and the modules g++ links go through one
+# cache (scripts/g++-cache, TEST_WORK.g++-cache: a module is compiled once, not once per
+# worker); the longest tests go first (tests/durations_cpu.tsv, as timed on this machine),
+# so that the workers end together. TEST_WORKERS=1: one process, Theano's compiledir.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+TEST_WORK ?= $(HOME)/.theano/pytest-workers
 test: bootstrap
 	@rc=0; log=$$(mktemp); pid=; \
 	if [ -f $(CONFORMANCE) ]; then \
 	    $(PY) $(CONFORMANCE) --quick --compiledir "$(CONFORMANCE_COMPILEDIR)" > $$log 2>&1 & pid=$$!; \
 	    trap 'kill $$pid 2>/dev/null; rm -f $$log' INT TERM; \
 	fi; \
-	echo "== pytest tests/ (less those marked full)"; \
-	$(PY) -m pytest -q -m "not full" --durations=15 tests || rc=1; \
+	par=; \
+	if [ "$(TEST_WORKERS)" -gt 1 ] && $(PY) -c 'import xdist' 2>/dev/null; then \
+	    export THEANO_OCL_TEST_WORKER_COMPILEDIR="$(TEST_WORK)" \
+	        THEANO_FLAGS="$${THEANO_FLAGS:+$$THEANO_FLAGS,}cxx=$(CURDIR)/scripts/g++-cache" \
+	        G_CACHE_DIR="$(TEST_WORK).g++-cache" G_CACHE_STRIP="$(TEST_WORK)/[^/]+"; \
+	    if [ -z "$${THEANO_OCL_TEST_ORDER:-}" ] && [ -f tests/durations_cpu.tsv ]; then \
+	        export THEANO_OCL_TEST_ORDER="$(CURDIR)/tests/durations_cpu.tsv"; fi; \
+	    par="-n $(TEST_WORKERS) --dist worksteal"; \
+	fi; \
+	echo "== pytest tests/ (less those marked full; $${par:-one process})"; \
+	$(PY) -m pytest -q -m "not full" --durations=15 $$par tests || rc=1; \
 	if [ -n "$$pid" ]; then \
 	    wait $$pid || rc=1; \
 	    echo "== $(CONFORMANCE) --quick (ran beside pytest)"; cat $$log; \

@@ -70,7 +70,7 @@ setup(
         'six',
     ],
     extras_require={
-        'test': ['pytest', 'pynose', 'parameterized', 'scipy'],
+        'test': ['pytest', 'pytest-xdist', 'pynose', 'parameterized', 'scipy'],
         'clblast': ['pyclblast'],
         # python -m theano_ocl bench's progress bar and the plots of --plot / render (bench
         # itself runs without them: plain progress lines, tables only)

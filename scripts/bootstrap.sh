@@ -29,9 +29,10 @@ VENV=${VENV:-$REPO/.venv}
 # constraints.txt (one file, which `pip install -c constraints.txt .` users take too).
 # tqdm, matplotlib: bench/demo.py's model comes from theano_ocl.benchmarks, whose CLI
 # (python -m theano_ocl bench / render) draws a progress bar and plots; sphinx, myst-parser:
-# make docs, and tests/test_docs.py builds the site in the CI suite
-REQS=(numpy theano scipy pyopencl mako pytest pynose parameterized six tqdm matplotlib sphinx
-      myst-parser)
+# make docs, and tests/test_docs.py builds the site in the CI suite; pytest-xdist: make test
+# runs the suite over the cores
+REQS=(numpy theano scipy pyopencl mako pytest pytest-xdist pynose parameterized six tqdm
+      matplotlib sphinx myst-parser)
 CONSTRAINTS=$REPO/constraints.txt
 PTH=theano_ocl_startup.pth
 STAMP="$VENV/.theano_ocl-bootstrap.stamp"
@@ -112,7 +113,7 @@ key=$( { printf '%s\n' "${REQS[@]}"; "$VPY" -c 'import sys; print(sys.version)';
 if [ "${BOOTSTRAP_FORCE:-0}" != 1 ] && [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$key" ] \
         && "$VPY" -c 'import importlib.util as u, sys
 sys.exit(any(u.find_spec(m) is None for m in sys.argv[1:]))' numpy theano scipy pyopencl mako \
-           pytest nose parameterized six tqdm matplotlib sphinx myst_parser theano_ocl >/dev/null 2>&1; then
+           pytest xdist nose parameterized six tqdm matplotlib sphinx myst_parser theano_ocl >/dev/null 2>&1; then
     say "Python packages up to date (stamp $STAMP)"
 else
     rm -f "$STAMP"
