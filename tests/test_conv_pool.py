@@ -90,6 +90,46 @@ def test_pool_non_contiguous_and_5d(mode):
     assert_matches_c([x], [y, g], [rand((2, 3, 6, 5, 4), 'float32')])
 
 
+# views of a (3, 4, 7, 8) input whose leading (non-pooled) axes a CPU device's kernel takes
+# as one axis (ops/pool.py: ``flat``), and ones whose strides do not allow it
+POOL_LAYOUTS = {
+    'contiguous': lambda x: x,
+    'leading_reversed': lambda x: x[::-1, ::-1],        # one axis, a negative stride
+    'batch_reversed': lambda x: x[::-1],                # not one axis
+    'channels_stepped': lambda x: x[:, ::2],            # not one axis
+    'pooled_reversed_stepped': lambda x: x[:, :, ::-1, ::2],
+    'one_leading_axis': lambda x: x[1],
+    'no_leading_axis': lambda x: x[1, 2],
+    'empty_batch': lambda x: x[:0],
+}
+
+
+@pytest.mark.parametrize('dtype', ['int8', 'uint16', 'int64', 'float32', 'float64'])
+@pytest.mark.parametrize('layout', sorted(POOL_LAYOUTS))
+def test_pool_layouts_and_dtypes(layout, dtype):
+    """Pool (max, sum, average_exc_pad) and, for floats, MaxPoolGrad (overlapping windows
+    and windows apart, ops/pool.py's two kernels) and AveragePoolGrad on views with
+    negative, stepped and collapsible strides, 2 to 4 axes, an empty batch."""
+    x = T.TensorType(dtype, (False,) * 4)('x')
+    view = POOL_LAYOUTS[layout](x)
+    outs = []
+    for mode, (ws, ib, st, pad) in (('max', ((2, 3), True, (1, 2), (0, 0))),
+                                    # windows apart: a gap, a partial window at the border
+                                    ('max', ((2, 2), True, (3, 2), (0, 0))),
+                                    ('max', ((2, 3), False, None, (0, 0))),
+                                    ('sum', ((3, 2), False, (2, 2), (0, 0))),
+                                    ('average_exc_pad', ((2, 2), True, (1, 1), (1, 0)))):
+        y = pool_2d(view, ws, ignore_border=ib, stride=st, pad=pad, mode=mode)
+        outs.append(y)
+        if dtype.startswith('float') and not (mode == 'average_exc_pad' and any(pad)):
+            outs.append(theano.grad((y * y).sum(), x))
+    xv = rand((3, 4, 7, 8), dtype, low=-50, high=50)
+    if dtype.startswith('float'):
+        xv = np.round(xv, 0)       # ties: several maxima in a window
+    f = assert_matches_c([x], outs, [xv])
+    assert _placed(f, 'Pool')
+
+
 @pytest.mark.parametrize('mode', ['max', 'sum', 'average_inc_pad'])
 def test_pool_3d_and_grad(mode):
     x = T.tensor4('x')

@@ -27,32 +27,74 @@ def _strided(d):
     return [d] + [np.int64(s // d.itemsize) for s in d.strides]
 
 
+def _leading_collapsed(d, lead):
+    """``d`` with its ``lead`` leading axes as one (a view of the same elements), or None
+    where their strides do not allow it; with no leading axis, one of size 1."""
+    if lead == 0:
+        return d.view((1,) + d.shape, (0,) + d.strides, d.offset)
+    axes = [(n, s) for n, s in zip(d.shape[:lead], d.strides[:lead]) if n != 1]
+    for (_, s), (n1, s1) in zip(axes, axes[1:]):
+        if s != s1 * n1:
+            return None
+    return d.view((int(np.prod(d.shape[:lead], dtype=np.int64)),) + d.shape[lead:],
+                  (axes[-1][1] if axes else 0,) + d.strides[lead:], d.offset)
+
+
 def plan_pool(ctx, kind, mode, ignore_border, params, x, out, others=()):
     """Record one pooling launch writing the C-contiguous ``out``.
 
     ``params``: (ws, stride, pad) tuples over the pooled (trailing) axes; ``others``: the
-    extra strided operands of ``kind`` (maxout and/or a gradient), in template order."""
+    extra strided operands of ``kind`` (maxout and/or a gradient), in template order.
+
+    On CPU devices the leading axes of every operand are collapsed into one where their
+    strides allow it, and the kernel runs a 1-d range with the pooled axes' sizes as
+    constants (``flat``): LeNet's MaxPoolGrad over (128, 50, 8, 8) ran as 6,400 groups of
+    8 x 8 work-items, which PoCL pays for one by one."""
     if out.size == 0:
         return
     ws, st, pd = params
     nd = len(ws)
+    lead = x.ndim - nd
+    # the windows run over the pooled axes of the forward op's output: ``out`` for the
+    # forward kinds, the gradient for the gathering ones
+    zshape = (out if kind in ('pool', 'gradgrad') else others[-1]).shape[lead:]
+    flat = None
+    if ctx.dev.is_cpu:
+        flat = [_leading_collapsed(d, lead) for d in (x,) + tuple(others) + (out,)]
+        if any(d is None for d in flat):
+            flat = None
+    # windows apart (stride >= window, no padding), at least one per pooled axis: one
+    # work-item per window, storing its tile of the input (PoCL gathered LeNet's first
+    # MaxPoolGrad, 1.5 million elements, at 6-9.5 ms)
+    tiles = flat and kind == 'max_grad' and all(s >= w for s, w in zip(st, ws)) and \
+        not any(pd) and all(zshape)
+    if tiles:
+        kind = 'max_grad_tiles'
     t = oscalar.ctype(x.dtype)
     support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if x.dtype == np.float64 else ''
     src, name = kernels.render('pool.cl.mako', 'pool_' + kind, support=support, kind=kind,
-                               mode=mode, ignore_border=bool(ignore_border), t=t, ndim=x.ndim,
-                               nd=nd, ws=ws, st=st, pd=pd)
-    # the windows run over the pooled axes of the forward op's output: ``out`` for the
-    # forward kinds, the gradient for the gathering ones
-    zshape = (out if kind in ('pool', 'gradgrad') else others[-1]).shape[x.ndim - nd:]
-    args = [np.int64(out.size)] + [np.int64(s) for s in x.shape] + [np.int64(z) for z in zshape]
+                               mode=mode, ignore_border=bool(ignore_border), t=t,
+                               ndim=nd + 1 if flat else x.ndim, nd=nd, ws=ws, st=st, pd=pd,
+                               flat=bool(flat), xs=tuple(x.shape[lead:]), zs=tuple(zshape))
+    if flat:
+        x, others, out = flat[0], flat[1:-1], flat[-1]
+        args = [np.int64(out.size), np.int64(x.shape[0])]
+    else:
+        args = [np.int64(out.size)] + [np.int64(s) for s in x.shape] + \
+            [np.int64(z) for z in zshape]
     args += _strided(x)
     for d in others:
         args += _strided(d)
-    args.append(out)
-    if out.ndim >= 2:      # (last axis, the one before, the others): see the template
-        gsize, lsize = (out.shape[-1], out.shape[-2], out.size // (out.shape[-1] * out.shape[-2])), None
-    else:
+    if tiles:           # one work-item per window
+        args += _strided(out)
+        args[0] = np.int64(x.shape[0] * int(np.prod(zshape, dtype=np.int64)))
+        gsize, lsize = launch_geometry(ctx.dev, int(args[0]))
+    elif flat or out.ndim < 2:
+        args.append(out)
         gsize, lsize = launch_geometry(ctx.dev, out.size)
+    else:      # (last axis, the one before, the others): see the template
+        args.append(out)
+        gsize, lsize = (out.shape[-1], out.shape[-2], out.size // (out.shape[-1] * out.shape[-2])), None
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
 
 
