@@ -45,9 +45,10 @@ if _times:
                                              report.nodeid))
 
 
-# ``THEANO_OCL_TEST_ORDER=FILE`` (lines "seconds<TAB>test id", e.g. tests/durations_h200.tsv,
-# the tests of 3 s or more in an H200 call of 2026-11-29 at 24 workers, scripts/device_suite.sh,
-# setup, call and teardown together): the longest tests
+# ``THEANO_OCL_TEST_ORDER=FILE`` (lines "seconds<TAB>test id", setup, call and teardown
+# together: tests/durations_h200.tsv, the tests of 3 s or more in an H200 call of 2026-11-29
+# at 24 workers, scripts/device_suite.sh; tests/durations_cpu.tsv, those of 2 s or more in
+# make test's 2 workers on the 2-core CPU, 2026-11-30, warm compile directories): the longest tests
 # first, the others after them in their order, so that pytest-xdist's workers end
 # together instead of waiting on a long test sent last
 _order = os.environ.get('THEANO_OCL_TEST_ORDER')

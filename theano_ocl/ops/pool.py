@@ -5,7 +5,10 @@ pooled dimensions), ``MaxPoolGrad``, ``AveragePoolGrad`` and ``DownsampleFactorM
 Every op is one launch of ``kernels/pool.cl.mako``, one work-item per output element: the
 forward ops loop over their window, the two gradients *gather* -- each input element sums
 over the windows that hold it, in the order Theano's C code scatters into it -- so no atomics
-and results equal to C's. Window size, stride and padding are host inputs (constants in
+and results equal to C's. On CPU devices the leading axes are taken as one where their
+strides allow it and the pooled sizes are compile-time constants (a 1-d range; PoCL ran the
+3-d one as thousands of small groups), and a MaxPoolGrad whose windows do not overlap runs
+one work-item per window, storing its tile of the input (no element is in two windows). Window size, stride and padding are host inputs (constants in
 practice): the kernel is specialised on their values, the frame keyed on them.
 
 Where Theano's C code raises (padding without ignore_border, padding with average_exc_pad in
