@@ -37,7 +37,7 @@ from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
 from ..runtime import settings
-from ..runtime.plans import launch_geometry
+from ..runtime.plans import launch_geometry, planes_local
 from .base import DeviceImpl
 from .blas import choose_backend, plan_gemm
 from .registry import implemented_by, ocl_impl
@@ -187,9 +187,11 @@ def plan_conv(ctx, kind, geo, op, operands, out):
         args += [d] if kind == 'col2im' else _strided(d)
     args.append(out)
     if kind == 'im2col':       # (ow, oh, n + N * tap): col[(c, kh, kw), (n, oh, ow)]
-        gsize, lsize = (geo.OW, geo.OH, out.size // (geo.OW * geo.OH)), None
+        gsize = (geo.OW, geo.OH, out.size // (geo.OW * geo.OH))
+        lsize = planes_local(ctx.dev, gsize)
     elif kind == 'col2im':     # (w, h, c + C * n)
-        gsize, lsize = (geo.W, geo.H, out.size // (geo.W * geo.H)), None
+        gsize = (geo.W, geo.H, out.size // (geo.W * geo.H))
+        lsize = planes_local(ctx.dev, gsize)
     else:
         gsize, lsize = launch_geometry(ctx.dev, out.size)
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)

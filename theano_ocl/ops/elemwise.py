@@ -29,7 +29,7 @@ from ..runtime.context import provide
 from ..runtime.invokers import set_long
 from ..runtime.memory import download_later, upload
 from ..runtime import planner
-from ..runtime.plans import Batch, launch_geometry
+from ..runtime.plans import Batch, launch_geometry, planes_local
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 
@@ -149,7 +149,7 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
         for s in cshape[:-2]:
             outer *= s
         gsize = (cshape[-1], cshape[-2]) + ((outer,) if nd == 3 else ())
-        lsize = None
+        lsize = planes_local(ctx.dev, gsize)
     else:
         gsize, lsize = launch_geometry(ctx.dev, n)
     ctx.launch(prg, name, gsize, lsize, args, batch=batch)

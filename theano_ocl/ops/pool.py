@@ -20,7 +20,7 @@ from theano.tensor.signal import pool as tpool
 from .. import scalar as oscalar
 from .. import kernels
 from ..errors import NoDeviceImplementation
-from ..runtime.plans import launch_geometry
+from ..runtime.plans import launch_geometry, planes_local
 from .base import DeviceImpl, INT_DTYPES
 from .registry import implemented_by, ocl_impl
 
@@ -97,7 +97,8 @@ def plan_pool(ctx, kind, mode, ignore_border, params, x, out, others=()):
         gsize, lsize = launch_geometry(ctx.dev, out.size)
     else:      # (last axis, the one before, the others): see the template
         args.append(out)
-        gsize, lsize = (out.shape[-1], out.shape[-2], out.size // (out.shape[-1] * out.shape[-2])), None
+        gsize = (out.shape[-1], out.shape[-2], out.size // (out.shape[-1] * out.shape[-2]))
+        lsize = planes_local(ctx.dev, gsize)
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
 
 
