@@ -243,11 +243,11 @@ def launch_geometry(dev, n, local=256):
 def planes_local(dev, gsize, most=1024):
     """The local size of a 2-d or 3-d range ``gsize`` = (columns, rows[, planes]) on a CPU
     device: whole rows of the first dimension (of the first two, for a 3-d range), as many
-    as divide the last dimension and fit ``most`` work-items. PoCL, left to choose, ran
-    LeNet's col2im over (12, 12, 2560) as tens of thousands of small groups: this choice
-    took the input gradient's convolution from 26-27 to 19.6-21 ms (with its forward, the
-    same process). None (the driver's choice) on other devices, for 1-d ranges, or where
-    one row (plane) is over ``most``."""
+    as divide the last dimension and fit ``most`` work-items. Against PoCL's own choice
+    (2-core EPYC, LeNet batch 128's col2im over (12, 12, 2560) and im2col): the input
+    gradient's convolution with its forward 23-27 -> 18-21 ms in the same process. None
+    (the driver's choice) on other devices, for 1-d ranges, or where one row (plane) is
+    over ``most``."""
     if not dev.is_cpu or len(gsize) < 2:
         return None
     most = min(most, dev.max_work_group_size)
