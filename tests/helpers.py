@@ -49,10 +49,11 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
 
 
 def assert_matches_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
-                   device_only=True, calls=2, excluding=(), **kwargs):
+                   device_only=True, calls=2, excluding=(), names=None, **kwargs):
     """Compile with Theano C and with OCL, call both ``calls`` times, compare every output.
 
-    ``device_only``: also assert no node fell back to the host.
+    ``device_only``: also assert no node fell back to the host; ``names``: the outputs'
+    names in failure messages (default 'output K').
     Returns the OCL function.
     """
     f_c, f_o = compile_both(inputs, outputs, updates=updates, excluding=excluding, **kwargs)
@@ -66,7 +67,8 @@ def assert_matches_c(inputs, outputs, values, updates=None, rtol=None, atol=None
             want, got = [want], [got]
         assert len(got) == len(want)
         for k, (g, w) in enumerate(zip(got, want)):
-            assert_close(g, w, rtol=rtol, atol=atol, what='output %d' % k)
+            assert_close(g, w, rtol=rtol, atol=atol,
+                         what=names[k] if names else 'output %d' % k)
     return f_o
 
 

@@ -105,28 +105,32 @@ POOL_LAYOUTS = {
 
 
 @pytest.mark.parametrize('dtype', ['int8', 'uint16', 'int64', 'float32', 'float64'])
-@pytest.mark.parametrize('layout', sorted(POOL_LAYOUTS))
-def test_pool_layouts_and_dtypes(layout, dtype):
+def test_pool_layouts_and_dtypes(dtype):
     """Pool (max, sum, average_exc_pad) and, for floats, MaxPoolGrad (overlapping windows
     and windows apart, ops/pool.py's two kernels) and AveragePoolGrad on views with
-    negative, stepped and collapsible strides, 2 to 4 axes, an empty batch."""
+    negative, stepped and collapsible strides, 2 to 4 axes, an empty batch: every layout
+    in one function (one compilation per dtype)."""
     x = T.TensorType(dtype, (False,) * 4)('x')
-    view = POOL_LAYOUTS[layout](x)
-    outs = []
-    for mode, (ws, ib, st, pad) in (('max', ((2, 3), True, (1, 2), (0, 0))),
-                                    # windows apart: a gap, a partial window at the border
-                                    ('max', ((2, 2), True, (3, 2), (0, 0))),
-                                    ('max', ((2, 3), False, None, (0, 0))),
-                                    ('sum', ((3, 2), False, (2, 2), (0, 0))),
-                                    ('average_exc_pad', ((2, 2), True, (1, 1), (1, 0)))):
-        y = pool_2d(view, ws, ignore_border=ib, stride=st, pad=pad, mode=mode)
-        outs.append(y)
-        if dtype.startswith('float') and not (mode == 'average_exc_pad' and any(pad)):
-            outs.append(theano.grad((y * y).sum(), x))
+    outs, names = [], []
+    for layout in sorted(POOL_LAYOUTS):
+        view = POOL_LAYOUTS[layout](x)
+        for mode, (ws, ib, st, pad) in (('max', ((2, 3), True, (1, 2), (0, 0))),
+                                        # windows apart: a gap, a partial window at the border
+                                        ('max', ((2, 2), True, (3, 2), (0, 0))),
+                                        ('max', ((2, 3), False, None, (0, 0))),
+                                        ('sum', ((3, 2), False, (2, 2), (0, 0))),
+                                        ('average_exc_pad', ((2, 2), True, (1, 1), (1, 0)))):
+            what = '%s, %s %s stride %s' % (layout, mode, ws, st)
+            y = pool_2d(view, ws, ignore_border=ib, stride=st, pad=pad, mode=mode)
+            outs.append(y)
+            names.append(what)
+            if dtype.startswith('float') and not (mode == 'average_exc_pad' and any(pad)):
+                outs.append(theano.grad((y * y).sum(), x))
+                names.append('gradient of ' + what)
     xv = rand((3, 4, 7, 8), dtype, low=-50, high=50)
     if dtype.startswith('float'):
         xv = np.round(xv, 0)       # ties: several maxima in a window
-    f = assert_matches_c([x], outs, [xv])
+    f = assert_matches_c([x], outs, [xv], names=names)
     assert _placed(f, 'Pool')
 
 

@@ -22,6 +22,7 @@ from .. import kernels
 from ..errors import NoDeviceImplementation
 from ..runtime.plans import launch_geometry, planes_local
 from .base import DeviceImpl, INT_DTYPES
+from .elemwise import collapse
 from .registry import implemented_by, ocl_impl
 
 
@@ -31,16 +32,16 @@ def _strided(d):
 
 
 def _leading_collapsed(d, lead):
-    """``d`` with its ``lead`` leading axes as one (a view of the same elements), or None
-    where their strides do not allow it; with no leading axis, one of size 1."""
-    if lead == 0:
-        return d.view((1,) + d.shape, (0,) + d.strides, d.offset)
-    axes = [(n, s) for n, s in zip(d.shape[:lead], d.strides[:lead]) if n != 1]
-    for (_, s), (n1, s1) in zip(axes, axes[1:]):
-        if s != s1 * n1:
-            return None
-    return d.view((int(np.prod(d.shape[:lead], dtype=np.int64)),) + d.shape[lead:],
-                  (axes[-1][1] if axes else 0,) + d.strides[lead:], d.offset)
+    """``d`` with its ``lead`` leading axes as one (a view of the same elements; one of
+    size 1 where there is none), or None where their strides do not allow it
+    (``ops.elemwise.collapse``'s rule)."""
+    size = d.itemsize
+    cshape, cstrides, _ = collapse(d.shape[:lead], [[s // size for s in d.strides[:lead]]])
+    if len(cshape) > 1:
+        return None
+    n = int(np.prod(d.shape[:lead], dtype=np.int64))
+    return d.view((n,) + d.shape[lead:], (cstrides[0][0] * size if cshape else 0,) +
+                  d.strides[lead:], d.offset)
 
 
 def plan_pool(ctx, kind, mode, ignore_border, params, x, out, others=()):
