@@ -46,21 +46,30 @@ CONFORMANCE_COMPILEDIR ?= $(HOME)/.theano/conformance
 # (359 s). Each worker compiles Theano's C code into a directory of its own under TEST_WORK
 # (no worker waits on another's compile lock), and the modules g++ links go through one
 # cache (scripts/g++-cache, TEST_WORK.g++-cache: a module is compiled once, not once per
-# worker); the longest tests go first (tests/durations_cpu.tsv, as timed on this machine),
-# so that the workers end together. TEST_WORKERS=1: one process, Theano's compiledir.
+# worker, and the conformance run uses it too); the longest tests go first
+# (tests/durations_cpu.tsv, as timed on this machine), so that the workers end together.
+# TEST_WORKERS=1: one process, Theano's compiledir. Theano's own module keys hold the
+# checkout's path (the -I of .venv's numpy), so a clone at a new path finds none of its
+# modules; the g++ cache's keys write that path as one name (G_CACHE_ROOT), so a new clone
+# on a machine that ran the suite before copies its modules instead of compiling them (CI
+# clones anew each run: 2,194 s when every module was compiled again, against 14-18 min
+# for a second run in the same clone).
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 TEST_WORK ?= $(HOME)/.theano/pytest-workers
 test: bootstrap
 	@rc=0; log=$$(mktemp); pid=; \
+	export G_CACHE_DIR="$(TEST_WORK).g++-cache" G_CACHE_ROOT="$(CURDIR)" \
+	    G_CACHE_STRIP="$(TEST_WORK)/[^/]+|$(CONFORMANCE_COMPILEDIR)"; \
+	gxx="cxx=$(CURDIR)/scripts/g++-cache"; \
 	if [ -f $(CONFORMANCE) ]; then \
+	    THEANO_FLAGS="$${THEANO_FLAGS:+$$THEANO_FLAGS,}$$gxx" \
 	    $(PY) $(CONFORMANCE) --quick --compiledir "$(CONFORMANCE_COMPILEDIR)" > $$log 2>&1 & pid=$$!; \
 	    trap 'kill $$pid 2>/dev/null; rm -f $$log' INT TERM; \
 	fi; \
 	par=; \
 	if [ "$(TEST_WORKERS)" -gt 1 ] && $(PY) -c 'import xdist' 2>/dev/null; then \
 	    export THEANO_OCL_TEST_WORKER_COMPILEDIR="$(TEST_WORK)" \
-	        THEANO_FLAGS="$${THEANO_FLAGS:+$$THEANO_FLAGS,}cxx=$(CURDIR)/scripts/g++-cache" \
-	        G_CACHE_DIR="$(TEST_WORK).g++-cache" G_CACHE_STRIP="$(TEST_WORK)/[^/]+"; \
+	        THEANO_FLAGS="$${THEANO_FLAGS:+$$THEANO_FLAGS,}$$gxx"; \
 	    if [ -z "$${THEANO_OCL_TEST_ORDER:-}" ] && [ -f tests/durations_cpu.tsv ]; then \
 	        export THEANO_OCL_TEST_ORDER="$(CURDIR)/tests/durations_cpu.tsv"; fi; \
 	    par="-n $(TEST_WORKERS) --dist worksteal"; \
