@@ -220,7 +220,7 @@ class HostTier(object):
                 if tier.call is not call:
                     return tier.call()
             for res in residents:
-                if res.device_newer:
+                if res._newer:              # (device_newer without the property: per call)
                     res.sync_to_host()
             for cell, copy in private:
                 value = cell[0]
@@ -313,5 +313,5 @@ def _host_commit(targets, new):
         for (cell, res), value in zip(targets, new[0]):
             cell[0] = value
             if res is not None:
-                res.host_dirty = True          # (Resident.host_set: device_newer cleared)
+                res.host_set()          # (host_dirty = True: device_newer cleared)
     return action
