@@ -244,14 +244,21 @@ def test_host_products_run_on_the_calling_thread_up_to_a_size(monkeypatch, big):
         assert counts[0] == 2
 
 
-def test_host_steps_map_each_buffer_once_where_its_roots_are_now(monkeypatch):
+@pytest.mark.parametrize('way', ['mapped', 'in place'])
+def test_host_steps_map_each_buffer_once_where_its_roots_are_now(monkeypatch, way):
     """ops/blas_host._Mapped: roots on one buffer (rows of one outer buffer, as a scan loop
     points them) get one map over the union of their spans, READ|WRITE where any is
     written; each view reads and writes its own root's place, read when the map opens
-    (a root moved since the last open maps its new place)."""
+    (a root moved since the last open maps its new place). 'in place' (the ``host_blas``
+    setting 'queued', on a device that runs queued products): pool buffers are not mapped
+    at all once their address is known, the same views read and write the same places."""
     from theano_ocl.darray import DArray, Root
+    from theano_ocl.ops import blas_queued
     dev = theano_ocl.get_device()
     cl = dev.cl
+    monkeypatch.setenv('THEANO_OCL_HOST_BLAS', 'mapped' if way == 'mapped' else 'queued')
+    if way == 'in place' and not blas_queued.available(dev):
+        pytest.skip('the device runs no queued products (not a CPU device with native kernels)')
     host = np.arange(64, dtype='float32')
     other = np.arange(8, dtype='float32') + 100
     buf, buf2 = dev.alloc(host.nbytes), dev.alloc(other.nbytes)
@@ -271,8 +278,12 @@ def test_host_steps_map_each_buffer_once_where_its_roots_are_now(monkeypatch):
     m = blas_host._Mapped(dev, dev.queue)
     m.open([(r, 0, r.nbytes, w) for r, w in zip(roots, (False, True, False, True))])
     rw = int(cl.map_flags.READ | cl.map_flags.WRITE)
-    assert sorted((b is buf, fl, off, sh) for b, fl, off, sh in maps) == \
-        [(False, rw, 0, (32,)), (True, rw, 0, (128,))]
+    if way == 'mapped':
+        assert sorted((b is buf, fl, off, sh) for b, fl, off, sh in maps) == \
+            [(False, rw, 0, (32,)), (True, rw, 0, (128,))]
+    else:
+        # at most the one look-up of each buffer's address (blas_queued.Addresses)
+        assert all((off, sh) == (0, (1,)) for _, _, off, sh in maps) and len(maps) <= 2
     for d, start in zip(views, (0, 16, 8)):
         np.testing.assert_array_equal(m.view(d), host[start:start + d.size])
         assert m.address(d) == m.view(d).ctypes.data
@@ -293,6 +304,6 @@ def test_host_steps_map_each_buffer_once_where_its_roots_are_now(monkeypatch):
     del maps[:]
     roots[1].origin = 128
     m.open([(roots[1], 0, 64, False)])
-    assert [(off, sh) for _, _, off, sh in maps] == [(128, (64,))]
+    assert [(off, sh) for _, _, off, sh in maps] == ([(128, (64,))] if way == 'mapped' else [])
     np.testing.assert_array_equal(m.view(views[1]), host[32:48])
     m.release()
