@@ -60,7 +60,7 @@ tally = Tally()
 
 
 class Resident(object):
-    __slots__ = ('cell', 'dev', 'root', 'darr', 'host_obj', '_newer', '__weakref__')
+    __slots__ = ('cell', 'dev', 'root', 'darr', 'host_obj', 'newer', '__weakref__')
 
     def __init__(self, cell):
         self.cell = cell
@@ -70,18 +70,20 @@ class Resident(object):
         # the host object the device copy was last synced with; HOST_NEWER when the host
         # holds a value the device has not seen (host_dirty)
         self.host_obj = HOST_NEWER
-        self._newer = False
+        # device_newer's value: read it directly where every call reads it (the host tier's
+        # loops, its guard); set it through device_newer, which counts the unmarks
+        self.newer = False
 
     @property
     def device_newer(self):
         """The device copy holds the variable's value, newer than the host cell's."""
-        return self._newer
+        return self.newer
 
     @device_newer.setter
     def device_newer(self, newer):
-        if self._newer and not newer:
+        if self.newer and not newer:
             tally.unmarks += 1
-        self._newer = newer
+        self.newer = newer
 
     @property
     def host_dirty(self):
@@ -99,8 +101,8 @@ class Resident(object):
         """The host value is the newer one (``set_value``, a host function's update): the
         next call that needs it on a device uploads it."""
         self.host_obj = HOST_NEWER
-        if self._newer:                        # (the device_newer setter, inline: per call)
-            self._newer = False
+        if self.newer:                        # (the device_newer setter, inline: per call)
+            self.newer = False
             tally.unmarks += 1
         tally.writes += 1
 
@@ -236,7 +238,7 @@ class Resident(object):
 
     def mark_device_newer(self):
         """The device copy holds the variable's value (it was just written there)."""
-        self._newer = True
+        self.newer = True
         v = self.cell[0]
         if v is not self.host_obj:             # (_synced, inline: once per commit)
             self.host_obj = v
@@ -278,7 +280,7 @@ def mark_device_newer(residents):
     """``Resident.mark_device_newer`` of every one of ``residents`` (a commit plan's: 1,500
     of a Nengo-like model), the flags set in one loop and the host objects compared in C."""
     for res in residents:
-        res._newer = True
+        res.newer = True
     if not all(map(operator.is_, map(_first, map(_cell, residents)),
                    map(_host_obj, residents))):
         for res in residents:
@@ -370,7 +372,7 @@ class ResidentTable(object):
                          self.origins[idx[sel]], sizes[sel])
         for r, v in zip(map(self.residents.__getitem__, changed), values):
             r.host_obj = v             # (Resident.uploaded, inline: flags set, counted once)
-            r._newer = False
+            r.newer = False
         tally.writes += 1              # (other frames' tables look again)
         tally.unmarks += 1
         self._seen(objs)

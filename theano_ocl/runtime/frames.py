@@ -160,7 +160,7 @@ def tier_guard(rc, frame, residents, arrays):
         if frame.replays < after or frame.tier_probes:
             return None         # (a probe call takes the general path: OCLFunction._pass)
         for res, shape, _ in residents:
-            if res._newer:              # (device_newer without the property: per call)
+            if res.newer:              # (device_newer without the property: per call)
                 if res.darr.shape != shape:
                     return None
             else:

@@ -220,7 +220,7 @@ class HostTier(object):
                 if tier.call is not call:
                     return tier.call()
             for res in residents:
-                if res._newer:              # (device_newer without the property: per call)
+                if res.newer:              # (device_newer without the property: per call)
                     res.sync_to_host()
             for cell, copy in private:
                 value = cell[0]
