@@ -40,6 +40,8 @@ class _Mapped(object):
         self.maps = {}        # id(root) -> (uint8 array, root's first byte in it, address)
         self.arrays = []      # the mapped arrays, one per buffer
         self.known = _direct(dev)     # (the setting read once: it reads the environment)
+        self.direct = {}              # (buffer handle, first, end byte) -> its view, in place
+        self.generation = None        # of the addresses the views were made from
 
     def open(self, regions):
         """Map ``regions``: (root, first byte, end byte, written), one per root.
@@ -62,15 +64,26 @@ class _Mapped(object):
                 e[1], e[2], e[3] = min(e[1], a), max(e[2], b), e[3] or write
                 e[4].append((root, lo, a))
         known = self.known
+        if known is not None:
+            generation = known.current()
+            if generation != self.generation or len(self.direct) > _MAX_DIRECT:
+                self.direct.clear()
+                self.generation = generation
         events = []
         drained = False
         for buf, a, b, write, members in by_buf.values():
-            if known is not None and isinstance(buf, _POOLED):
+            if known is not None and blas_queued.is_pool_buffer(buf):
                 if not drained:
-                    self.queue.finish()
+                    self.queue.finish()     # (returns at once when nothing is queued)
                     drained = True
-                start = known.of(buf) + a
-                arr = np.frombuffer((ctypes.c_uint8 * (b - a)).from_address(start), np.uint8)
+                # the view made at an earlier call, while the pool keeps the buffer
+                key = (buf.int_ptr, a, b)
+                view = self.direct.get(key)
+                if view is None:
+                    start = known.of(buf) + a
+                    view = self.direct[key] = (np.frombuffer(
+                        (ctypes.c_uint8 * (b - a)).from_address(start), np.uint8), start)
+                arr, start = view
                 for root, lo, first in members:
                     self.maps[id(root)] = (arr[first - a:], lo, start + first - a)
                 continue
@@ -99,15 +112,9 @@ class _Mapped(object):
             arr.base.release(self.queue)
 
 
-def _pooled():
-    try:
-        from pyopencl import PooledBuffer
-    except ImportError:           # (another pyopencl: every buffer mapped)
-        from pyopencl._cl import PooledBuffer
-    return PooledBuffer
-
-
-_POOLED = _pooled()
+#: views in place a session keeps (a frame's buffers, outputs handed over and replaced:
+#: a few per product); past it they are made again
+_MAX_DIRECT = 64
 
 
 def _direct(dev):

@@ -14,7 +14,8 @@ Every way of running a frame goes through :class:`Executor`:
   or re-points the kernels at it (``'rebind'``). Outputs asked for (``probes``) go into
   preallocated per-step slots of device buffers, every ``probe_every`` passes, and come back
   once at the end (or stay on the device). State lives in the shared variables' device
-  buffers; each pass commits its updates.
+  buffers; each pass commits its updates. A signature whose calls run on the host runs
+  its passes as calls (``runtime/host_steps.py``).
 
 ``OCLFunction.__call__`` (vm.py) is the one-pass form; ``SimulatorOCL.run_steps`` and its
 methods are thin public API over ``OCLFunction.run``. The executor sees the function's
@@ -26,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from . import commit, early, faults, planner, plans, uploads
+from . import commit, early, faults, host_steps, planner, plans, uploads
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .memory import buffer_copier
@@ -248,8 +249,8 @@ class Executor(object):
                 # step's input came back by a download: three queue round trips a run,
                 # ~45 us each on PoCL). A call of this run that plans another frame only
                 # costs speed: every step is a call either way.
-                return self._host_run(call, n, feeds, carry, probe_idx, k, stats, probes_on,
-                                      what, error)
+                return host_steps.host_run(rc, call, n, feeds, carry, probe_idx, k, stats,
+                                           probes_on, what, error)
             # ---------------------------------------------------- inputs, pass 0
             copies, host_feeds, bigs = [], [], []
             for i, arr in feeds.items():
@@ -272,9 +273,9 @@ class Executor(object):
                     cell[0] = arr[0, ...]
             carried = []
             for i, (j, init) in carry.items():
-                if prog.input_kinds[i] != 'dev' or i in feeds:
-                    raise error('%s: carry into input %d: not a device input of this function, '
-                                'or fed per step' % (what, i))
+                e = host_steps.carry_error(prog, i, feeds, what, error)
+                if e is not None:
+                    raise e
                 init = np.asarray(init, dtype=prog.fgraph.inputs[i].type.dtype) \
                     if not hasattr(init, 'base_data') else init
                 stage = self._stage(i, init.shape, init.dtype)
@@ -301,9 +302,9 @@ class Executor(object):
             if outs0 is not None and frame.on_host:
                 # the signature's calls run on the host (runtime/cost.py, or a value the
                 # device cannot hold): the other steps are calls too
-                out = self._calls(call, outs0, n, feeds, carry, probe_idx, k, stats,
-                                  t_first - t_start)
-                return out if probes_on == 'host' else [cla.to_device(queue, a) for a in out]
+                out = host_steps.calls(rc, call, outs0, n, feeds, carry, probe_idx, k, stats,
+                                       t_first - t_start)
+                return host_steps.on(queue, out, probes_on)
             # a host step may have replaced a fed device input's cell with its host copy
             # (an input read on the host too): every pass starts from the staged input
             staged = [(cells[i], stage) for i, stage, _, _, _ in copies] + \
@@ -392,10 +393,10 @@ class Executor(object):
                     slots = Rows(buf, 0, d.nbytes, every=k)
                     sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
                                  if strided is None else Strided(strided[1], strided[0], slots))
-            host_steps = self._warn_host_steps(frame, what, stacklevel + 3)
-            if host_steps:
+            n_host = self._warn_host_steps(frame, what, stacklevel + 3)
+            if n_host:
                 kept_actions = commit_actions   # a host step may sync a resident's cell
-            stats.update(info, host_steps=host_steps, feed=feed_mode, steps=n,
+            stats.update(info, host_steps=n_host, feed=feed_mode, steps=n,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=first,
                          loop_steps=n - first)
             inputs = cache.input_slots
@@ -496,59 +497,6 @@ class Executor(object):
         # (theano_ocl.stats' 'last_call': this pass 0's facts, as its call would have set)
         self.rc.last_call = (True, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         return frame
-
-    def _host_run(self, call, n, feeds, carry, probe_idx, k, stats, probes_on, what, error):
-        """``run`` for a signature whose calls run on the host: pass 0 a call on the feeds'
-        first rows, host arrays (a device feed downloaded once), then :meth:`_calls`."""
-        prog = self.rc.program
-        cells = prog.input_cells
-        host = {i: (a.get(queue=self.rc.queue) if hasattr(a, 'base_data') else a)
-                for i, a in feeds.items()}
-        for i, (j, init) in carry.items():
-            if prog.input_kinds[i] != 'dev' or i in feeds:
-                raise error('%s: carry into input %d: not a device input of this function, '
-                            'or fed per step' % (what, i))
-            cells[i][0] = init if hasattr(init, 'base_data') else \
-                np.array(init, dtype=prog.fgraph.inputs[i].type.dtype)
-        for i, arr in host.items():
-            # a 0-d array, never a numpy scalar: Theano's C code takes ndarrays
-            cells[i][0] = arr[0, ...]
-        t_start = time.perf_counter()
-        outs0 = call()
-        out = self._calls(call, outs0, n, host, carry, probe_idx, k, stats,
-                          time.perf_counter() - t_start)
-        if probes_on == 'host':
-            return out
-        import pyopencl.array as cla
-        return [cla.to_device(self.rc.queue, a) for a in out]
-
-    def _calls(self, call, outs0, n, feeds, carry, probe_idx, k, stats, first_s):
-        """``run``'s steps 1..n-1 as calls (pass 0 returned ``outs0``), for a signature
-        whose calls run on the host: every step is exactly a call, its updates committed
-        after it; the probes and carries as the device loop keeps them."""
-        cells = self.rc.program.input_cells
-        host = {i: (a.get(queue=self.rc.queue) if hasattr(a, 'base_data') else np.asarray(a))
-                for i, a in feeds.items()}
-        probed = {j: [] for j in probe_idx}
-        stats.update(host_steps=0, feed='call', steps=n, first_step_s=first_s, plan_s=0.0,
-                     steps_done=1, call_steps=n - 1, launches_per_step=0,
-                     launches_per_step_unbatched=0, batched=False)
-        t_loop = time.perf_counter()
-        outs = outs0
-        for step in range(n):
-            if step:
-                for i, arr in host.items():
-                    cells[i][0] = arr[step, ...]
-                for i, (j, _) in carry.items():
-                    cells[i][0] = _host_value(outs[j], self.rc.queue)
-                outs = call()
-                stats['steps_done'] = step + 1
-            if (step + 1) % k == 0:
-                for j in probe_idx:
-                    probed[j].append(np.array(_host_value(outs[j], self.rc.queue), copy=True))
-        stats['loop_s'] = time.perf_counter() - t_loop
-        return [np.array(probed[j]).reshape((n // k,) + np.shape(probed[j][0]) if probed[j]
-                                            else (0,)) for j in probe_idx]
 
     def _write(self, buf, offset, value, like, what='run', error=RunStepsError, j=None):
         """Copy a call's output ``value`` (host or device array) into ``buf`` at byte
@@ -726,7 +674,3 @@ def _host_copy(fetch):
     """A host output's value at a step, kept (the next step's thunk may reuse its array)."""
     return lambda: np.array(fetch(), copy=True)
 
-
-def _host_value(value, queue):
-    """A call's output as a host array (a device output: its copy)."""
-    return value.get(queue=queue) if hasattr(value, 'base_data') else value
