@@ -421,3 +421,65 @@ def test_slab_regions_with_library_products_and_methods():
     sim.sync_to_theano()
     for s, w in zip(state, final):
         assert_close(s.get_value(), w, rtol=1e-4, what=s.name)
+
+
+def _probed_net(seed=4, size=5):
+    """Outputs of every kind a probe may be: one only probed, one also read by an update's
+    kernel in the same pass, one also an update's value, one probed twice."""
+    rng = np.random.RandomState(seed)
+    x = T.fvector('x')
+    s = [theano.shared(rng.uniform(-1, 1, size).astype(F32), name='p%d' % k) for k in range(3)]
+    only = T.tanh(s[0] + x)
+    read = s[1] * F32(0.5) - T.sqr(x)
+    new2 = s[2] * F32(0.9) + F32(0.1) * T.tanh(read)
+    upd = [(s[0], s[0] * F32(0.8) + F32(0.2) * only),
+           (s[1], s[1] + F32(0.1) * T.exp(-T.sqr(read))),
+           (s[2], new2)]
+    f = theano.function([x], [only, read, new2], updates=upd, mode='FAST_RUN')
+    return f, s, rng.uniform(-1, 1, (10, size)).astype(F32)
+
+
+@pytest.mark.parametrize('bind', [True, False])
+@pytest.mark.parametrize('batch', [False, True])
+@pytest.mark.parametrize('every', [1, 3])
+def test_probes_written_into_their_slots_agree_with_calls(monkeypatch, bind, batch, every):
+    # run_steps points the kernels computing a probed output at its slot instead of copying
+    # the value there after each step (runtime/probe_places.py): an output read later in
+    # the pass too, and steps past the last whole slot (10 steps, every 3: a spare slot),
+    # must agree with calls; an update's value and an output probed twice are copied
+    monkeypatch.setenv('THEANO_OCL_SCAN_BIND', '1' if bind else '0')
+    f, state, xs = _probed_net()
+    want, final = _reference(f, state, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    for run in range(2):         # the second run's step 0 is a step of its loop
+        init = [s.get_value() for s in state]
+        got = sim.run_steps(len(xs), inputs={'x': xs}, probes=[0, 1, 2, 1], batch=batch,
+                            probe_every=every)
+        for j, out in enumerate([0, 1, 2, 1]):
+            assert_close(got[j], want[out][every - 1::every], what='probe %d (output %d), '
+                         'run %d' % (j, out, run))
+        for s, w in zip(state, final):
+            assert_close(s.get_value(), w, what='%s, run %d' % (s.name, run))
+        st = sim.stats
+        assert st['host_steps'] == 0, st
+        # output 0 only: output 1 is probed twice, output 2 is an update's value
+        assert st['probes_in_place'] == (1 if bind else 0), st
+        for s, v in zip(state, init):
+            s.set_value(v)
+    # the probed root went back where its frame planned it: calls agree after the runs
+    for t in range(3):
+        out = sim(xs[t])
+        for j in range(3):
+            assert_close(out[j], want[j][t], what='call %d, output %d' % (t, j))
+
+
+def test_probe_placed_and_read_later_in_the_pass(monkeypatch):
+    monkeypatch.setenv('THEANO_OCL_SCAN_BIND', '1')
+    f, state, xs = _probed_net()
+    want, final = _reference(f, state, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    got = sim.run_steps(len(xs), inputs={'x': xs}, probes=[1])
+    assert_close(got[0], want[1], what='output 1, read by an update in the same pass')
+    for s, w in zip(state, final):
+        assert_close(s.get_value(), w, what=s.name)
+    assert sim.stats['probes_in_place'] == 1, sim.stats

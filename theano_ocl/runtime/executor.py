@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from . import commit, early, faults, host_steps, planner, plans, uploads
+from . import commit, early, faults, host_steps, planner, plans, probe_places, uploads
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .memory import buffer_copier
@@ -48,7 +48,7 @@ class Executor(object):
         self.rc = rc
         self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
-        self.loop_plans = {}       # id(frame) -> (frame, batched steps, batched commits)
+        self.loop_plans = {}       # (id(frame), pinned) -> (frame, batched steps, batched commits)
         # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
         self.armed = False
@@ -337,7 +337,12 @@ class Executor(object):
                     else:
                         cl.enqueue_copy(queue, stage.base_data,
                                         np.ascontiguousarray(v0, dtype=stage.dtype))
+            feed_mode = self.feed_mode(feed, frame, copies, what, error)
+            if feed_mode == 'rebind':
+                batch = False     # batched kernels bind the input buffer itself
             # ---------------------------------------------------- probes
+            # (written into their slots by their kernels where the frame allows it)
+            placed, pinned = probe_places.choose(self, frame, probe_idx, carried, batch)
             probe_bufs = []
             for j in probe_idx:
                 d = frame.dvals.get(prog.fgraph.outputs[j])
@@ -345,7 +350,8 @@ class Executor(object):
                     host_probes[j] = []
                     probe_bufs.append(None)
                     continue
-                buf = dev.alloc(max(d.nbytes * n_slots, 1))
+                buf = dev.alloc(max(d.nbytes * (probe_places.slots(n, k) if j in placed
+                                                else n_slots), 1))
                 strided = None
                 if d.nbytes and not d.is_c_contiguous():
                     # one copy kernel per probe, its destination moved slot by slot
@@ -365,7 +371,6 @@ class Executor(object):
                 for j in host_probes:
                     host_probes[j].append(np.array(outs0[j], copy=True))
             # ---------------------------------------------------- the loop, declared
-            feed_mode = self.feed_mode(feed, frame, copies, what, error)
             feeds = []
             for i, stage, big, nbytes, src0 in copies:
                 rows = Rows(big.base_data, src0, nbytes)
@@ -376,19 +381,20 @@ class Executor(object):
                 else:
                     feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
             feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
-            if feed_mode == 'rebind':
-                batch = False     # batched kernels bind the input buffer itself
             # (the frame's small buffers may move into a slab: the places below after it)
             t_plan = time.perf_counter()
-            step_fns, commit_actions, info, kept_actions = self.plans_for(frame, batch)
+            step_fns, commit_actions, info, kept_actions = self.plans_for(frame, batch, pinned)
             t_plan = time.perf_counter() - t_plan
+            feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
+                                                          zip(probe_idx, probe_bufs)
+                                                          if j in placed}, k)
             sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
                      for dst, d, nbytes in carries]
             for j, pb in zip(probe_idx, probe_bufs):
                 if pb is None:
                     sinks.append(HostRow(fetch=_host_copy(frame.outputs[j]),
                                          into=host_probes[j], every=k))
-                elif pb[1].nbytes:
+                elif pb[1].nbytes and j not in placed:
                     buf, d, strided = pb
                     slots = Rows(buf, 0, d.nbytes, every=k)
                     sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
@@ -397,6 +403,7 @@ class Executor(object):
             if n_host:
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=n_host, feed=feed_mode, steps=n,
+                         probes_in_place=len(placed),
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=first,
                          loop_steps=n - first)
             inputs = cache.input_slots
@@ -634,10 +641,12 @@ class Executor(object):
             return 'rebind' if ok and sites <= len(copies) else 'copy'
         return 'rebind'
 
-    def plans_for(self, frame, batch):
+    def plans_for(self, frame, batch, pinned=None):
         """(pass callables, per-pass commit actions, launch counts, the same actions for the
         passes after a first) for replaying ``frame`` in a loop; ``commit_actions()``
-        prepares one pass's commit (runtime/commit.py)."""
+        prepares one pass's commit (runtime/commit.py). ``pinned``: the roots the loop
+        re-points between passes, which its batched plan keeps in place (None: the
+        frame's own, ``Frame.pinned``)."""
         rc = self.rc
         commits = frame.commits
         unbatched = frame.memo.get('launches')
@@ -651,15 +660,18 @@ class Executor(object):
         if batch is False:
             info.update(launches_per_step=unbatched, batched=False)
             return [s.fn for s in frame.steps], plain_commit, info, plain_commit
-        hit = self.loop_plans.get(id(frame))
+        pins = frame.pinned if pinned is None else pinned
+        key = (id(frame), pins)
+        hit = self.loop_plans.get(key)
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
             gather_into_slab(rc, frame)
-            p_steps, p_commits = planner.loop_plans(rc, frame)
-            self.loop_plans = {id(frame): (frame, p_steps, p_commits)}
-            if frame.batched is None and p_steps.pays():
+            p_steps, p_commits = planner.loop_plans(rc, frame, pins)
+            # (one frame's plans at a time: the frame's own pins, and the probes' pins)
+            self.loop_plans = {k: v for k, v in self.loop_plans.items() if v[0] is frame}
+            self.loop_plans[key] = hit = (frame, p_steps, p_commits)
+            if frame.batched is None and pins == frame.pinned and p_steps.pays():
                 # ordinary calls of the frame (pass 0 of run, f(...)) replay it too
                 frame.batched = p_steps
-            hit = self.loop_plans[id(frame)]
         _, p_steps, p_commits = hit
         after = p_steps.n_launches_after + p_commits.plan.n_launches_after
         if batch == 'auto' and after >= unbatched:

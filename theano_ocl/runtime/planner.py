@@ -644,9 +644,9 @@ class CommitPlan(object):
 def _planning(plan):
     """Run ``plan(rc, frame)`` with the function's settings active
     (``runtime.settings.current``: how op families read them)."""
-    def planning(rc, frame):
+    def planning(rc, frame, *args):
         with settings.active(rc.settings):
-            return plan(rc, frame)
+            return plan(rc, frame, *args)
     planning.__name__ = plan.__name__
     planning.__doc__ = plan.__doc__
     return planning
@@ -674,9 +674,10 @@ def batched_plan(rc, frame):
 
 
 @_planning
-def loop_plans(rc, frame):
+def loop_plans(rc, frame, pinned=None):
     """(batched steps, batched commits) of ``frame`` for a loop of ``run``, whether or not
-    they pay (the executor compares launch counts)."""
+    they pay (the executor compares launch counts); ``pinned``: the roots the loop
+    re-points between passes (default ``frame.pinned``)."""
     return (plan_steps(frame.steps, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group,
-                       pinned=frame.pinned),
+                       pinned=frame.pinned if pinned is None else pinned),
             CommitPlan(rc, frame))

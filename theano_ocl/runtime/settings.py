@@ -32,7 +32,8 @@ argument           default (environment)   meaning
 ``scan_bind``      THEANO_OCL_SCAN_BIND=1  a device Scan's inner frame reads its rows and
                                            writes its slots in the outer buffers, its
                                            kernels re-pointed each step, in place of
-                                           copies (``ops/scan_bind.py``)
+                                           copies (``ops/scan_bind.py``); so do
+                                           ``run``'s probes (``runtime/probe_places.py``)
 ``host_tier``      THEANO_OCL_HOST_TIER    which tiny hot functions Theano's own VM may
                    =exact                  run in this thread (``runtime/host_tier.py``):
                                            'exact' those whose results cannot depend on
