@@ -50,12 +50,17 @@ def commit():
 
 def write_record(path, bench, dev, rounds, step, ratio, loss_rel_diff, **params):
     """Write one script run as JSON (docs/_data/scripts/ keeps those the changelog cites):
-    the benchmark's name and ``params``, date, commit, device, every round's samples,
+    the benchmark's name and ``params``, date, commit, device, host, every round's samples,
     ms per step per backend, the ratio against Theano C and the losses' agreement."""
     import datetime
     import json
+    import os
+    import sys
+    from theano_ocl.benchmarks.timing import cpu_name
     record = dict(bench=bench, date=datetime.date.today().isoformat(), commit=commit(),
-                  device=dev.name, platform=dev.platform_name)
+                  device=dev.name, platform=dev.platform_name,
+                  host=dict(cpu=cpu_name(), cpus=os.cpu_count(),
+                            python=sys.version.split()[0]))
     record.update(params)
     record.update(rounds=dict(rounds), ms_per_step={n: t * 1e3 for n, t in step.items()},
                   ratio=ratio, loss_rel_diff=loss_rel_diff)

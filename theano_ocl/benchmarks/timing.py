@@ -78,7 +78,7 @@ class OtherLoad(object):
         return max(0.0, (busy - mine) / float(max(total, 1)))
 
 
-def _cpu_name():
+def cpu_name():
     try:
         with open('/proc/cpuinfo') as f:
             for line in f:
@@ -131,7 +131,7 @@ def environment(dev):
                     driver_version=d.driver_version.strip(), version=d.version.strip(),
                     type='GPU' if dev.is_gpu else ('CPU' if dev.is_cpu else 'other'),
                     compute_units=dev.compute_units, global_mem=dev.global_mem_size),
-        host=dict(cpu=_cpu_name(), cpus=os.cpu_count(), os=platform.platform(),
+        host=dict(cpu=cpu_name(), cpus=os.cpu_count(), os=platform.platform(),
                   python=sys.version.split()[0]),
         versions={m: _version(m) for m in ('theano_ocl', 'theano', 'numpy', 'pyopencl',
                                            'scipy', 'pyclblast')},
