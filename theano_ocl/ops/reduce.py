@@ -35,6 +35,7 @@ from theano.tensor.elemwise import CAReduce
 
 from .. import kernels
 from .. import scalar as oscalar
+from ..darray import DArray
 from ..errors import KernelBuildError, NoDeviceImplementation
 from .base import DeviceImpl
 from .elemwise import collapse
@@ -450,7 +451,9 @@ def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrid
             # lanes per output in the last group's pass: enough for the parts, at most L
             args.append(np.int32(min(g.L, pow2_at_least(g.parts))))
     prg = ctx.dev.build(src, sync_options(ctx.dev, sync) if single else ())
-    ctx.launch(prg, name, (g.gsize,), (g.lsize,), args)
+    # it reads x; it writes the rest (the results, the partials, the counters it resets)
+    ctx.launch(prg, name, (g.gsize,), (g.lsize,), args, reads=[x],
+               writes=[a for a in args if isinstance(a, DArray) and a is not x])
 
 
 def _cross_group(dev):
@@ -503,7 +506,13 @@ def _launch(ctx, comb, x, x_idx, out, out_idx, kshape, kstrides, rshape, rstride
     else:
         local = 64
         gsize, lsize = (-(-n_items // local) * local,), (local,)
-    ctx.launch(prg, name, gsize, lsize, args)
+    # it writes the results (an epilogue's output: the last of ``extra``); it reads the rest
+    written = [d for d in (out, out_idx) if d is not None]
+    if extra and isinstance(extra[-1], DArray):
+        written.append(extra[-1])
+    ctx.launch(prg, name, gsize, lsize, args, writes=written,
+               reads=[a for a in args if isinstance(a, DArray) and
+                      not any(a is w for w in written)])
 
 
 def _empty_error(node, x, axes):

@@ -457,7 +457,9 @@ def plan_gather(ctx, node, x, entries):
     err = error_buffer(ctx)
     args += [out, xv] + ai.index_args() + [err]
     gsize, lsize = launch_geometry(ctx.dev, out.size)
-    ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
+    # it writes the result and the error flag; it reads x and the indices
+    ctx.launch(ctx.dev.build(src), name, gsize, lsize, args, writes=[out, err],
+               reads=[a for a in args if isinstance(a, DArray) and a is not out and a is not err])
     check_errors(ctx, err, node, ai)
     return out
 
