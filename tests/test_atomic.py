@@ -319,27 +319,43 @@ def test_a_failing_device_check_commits_nothing():
         assert int(c_o.get_value()) == int(c_c.get_value())
 
 
-def test_run_steps_fails_at_the_failing_step_as_n_calls_would():
+@pytest.mark.parametrize('batch', ['auto', True])
+def test_run_steps_fails_at_the_failing_step_as_n_calls_would(batch):
+    # batch=True: W is double-buffered (runtime/state_swap.py); the failing step is found
+    # after the loop, whose last committed value is then put home, and the steps run again
     f_plain, W, c = _gather_model('FAST_RUN')
     f_c, W_c, c_c = _gather_model('FAST_RUN')
     sim = theano_ocl.SimulatorOCL(f_plain)
     steps = np.array([[0, 1, 2], [1, 1, 1], [3, 2, 0], [0, 4, 0], [1, 2, 3]])
     done = 0
-    with pytest.raises(IndexError, match='step 3'):
-        sim.run_steps(len(steps), inputs={'idx': steps})
-    for row in steps:
+    if batch is True:
+        sim.run_steps(1, inputs={'idx': steps[:1]}, batch=True)
+        assert sim.stats['states_swapped'] == 1, sim.stats
+        f_c(steps[0])
+    with pytest.raises(IndexError, match='step 3' if batch != True else 'step 2'):
+        sim.run_steps(len(steps) - (batch is True),
+                      inputs={'idx': steps[(batch is True):]}, batch=batch)
+    for row in steps[(batch is True):]:
         try:
             f_c(row)
             done += 1
         except IndexError:
             break
-    assert done == 3
+    assert done == 3 - (batch is True)
     assert_close(W.get_value(), W_c.get_value())
     assert int(c.get_value()) == int(c_c.get_value()) == 3
+    # the simulator goes on from there as Theano C does
+    got = sim.run_steps(3, inputs={'idx': steps[[0, 1, 4]]}, batch=batch)[0]
+    assert_close(got, [f_c(row) for row in steps[[0, 1, 4]]])
+    assert_close(W.get_value(), W_c.get_value())
 
 
+@pytest.mark.parametrize('batch', ['auto', True])
 @pytest.mark.parametrize('how', HOW)
-def test_run_steps_interrupted_holds_whole_steps(how):
+def test_run_steps_interrupted_holds_whole_steps(how, batch):
+    # batch=True: s and t are double-buffered (runtime/state_swap.py), their commit a
+    # point of each step's journal, their last committed value put home however the loop
+    # ends
     rng = np.random.RandomState(3)
     x = T.fvector('x')
     s = theano.shared(np.zeros(4, 'float32'), 's')
@@ -361,13 +377,15 @@ def test_run_steps_interrupted_holds_whole_steps(how):
         c.set_value(start[2])
     reset()
     sim = theano_ocl.SimulatorOCL(f)
-    n = len(_boundaries(lambda: sim.run_steps(len(xs), inputs={'x': xs})))
+    n = len(_boundaries(lambda: sim.run_steps(len(xs), inputs={'x': xs}, batch=batch)))
     assert n > len(xs)
+    if batch is True:
+        assert sim.stats['states_swapped'] == 2, sim.stats
     for k in range(n):
         reset()
         try:
             with faults.injected(Interrupt(k, how)):
-                sim.run_steps(len(xs), inputs={'x': xs})
+                sim.run_steps(len(xs), inputs={'x': xs}, batch=batch)
                 for _ in range(3):
                     pass
         except KeyboardInterrupt:
@@ -378,5 +396,5 @@ def test_run_steps_interrupted_holds_whole_steps(how):
         assert steps, 'interrupt at boundary %d left a state of no whole number of steps' % k
         assert int(got[2]) == steps[0]
     reset()
-    sim.run_steps(len(xs), inputs={'x': xs})
+    sim.run_steps(len(xs), inputs={'x': xs}, batch=batch)
     assert_close(s.get_value(), states[-1][0])

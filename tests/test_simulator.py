@@ -483,3 +483,65 @@ def test_probe_placed_and_read_later_in_the_pass(monkeypatch):
     for s, w in zip(state, final):
         assert_close(s.get_value(), w, what=s.name)
     assert sim.stats['probes_in_place'] == 1, sim.stats
+
+
+def _swap_net(seed=6, size=7):
+    """State a loop may double-buffer (runtime/state_swap.py): updates computed by
+    elementwise kernels and by a reduction, each state read by several kernels, one
+    state's value probed, a Join of a constant row and a state (its constant part copied
+    once per run: planner.invariant_copies)."""
+    rng = np.random.RandomState(seed)
+    x = T.fvector('x')
+    v = theano.shared(rng.uniform(-1, 1, (3, size)).astype(F32), name='v')
+    w = theano.shared(rng.uniform(-1, 1, (3, size)).astype(F32), name='w')
+    y = theano.shared(rng.uniform(-1, 1, (2, size)).astype(F32), name='y')
+    c = theano.shared(rng.uniform(-1, 1, (4, size, 3)).astype(F32), name='c')
+    joined = T.concatenate([T.constant(np.linspace(-1, 1, size).astype(F32))[None, :], y],
+                           axis=0)                                        # 3 x size
+    v_new = v * F32(0.7) + F32(0.3) * T.tanh(joined + w + x)
+    w_new = T.switch(v_new > F32(0.2), w * F32(0.5), w + F32(0.1) * v)
+    y_new = F32(0.9) * y + F32(0.1) * (c[:2] * v_new.T[None, :, :]).sum(axis=2)
+    out = (v_new * w).sum(axis=1)
+    f = theano.function([x], [out, v_new], updates=[(v, v_new), (w, w_new), (y, y_new)],
+                        mode='FAST_RUN')
+    return f, [v, w, y], rng.uniform(-1, 1, (9, size)).astype(F32)
+
+
+@pytest.mark.parametrize('bind', [True, False])
+def test_state_double_buffered_agrees_with_calls(monkeypatch, bind):
+    # each state lives in two places that trade every step (its commit copies nothing);
+    # runs of odd and even lengths leave the last value home, and calls, set_value and
+    # later runs find every state where it lives
+    monkeypatch.setenv('THEANO_OCL_SCAN_BIND', '1' if bind else '0')
+    f, state, xs = _swap_net()
+    want, final = _reference(f, state, xs)
+    sim = theano_ocl.SimulatorOCL(f)
+    done = 0
+    for n in (1, 2, 3, 1):              # 7 steps, in runs of odd and even lengths
+        got = sim.run_steps(n, inputs={'x': xs[done:done + n]}, probes=[0], batch=True)
+        assert_close(got[0], want[0][done:done + n], what='probe, steps %d..%d' % (
+            done, done + n - 1))
+        done += n
+        st = sim.stats
+        if n > 1:
+            # v_new is an output too, never probed: v is double-buffered with the others
+            assert st['states_swapped'] == (3 if bind else 0), st
+            assert st['hoisted'] == 1, st
+    for t in range(done, len(xs)):        # calls go on from where the runs left the state
+        out = sim(xs[t])
+        assert_close(out[0], want[0][t], what='call at step %d' % t)
+    for s, w in zip(state, final):
+        assert_close(s.get_value(), w, what=s.name)
+    # a state set between runs is read from its home by the next run's first step
+    f2, state2, _ = _swap_net()
+    state2[0].set_value(state[0].get_value() * F32(0.5))
+    state[0].set_value(state[0].get_value() * F32(0.5))
+    for s2, s in zip(state2[1:], state[1:]):
+        s2.set_value(s.get_value())
+    want2 = [f2(xs[t]) for t in range(3)]
+    got = sim.run_steps(3, inputs={'x': xs[:3]}, probes=[0, 1], batch=True)
+    for t in range(3):
+        assert_close(got[0][t], want2[t][0], what='after set_value, step %d' % t)
+        assert_close(got[1][t], want2[t][1], what='after set_value, v_new at step %d' % t)
+    for s2, s in zip(state2, state):
+        assert_close(s.get_value(), s2.get_value(), what='%s after set_value' % s.name)

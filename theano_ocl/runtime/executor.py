@@ -27,7 +27,8 @@ import warnings
 
 import numpy as np
 
-from . import commit, early, faults, host_steps, planner, plans, probe_places, uploads
+from . import (commit, early, faults, host_steps, planner, plans, probe_places,
+               state_swap, uploads)
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .memory import buffer_copier
@@ -48,7 +49,7 @@ class Executor(object):
         self.rc = rc
         self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
-        self.loop_plans = {}       # (id(frame), pinned) -> (frame, batched steps, batched commits)
+        self.loop_plans = {}       # (id(frame), pinned, skip) -> (frame, batched steps, commits)
         # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
         self.armed = False
@@ -383,11 +384,21 @@ class Executor(object):
             feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
             # (the frame's small buffers may move into a slab: the places below after it)
             t_plan = time.perf_counter()
-            step_fns, commit_actions, info, kept_actions = self.plans_for(frame, batch, pinned)
+            # state double-buffered where the frame allows it (runtime/state_swap.py): not
+            # the roots a sink of the loop reads where they were planned
+            sink_roots = {id(d.root) for _, d, _ in carries} | {
+                id(pb[1].root) for j, pb in zip(probe_idx, probe_bufs)
+                if pb is not None and j not in placed}
+            swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots)
+            step_fns, commit_actions, info, kept_actions, prologue = self.plans_for(
+                frame, batch, pinned, skip)
             t_plan = time.perf_counter() - t_plan
             feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
                                                           zip(probe_idx, probe_bufs)
                                                           if j in placed}, k)
+            if swaps:
+                feeds += swaps
+                commit_actions, kept_actions = _with_swaps(commit_actions, kept_actions, swaps)
             sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
                      for dst, d, nbytes in carries]
             for j, pb in zip(probe_idx, probe_bufs):
@@ -403,7 +414,7 @@ class Executor(object):
             if n_host:
                 kept_actions = commit_actions   # a host step may sync a resident's cell
             stats.update(info, host_steps=n_host, feed=feed_mode, steps=n,
-                         probes_in_place=len(placed),
+                         probes_in_place=len(placed), states_swapped=len(swaps),
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=first,
                          loop_steps=n - first)
             inputs = cache.input_slots
@@ -418,6 +429,8 @@ class Executor(object):
                         checks=lambda t: self._checked(frame, t))
             copy = buffer_copier(cl)
             t_loop = time.perf_counter()
+            for fn in prologue:
+                fn()            # copies every pass would make alike (planner.invariant_copies)
             # a device check (bad index, integer division by zero) is read once after the
             # loop, not every step; should one fail, the state before step 1 comes back
             # and the steps run again reading the flags after each, so the run ends as n
@@ -641,12 +654,14 @@ class Executor(object):
             return 'rebind' if ok and sites <= len(copies) else 'copy'
         return 'rebind'
 
-    def plans_for(self, frame, batch, pinned=None):
+    def plans_for(self, frame, batch, pinned=None, skip=frozenset()):
         """(pass callables, per-pass commit actions, launch counts, the same actions for the
-        passes after a first) for replaying ``frame`` in a loop; ``commit_actions()``
-        prepares one pass's commit (runtime/commit.py). ``pinned``: the roots the loop
+        passes after a first, callables to run once before the passes) for replaying
+        ``frame`` in a loop; ``commit_actions()`` prepares one pass's commit
+        (runtime/commit.py). ``pinned``: the roots the loop
         re-points between passes, which its batched plan keeps in place (None: the
-        frame's own, ``Frame.pinned``)."""
+        frame's own, ``Frame.pinned``); ``skip``: ids of the residents the loop
+        double-buffers, whose commits copy nothing (runtime/state_swap.py)."""
         rc = self.rc
         commits = frame.commits
         unbatched = frame.memo.get('launches')
@@ -658,28 +673,38 @@ class Executor(object):
             return [prepare() for prepare in commits]
         info = dict(launches_per_step_unbatched=unbatched)
         if batch is False:
-            info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info, plain_commit
+            info.update(launches_per_step=unbatched, batched=False, hoisted=0)
+            return [s.fn for s in frame.steps], plain_commit, info, plain_commit, []
         pins = frame.pinned if pinned is None else pinned
-        key = (id(frame), pins)
+        key = (id(frame), pins, skip)
         hit = self.loop_plans.get(key)
         if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
             gather_into_slab(rc, frame)
-            p_steps, p_commits = planner.loop_plans(rc, frame, pins)
+            p_steps, p_commits = planner.loop_plans(rc, frame, pins, skip)
             # (one frame's plans at a time: the frame's own pins, and the probes' pins)
             self.loop_plans = {k: v for k, v in self.loop_plans.items() if v[0] is frame}
             self.loop_plans[key] = hit = (frame, p_steps, p_commits)
-            if frame.batched is None and pins == frame.pinned and p_steps.pays():
-                # ordinary calls of the frame (pass 0 of run, f(...)) replay it too
+            if frame.batched is None and pins == frame.pinned and not skip and \
+                    not p_steps.prologue and p_steps.pays():
+                # ordinary calls of the frame (pass 0 of run, f(...)) replay it too (not
+                # one that leaves copies to a prologue: a call's outputs may take memory
+                # a prologue filled)
                 frame.batched = p_steps
         _, p_steps, p_commits = hit
         after = p_steps.n_launches_after + p_commits.plan.n_launches_after
         if batch == 'auto' and after >= unbatched:
-            info.update(launches_per_step=unbatched, batched=False)
-            return [s.fn for s in frame.steps], plain_commit, info, plain_commit
-        info.update(launches_per_step=after, batched=True)
-        return p_steps.fns, p_commits.actions, info, p_commits.actions_kept
+            info.update(launches_per_step=unbatched, batched=False, hoisted=0)
+            return [s.fn for s in frame.steps], plain_commit, info, plain_commit, []
+        info.update(launches_per_step=after, batched=True, hoisted=len(p_steps.prologue))
+        return p_steps.fns, p_commits.actions, info, p_commits.actions_kept, p_steps.prologue
 
+
+
+def _with_swaps(actions, kept, swaps):
+    """A loop's commit actions with its double-buffered variables' commit points
+    (runtime/state_swap.py): in the same journal as the step's other updates."""
+    marks = [sw.commit for sw in swaps]
+    return (lambda: actions() + marks), (lambda: kept() + marks)
 
 
 def _host_copy(fetch):

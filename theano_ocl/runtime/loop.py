@@ -32,6 +32,9 @@ What a loop says, each part data rather than code:
   slot of a host buffer (:class:`HostRow`);
   each sink every ``every`` steps;
 * the step's commit (``commit``: the actions of its first step, then of the others);
+  a shared variable double-buffered by the loop (a ``state_swap.Swap`` among the feeds:
+  its root and its update's trade two places every step) commits by a point of that
+  journal, and is put home when the loop ends, however it ends;
 * an ``until`` condition (:class:`Until`, the last sink): a device stop flag updated
   every step and read every few steps, or a host value read every step; the loop ends
   once it is found set.
@@ -47,6 +50,7 @@ from . import commit as commit_mod
 from . import faults
 from .context import Replan, bind_site
 from .invokers import set_long
+from .state_swap import Swap, settle
 
 
 class Rows(object):
@@ -170,6 +174,7 @@ class Loop(object):
         self.commit, self.checks = commit, checks
         self.tasks, self.plan_label, self.owner = tasks, plan_label, owner
         self.follows = [f for f in self.feeds if type(f) is Follow]
+        self.swaps = [f for f in self.feeds if type(f) is Swap]
         # whether a step moves anything besides its plans (a call's pass does not)
         self.moves = bool(self.feeds or self.sinks or self.cells or self.clear or
                           self.restage)
@@ -246,6 +251,9 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
         if isinstance(labels, str):
             labels = [labels % k for k in range(len(fns))]
         fns = [_boundary(where, fn) for where, fn in zip(labels, fns)]
+    swaps = loop.swaps
+    for sw in swaps:
+        sw.start(first)
     t = first
     try:
         for t in range(first, n):
@@ -265,6 +273,8 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
                                  f.dst.offset(t))
                     elif kind is Follow:
                         place(f, t)
+                    elif kind is Swap:
+                        f.place(t)
                     elif kind is RowLaunch:
                         f.copies.run(None if f.src is None else [r.row(t) for r in f.src],
                                      None if f.dst is None else [r.row(t) for r in f.dst])
@@ -326,6 +336,11 @@ def drive(loop, first, n, copy, check_each=False, stats=None):
     except Replan as e:
         loop.replan = e
         return t
+    finally:
+        if swaps:
+            # each double-buffered variable's last committed value home, however the loop
+            # ended (runtime/state_swap.py)
+            settle(swaps, loop.queue, loop.dev.cl)
     return n
 
 

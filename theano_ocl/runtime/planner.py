@@ -229,6 +229,7 @@ class BatchedPlan(object):
         self._bufs = [b for _, b, _ in seen.values()]
         self._origins = [o for _, _, o in seen.values()]
         self._held_at = None        # da.moves.n when valid() last found every root in place
+        self.prologue = []          # callables run once before a loop's passes (loop_plans)
 
     def valid(self):
         """Whether every root is still in the buffer, at the origin, it was bound to (looked
@@ -573,17 +574,23 @@ class CommitPlan(object):
     """A frame's commits with the device copies into residents batched (planner.py; 12
     copies of an MLP step -> 1 launch on a GPU) and the residents' coherence flags set as
     ``Resident.prepare_device_commit``'s action would; the other commits (host values,
-    downloads) stay prepare -> action pairs.
+    downloads) stay prepare -> action pairs. The residents in ``skip`` (ids) only have
+    their flags set: a loop double-buffers them (``runtime/state_swap.py``).
 
     On CPU devices copies over ``CPU_BATCH_MAX_BYTES`` stay the driver's own copies (a
     memcpy; through the batched kernel the MLP step's 14 MB of commits cost 2 ms more)."""
     CPU_BATCH_MAX_BYTES = 1 << 16
 
-    def __init__(self, rc, frame):
+    def __init__(self, rc, frame, skip=frozenset()):
         self.marks = []
         self.prepares = []
         small, big = [], []
         for prepare in frame.commits:
+            if skip and prepare.resident is not None and id(prepare.resident[0]) in skip:
+                # double-buffered by the loop (runtime/state_swap.py): its flags only
+                res = prepare.resident[0]
+                self.marks.append((res, res.darr))
+                continue
             step = commit_copy_step(rc, prepare)
             if step is None:
                 self.prepares.append(prepare)
@@ -674,10 +681,42 @@ def batched_plan(rc, frame):
 
 
 @_planning
-def loop_plans(rc, frame, pinned=None):
+def loop_plans(rc, frame, pinned=None, skip=frozenset()):
     """(batched steps, batched commits) of ``frame`` for a loop of ``run``, whether or not
     they pay (the executor compares launch counts); ``pinned``: the roots the loop
-    re-points between passes (default ``frame.pinned``)."""
-    return (plan_steps(frame.steps, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group,
-                       pinned=frame.pinned if pinned is None else pinned),
-            CommitPlan(rc, frame))
+    re-points between passes (default ``frame.pinned``); ``skip``: ids of the residents
+    whose commits copy nothing (``runtime/state_swap.py``). The batched steps leave out
+    the copies of :func:`invariant_copies`, which their ``prologue`` makes once, before
+    the loop's first pass."""
+    pinned = frame.pinned if pinned is None else pinned
+    hoisted = invariant_copies(frame, pinned)
+    batched = plan_steps([s for k, s in enumerate(frame.steps) if k not in hoisted],
+                         rc.dev, rc.queue, cpu_group=rc.settings.cpu_group, pinned=pinned)
+    batched.prologue = [frame.steps[k].fn for k in sorted(hoisted)]
+    return batched, CommitPlan(rc, frame, skip)
+
+
+def invariant_copies(frame, pinned=frozenset()):
+    """Indices of the frame's copies whose every pass writes what the last one left:
+    a constant's value (a root no plan writes, not an input's) into memory no other plan
+    writes (a Join's constant part), neither root re-pointed by a loop (``pinned``). A
+    loop of passes makes them once, before its first pass (:func:`loop_plans`)."""
+    steps = frame.steps
+    inputs = {id(r) for r in frame.input_roots.values()}
+    out = set()
+    for k, s in enumerate(steps):
+        if s.kind != 'copy':
+            continue
+        src, dst = s.src, s.dst
+        if {id(src.root), id(dst.root)} & (inputs | pinned):
+            continue
+        for m, o in enumerate(steps):
+            if o.writes is None:
+                if o.touches(src.root) or o.touches(dst.root):
+                    break
+                continue
+            if any(da.overlaps(w, src) or (m != k and da.overlaps(w, dst)) for w in o.writes):
+                break
+        else:
+            out.add(k)
+    return out

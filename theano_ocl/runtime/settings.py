@@ -33,7 +33,9 @@ argument           default (environment)   meaning
                                            writes its slots in the outer buffers, its
                                            kernels re-pointed each step, in place of
                                            copies (``ops/scan_bind.py``); so do
-                                           ``run``'s probes (``runtime/probe_places.py``)
+                                           ``run``'s probes (``runtime/probe_places.py``),
+                                           and its shared variables trade two places
+                                           (``runtime/state_swap.py``)
 ``host_tier``      THEANO_OCL_HOST_TIER    which tiny hot functions Theano's own VM may
                    =exact                  run in this thread (``runtime/host_tier.py``):
                                            'exact' those whose results cannot depend on

@@ -1,0 +1,174 @@
+"""``run``'s shared variables double-buffered: a step's update commits by trading places.
+
+Each pass of ``run`` (``SimulatorOCL.run_steps``) computes a shared variable's new value
+into a buffer of the frame, and the step's commit copies it into the variable's own buffer
+(batched into one launch on a GPU: ``planner.CommitPlan``; on a CPU device, large ones as
+the driver's copies). Where the frame allows it, the loop instead keeps the variable's
+value in two places and trades them every step: at step ``t`` the frame's kernels read the
+variable in one place and write its new value into the other (the roots are pointed there,
+as a device Scan's are, ``ops/scan_bind.py``), so the commit copies nothing. The commit
+that makes the step's updates count is still one point (:meth:`Swap.commit`, an action of
+the step's commit journal, ``runtime/commit.py``): a step that fails or is interrupted
+before it leaves the variable's last committed value where it was. When the loop ends,
+however it ends, :func:`settle` copies that value home if it sits in the other place and
+points the roots back, so a call, another method, a read or a snapshot finds the variable
+where it lives.
+
+What may be double-buffered: a shared variable resident on the device, read by the
+frame's kernels from its own buffer (the input's root is the variable's root, its value at
+the start), which no plan writes, whose update's value is the only value its root holds
+at the end (the root is its size, C-contiguous at its start, the variable's shape and
+dtype), that no other commit, probe or carry reads, and where every plan touching either
+root finds its memory where the root is when it runs (``Plan.follows``). A batched launch
+binds the buffers it merged once: the launches touching a root that moves stay steps of
+their own (``planner.analyse``'s ``pinned``), and the executor takes the double buffering
+only where the loop then makes no more launches a step. The ``scan_bind`` setting
+(``runtime/settings.py``) turns it off.
+"""
+from . import commit as commit_mod
+from .context import bind_site
+from .invokers import set_long
+
+
+class Swap(object):
+    """Shared variable ``res`` double-buffered over a loop's steps: its root ``a`` (the
+    frame's input) and its update's root ``b`` trade ``places`` (``a``'s and ``b``'s own,
+    (buffer, origin)) every step from step ``t0``; ``committed``: the steps whose updates
+    count, so the value sits at ``places[(committed - t0) % 2]``."""
+    __slots__ = ('res', 'a', 'a_sites', 'b', 'b_sites', 'places', 'nbytes', 't0', 't',
+                 'committed')
+
+    def __init__(self, res, a, a_sites, b, b_sites, nbytes):
+        self.res, self.a, self.a_sites, self.b, self.b_sites = res, a, a_sites, b, b_sites
+        self.places = ((a.buf, a.origin), (b.buf, b.origin))
+        self.nbytes = nbytes
+        self.t0 = self.t = self.committed = 0
+
+    def start(self, t0):
+        self.t0 = self.t = self.committed = t0
+
+    def place(self, t):
+        """Before step ``t``: ``a`` where the value is, ``b`` in the other place."""
+        self.t = t
+        p = (t - self.t0) & 1
+        _point(self.a, self.a_sites, self.places[p])
+        _point(self.b, self.b_sites, self.places[1 - p])
+
+    def commit(self):
+        """The step's updates count (an action of its commit journal: idempotent)."""
+        self.committed = self.t + 1
+
+    def home_actions(self, queue, cl):
+        """The actions putting the last committed value home and the roots back (each
+        idempotent: a copy from a place nothing writes meanwhile, a root's place)."""
+        acts = []
+        if (self.committed - self.t0) & 1 and self.nbytes:
+            (dst, dst_off), (src, src_off) = self.places
+            nbytes = self.nbytes
+
+            def copy_home():
+                cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_off,
+                                dst_offset=dst_off)
+            acts.append(copy_home)
+        acts.append(lambda: _point(self.a, self.a_sites, self.places[0]))
+        acts.append(lambda: _point(self.b, self.b_sites, self.places[1]))
+        return acts
+
+
+def _point(root, sites, place):
+    buf, origin = place
+    if root.buf is not buf:
+        root.buf = buf
+        for site in sites:
+            site[0].set_arg(site[1], buf)
+    if root.origin != origin:
+        root.origin = origin
+        for kernel, argi, off, itemsize in sites:
+            set_long(kernel, argi + 1, (origin + off) // itemsize)
+
+
+def settle(swaps, queue, cl):
+    """The loop ended (``runtime/loop.drive``): every variable's last committed value home,
+    the roots back, as one commit (an interrupt: the next observer finishes it). A step's
+    commit an interrupt left half-applied is finished first: it counts, its variables'
+    commit points included."""
+    commit_mod.finish_pending()
+    acts = []
+    for sw in swaps:
+        acts += sw.home_actions(queue, cl)
+    commit_mod.apply(acts)
+
+
+def candidates(rc, frame, sink_roots, host_committed):
+    """The frame's shared variables that may be double-buffered (see the module
+    docstring) as unstarted :class:`Swap` s; ``sink_roots``: ids of the roots the loop's
+    sinks read (probes copied, carries); ``host_committed``: input indices whose update
+    the frame computes on the host."""
+    prog = rc.program
+    steps = frame.steps
+    input_roots = {id(r) for r in frame.input_roots.values()}
+    reads = {}
+    for c in frame.commits:
+        for r in (c.reads or ()):
+            reads[id(r)] = reads.get(id(r), 0) + 1
+    index = {id(res): i for i, res in prog.residents.items()}
+    out, seen = [], set()
+    for c in frame.commits:
+        if c.resident is None:
+            continue
+        res, d = c.resident
+        i = index.get(id(res))
+        a = frame.input_roots.get(i)
+        b = d.root
+        home = res.darr
+        if i is None or i in host_committed or a is None or home is None or \
+                home.root is not a or home.offset or frame.input_bufs.get(i) is not a.buf or \
+                res.dev is not rc.dev or b is a or id(b) in input_roots or \
+                not getattr(b, 'arena', False) or d.offset or b.nbytes != d.nbytes or \
+                not d.nbytes or not d.is_c_contiguous() or d.shape != home.shape or \
+                d.dtype != home.dtype or reads.get(id(b), 0) != 1 or \
+                id(a) in sink_roots or id(b) in sink_roots or id(a) in seen or id(b) in seen:
+            continue
+        if not all(_follows(s, a, b) for s in steps):
+            continue
+        seen.update((id(a), id(b)))
+        out.append(Swap(res, a, frame.rebind_sites.get(i, ()), b,
+                        frame.root_sites.get(id(b), ()), d.nbytes))
+    return out
+
+
+def _follows(s, a, b):
+    """Whether plan ``s`` leaves root ``a`` unwritten and finds ``a`` and ``b`` where their
+    roots are when it runs."""
+    if not (s.touches(a) or s.touches(b)):
+        return True
+    if not s.follows or s.writes is None:
+        return False
+    return not any(d.root is a for d in s.writes)
+
+
+def choose(executor, frame, batch, pinned, sink_roots):
+    """The :class:`Swap` s ``run`` takes with its batched plan (``pinned``: the roots the
+    loop already re-points, None: the frame's own), and the roots its plan then keeps in
+    place and the residents whose commit copies it drops; ([], pinned, empty) where
+    there are none, the loop is not batched, or they would cost launches."""
+    none = [], pinned, frozenset()
+    if batch is False or not executor.rc.settings.scan_bind:
+        return none
+    # (first: the frame's small buffers may move into a slab, and the places are taken
+    # after it)
+    info0 = executor.plans_for(frame, batch, pinned)[2]
+    host = {i for i, _ in executor.host_committed(frame)}
+    swaps = candidates(executor.rc, frame, sink_roots, host)
+    if not swaps:
+        return none
+    base = frame.pinned if pinned is None else pinned
+    pins = base | frozenset(x for sw in swaps for x in (id(sw.a), id(sw.b)))
+    skip = frozenset(id(sw.res) for sw in swaps)
+    key = ('swap_pins', pins, skip, batch)
+    take = frame.memo.get(key)
+    if take is None:
+        info1 = executor.plans_for(frame, batch, pins, skip)[2]
+        take = frame.memo[key] = info1['batched'] and \
+            info1['launches_per_step'] <= info0['launches_per_step']
+    return (swaps, pins, skip) if take else none
