@@ -36,13 +36,25 @@ class Swap(object):
     (buffer, origin)) every step from step ``t0``; ``committed``: the steps whose updates
     count, so the value sits at ``places[(committed - t0) % 2]``."""
     __slots__ = ('res', 'a', 'a_sites', 'b', 'b_sites', 'places', 'nbytes', 't0', 't',
-                 'committed')
+                 'committed', 'args')
 
     def __init__(self, res, a, a_sites, b, b_sites, nbytes):
         self.res, self.a, self.a_sites, self.b, self.b_sites = res, a, a_sites, b, b_sites
         self.places = ((a.buf, a.origin), (b.buf, b.origin))
         self.nbytes = nbytes
         self.t0 = self.t = self.committed = 0
+        # per parity, every bound argument's (kernel, index, buffer or None when the two
+        # places share one, element offset): ~1 us a site saved on each step
+        one = self.places[0][0] is self.places[1][0]
+        self.args = []
+        for p in (0, 1):
+            args = []
+            for sites, (buf, origin) in ((a_sites, self.places[p]),
+                                         (b_sites, self.places[1 - p])):
+                for kernel, argi, off, itemsize in sites:
+                    args.append((kernel, argi, None if one else buf,
+                                 (origin + off) // itemsize))
+            self.args.append(args)
 
     def start(self, t0):
         self.t0 = self.t = self.committed = t0
@@ -51,8 +63,13 @@ class Swap(object):
         """Before step ``t``: ``a`` where the value is, ``b`` in the other place."""
         self.t = t
         p = (t - self.t0) & 1
-        _point(self.a, self.a_sites, self.places[p])
-        _point(self.b, self.b_sites, self.places[1 - p])
+        places = self.places
+        self.a.buf, self.a.origin = places[p]
+        self.b.buf, self.b.origin = places[1 - p]
+        for kernel, argi, buf, off in self.args[p]:
+            if buf is not None:
+                kernel.set_arg(argi, buf)
+            set_long(kernel, argi + 1, off)
 
     def commit(self):
         """The step's updates count (an action of its commit journal: idempotent)."""
