@@ -38,8 +38,7 @@ function from elsewhere finds the frame as it was.
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
 """
 from ..darray import DArray
-from ..runtime.context import bind_site
-from ..runtime.invokers import set_long
+from ..runtime.context import bind_site, point_root
 
 def reads_first(steps, src, shift, dst):
     """Whether the frame's ``steps`` may write root ``dst`` over the memory root ``src``
@@ -181,15 +180,8 @@ class RowBinding(object):
     def place(self, i, pos):
         """Point every root at step ``i``'s row (positions ``pos``)."""
         for root, sites, buf, base, stride, o, tap, st in self.live:
-            origin = base + (i if o is None else (pos[o] + tap) % st) * stride
-            if root.buf is not buf:
-                root.buf = buf
-                for site in sites:
-                    site[0].set_arg(site[1], buf)
-            if root.origin != origin:
-                root.origin = origin
-                for kernel, argi, off, itemsize in sites:
-                    set_long(kernel, argi + 1, (origin + off) // itemsize)
+            point_root(root, sites, buf,
+                       base + (i if o is None else (pos[o] + tap) % st) * stride)
 
     def restore(self):
         """Every root (and its kernels' arguments) back where the frame was planned."""

@@ -385,6 +385,20 @@ class _Zeros(object):
         return idx
 
 
+def point_root(root, sites, buf, origin):
+    """Move ``root`` to ``buf`` at byte ``origin`` and its kernels' recorded arguments
+    ``sites`` with it (the buffer only where it changes): a loop re-pointing a root between
+    passes (``runtime/loop.place``, ``runtime/state_swap.py``, ``ops/scan_bind.py``)."""
+    if root.buf is not buf:
+        root.buf = buf
+        for site in sites:
+            site[0].set_arg(site[1], buf)
+    if root.origin != origin:
+        root.origin = origin
+        for kernel, argi, off, itemsize in sites:
+            set_long(kernel, argi + 1, (origin + off) // itemsize)
+
+
 def bind_site(site, root):
     """Point a recorded kernel argument pair (buffer, element offset) at ``root``'s
     current buffer and origin."""

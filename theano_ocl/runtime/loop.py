@@ -48,8 +48,7 @@ from operator import length_hint
 
 from . import commit as commit_mod
 from . import faults
-from .context import Replan, bind_site
-from .invokers import set_long
+from .context import Replan, bind_site, point_root
 from .state_swap import Swap, settle
 
 
@@ -208,16 +207,7 @@ def bind_input(dev, queue, frame, i, root, cell_res, batch=None):
 def place(follow, t):
     """Point ``follow``'s root (and its kernel arguments) at step ``t``'s row."""
     rows = follow.rows
-    root = follow.root
-    origin = follow.base + rows.row(t) * rows.stride
-    if root.buf is not rows.buf:
-        root.buf = rows.buf
-        for site in follow.sites:
-            site[0].set_arg(site[1], rows.buf)
-    if root.origin != origin:
-        root.origin = origin
-        for kernel, argi, off, itemsize in follow.sites:
-            set_long(kernel, argi + 1, (origin + off) // itemsize)
+    point_root(follow.root, follow.sites, rows.buf, follow.base + rows.row(t) * rows.stride)
 
 
 def home(loop):

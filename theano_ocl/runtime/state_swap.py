@@ -26,7 +26,7 @@ only where the loop then makes no more launches a step. The ``scan_bind`` settin
 (``runtime/settings.py``) turns it off.
 """
 from . import commit as commit_mod
-from .context import bind_site
+from .context import point_root
 from .invokers import set_long
 
 
@@ -87,21 +87,9 @@ class Swap(object):
                 cl.enqueue_copy(queue, dst, src, byte_count=nbytes, src_offset=src_off,
                                 dst_offset=dst_off)
             acts.append(copy_home)
-        acts.append(lambda: _point(self.a, self.a_sites, self.places[0]))
-        acts.append(lambda: _point(self.b, self.b_sites, self.places[1]))
+        acts.append(lambda: point_root(self.a, self.a_sites, *self.places[0]))
+        acts.append(lambda: point_root(self.b, self.b_sites, *self.places[1]))
         return acts
-
-
-def _point(root, sites, place):
-    buf, origin = place
-    if root.buf is not buf:
-        root.buf = buf
-        for site in sites:
-            site[0].set_arg(site[1], buf)
-    if root.origin != origin:
-        root.origin = origin
-        for kernel, argi, off, itemsize in sites:
-            set_long(kernel, argi + 1, (origin + off) // itemsize)
 
 
 def settle(swaps, queue, cl):
