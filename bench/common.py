@@ -60,7 +60,10 @@ def write_record(path, bench, dev, rounds, step, ratio, loss_rel_diff, **params)
     record = dict(bench=bench, date=datetime.date.today().isoformat(), commit=commit(),
                   device=dev.name, platform=dev.platform_name,
                   host=dict(cpu=cpu_name(), cpus=os.cpu_count(),
-                            python=sys.version.split()[0]))
+                            python=sys.version.split()[0]),
+                  # the settings the run took from the environment (the cost model's, ...)
+                  environment={k: v for k, v in sorted(os.environ.items())
+                               if k.startswith('THEANO_OCL_') and k != 'THEANO_OCL_BENCH_COMMIT'})
     record.update(params)
     record.update(rounds=dict(rounds), ms_per_step={n: t * 1e3 for n, t in step.items()},
                   ratio=ratio, loss_rel_diff=loss_rel_diff)

@@ -461,6 +461,9 @@ def _nengo_compare_runs(scripts_dir):
         launches = rec.get('launches_per_step')
         where = '-' if launches is None else \
             'host (cost model)' if launches == 0 else '%d launches' % launches
+        env = rec.get('environment') or {}
+        if env.get('THEANO_OCL_COST_MODEL') == 'off':
+            where += ' (cost model off)'
         c_over = '%.2fx' % (times['Theano C'] / times['theano_ocl']) \
             if 'Theano C' in times else '-'
         rows.append('| %s | %s | %s | %d x %d, %d steps | %s ms | %s ms (%s..%s) | %s | '
