@@ -328,20 +328,21 @@ def test_run_steps_fails_at_the_failing_step_as_n_calls_would(batch):
     sim = theano_ocl.SimulatorOCL(f_plain)
     steps = np.array([[0, 1, 2], [1, 1, 1], [3, 2, 0], [0, 4, 0], [1, 2, 3]])
     done = 0
-    if batch is True:
-        sim.run_steps(1, inputs={'idx': steps[:1]}, batch=True)
+    first = 2 if batch is True else 0
+    if first:
+        sim.run_steps(first, inputs={'idx': steps[:first]}, batch=True)
         assert sim.stats['states_swapped'] == 1, sim.stats
-        f_c(steps[0])
-    with pytest.raises(IndexError, match='step 3' if batch != True else 'step 2'):
-        sim.run_steps(len(steps) - (batch is True),
-                      inputs={'idx': steps[(batch is True):]}, batch=batch)
-    for row in steps[(batch is True):]:
+        for row in steps[:first]:
+            f_c(row)
+    with pytest.raises(IndexError, match='step %d' % (3 - first)):
+        sim.run_steps(len(steps) - first, inputs={'idx': steps[first:]}, batch=batch)
+    for row in steps[first:]:
         try:
             f_c(row)
             done += 1
         except IndexError:
             break
-    assert done == 3 - (batch is True)
+    assert done == 3 - first
     assert_close(W.get_value(), W_c.get_value())
     assert int(c.get_value()) == int(c_c.get_value()) == 3
     # the simulator goes on from there as Theano C does

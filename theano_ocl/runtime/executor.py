@@ -389,7 +389,8 @@ class Executor(object):
             sink_roots = {id(d.root) for _, d, _ in carries} | {
                 id(pb[1].root) for j, pb in zip(probe_idx, probe_bufs)
                 if pb is not None and j not in placed}
-            swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots)
+            swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots,
+                                                    n - first)
             step_fns, commit_actions, info, kept_actions, prologue = self.plans_for(
                 frame, batch, pinned, skip)
             t_plan = time.perf_counter() - t_plan

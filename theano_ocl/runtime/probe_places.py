@@ -61,18 +61,25 @@ def choose(executor, frame, probe_idx, carried, batch):
     (False: the loop replays the frame's steps, each bound through its sites)."""
     if not executor.rc.settings.scan_bind:
         return {}, None
+    # (decided once per frame, probes, carries and batching: a run of one step pays a
+    # look-up)
+    carried = frozenset(j for _, j, _ in carried)
+    key = ('probes', tuple(probe_idx), carried, batch)
+    hit = frame.memo.get(key)
+    if hit is None:
+        hit = frame.memo[key] = _decide(executor, frame, probe_idx, carried, batch)
+    return hit
+
+
+def _decide(executor, frame, probe_idx, carried, batch):
     outputs = executor.rc.program.fgraph.outputs
-    cand = candidates(frame, outputs, probe_idx, {j for _, j, _ in carried})
+    cand = candidates(frame, outputs, probe_idx, carried)
     if not cand or batch is False:
         return cand, None
     pins = frame.pinned | frozenset(id(d.root) for d in cand.values())
-    key = ('probe_pins', pins, batch)
-    take = frame.memo.get(key)
-    if take is None:
-        plain = executor.plans_for(frame, batch)[2]['launches_per_step']
-        pinned = executor.plans_for(frame, batch, pins)[2]['launches_per_step']
-        take = frame.memo[key] = pinned <= plain + len(cand)
-    return (cand, pins) if take else ({}, None)
+    plain = executor.plans_for(frame, batch)[2]['launches_per_step']
+    pinned = executor.plans_for(frame, batch, pins)[2]['launches_per_step']
+    return (cand, pins) if pinned <= plain + len(cand) else ({}, None)
 
 
 def follows(frame, placed, bufs, k):

@@ -35,11 +35,12 @@ class Swap(object):
     frame's input) and its update's root ``b`` trade ``places`` (``a``'s and ``b``'s own,
     (buffer, origin)) every step from step ``t0``; ``committed``: the steps whose updates
     count, so the value sits at ``places[(committed - t0) % 2]``."""
-    __slots__ = ('res', 'a', 'a_sites', 'b', 'b_sites', 'places', 'nbytes', 't0', 't',
+    __slots__ = ('res', 'i', 'a', 'a_sites', 'b', 'b_sites', 'places', 'nbytes', 't0', 't',
                  'committed', 'args')
 
-    def __init__(self, res, a, a_sites, b, b_sites, nbytes):
-        self.res, self.a, self.a_sites, self.b, self.b_sites = res, a, a_sites, b, b_sites
+    def __init__(self, res, i, a, a_sites, b, b_sites, nbytes):
+        self.res, self.i = res, i
+        self.a, self.a_sites, self.b, self.b_sites = a, a_sites, b, b_sites
         self.places = ((a.buf, a.origin), (b.buf, b.origin))
         self.nbytes = nbytes
         self.t0 = self.t = self.committed = 0
@@ -58,6 +59,18 @@ class Swap(object):
 
     def start(self, t0):
         self.t0 = self.t = self.committed = t0
+
+    def holds(self, frame):
+        """Whether the variable and both roots are where this swap was made (a re-placed
+        variable, a slab: made again)."""
+        a, b = self.a, self.b
+        return self.res.darr is not None and self.res.darr.root is a and \
+            frame.input_bufs.get(self.i) is a.buf and \
+            self.places == ((a.buf, a.origin), (b.buf, b.origin))
+
+    def again(self):
+        """The same swap made from the roots' places now."""
+        return Swap(self.res, self.i, self.a, self.a_sites, self.b, self.b_sites, self.nbytes)
 
     def place(self, t):
         """Before step ``t``: ``a`` where the value is, ``b`` in the other place."""
@@ -137,7 +150,7 @@ def candidates(rc, frame, sink_roots, host_committed):
         if not all(_follows(s, a, b) for s in steps):
             continue
         seen.update((id(a), id(b)))
-        out.append(Swap(res, a, frame.rebind_sites.get(i, ()), b,
+        out.append(Swap(res, i, a, frame.rebind_sites.get(i, ()), b,
                         frame.root_sites.get(id(b), ()), d.nbytes))
     return out
 
@@ -152,28 +165,45 @@ def _follows(s, a, b):
     return not any(d.root is a for d in s.writes)
 
 
-def choose(executor, frame, batch, pinned, sink_roots):
-    """The :class:`Swap` s ``run`` takes with its batched plan (``pinned``: the roots the
-    loop already re-points, None: the frame's own), and the roots its plan then keeps in
-    place and the residents whose commit copies it drops; ([], pinned, empty) where
-    there are none, the loop is not batched, or they would cost launches."""
+def choose(executor, frame, batch, pinned, sink_roots, steps):
+    """The :class:`Swap` s ``run`` takes with its batched plan for a loop of ``steps``
+    steps (``pinned``: the roots the loop already re-points, None: the frame's own), and
+    the roots its plan then keeps in place and the residents whose commit copies it drops;
+    ([], pinned, empty) where there are none, the loop is not batched, or they would cost
+    launches: more a step, or, over the loop, more than they save (an odd number of steps
+    leaves each value in the other place: one copy home each). Decided once per frame and
+    sinks (``Frame.memo``): a run of one step pays a look-up."""
     none = [], pinned, frozenset()
     if batch is False or not executor.rc.settings.scan_bind:
         return none
+    host = frozenset(i for i, _ in executor.host_committed(frame))
+    key = ('swaps', frozenset(sink_roots), host, pinned, batch)
+    hit = frame.memo.get(key)
+    if hit is None:
+        hit = frame.memo[key] = _decide(executor, frame, batch, pinned, sink_roots, host)
+    swaps, pins, skip, saved = hit
+    if not swaps or saved * steps < (len(swaps) if steps % 2 else 0) or not saved and steps % 2:
+        return none
+    if not all(sw.holds(frame) for sw in swaps):
+        if not all(sw.res.darr is not None and sw.res.darr.root is sw.a and
+                   frame.input_bufs.get(sw.i) is sw.a.buf for sw in swaps):
+            return none                      # a variable moved: copies this run
+        swaps = [sw.again() for sw in swaps]  # (a slab moved the roots: their places now)
+        frame.memo[key] = (swaps, pins, skip, saved)
+    return swaps, pins, skip
+
+
+def _decide(executor, frame, batch, pinned, sink_roots, host):
     # (first: the frame's small buffers may move into a slab, and the places are taken
     # after it)
     info0 = executor.plans_for(frame, batch, pinned)[2]
-    host = {i for i, _ in executor.host_committed(frame)}
     swaps = candidates(executor.rc, frame, sink_roots, host)
     if not swaps:
-        return none
+        return [], pinned, frozenset(), 0
     base = frame.pinned if pinned is None else pinned
     pins = base | frozenset(x for sw in swaps for x in (id(sw.a), id(sw.b)))
     skip = frozenset(id(sw.res) for sw in swaps)
-    key = ('swap_pins', pins, skip, batch)
-    take = frame.memo.get(key)
-    if take is None:
-        info1 = executor.plans_for(frame, batch, pins, skip)[2]
-        take = frame.memo[key] = info1['batched'] and \
-            info1['launches_per_step'] <= info0['launches_per_step']
-    return (swaps, pins, skip) if take else none
+    info1 = executor.plans_for(frame, batch, pins, skip)[2]
+    if info1['batched'] and info1['launches_per_step'] <= info0['launches_per_step']:
+        return swaps, pins, skip, info0['launches_per_step'] - info1['launches_per_step']
+    return [], pinned, frozenset(), 0
