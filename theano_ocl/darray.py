@@ -195,6 +195,16 @@ def layout(d):
     return (id(d.root), d.offset, d.shape, d.strides, d.dtype.name)
 
 
+def fills_root(d):
+    """Whether ``d`` is all its root holds: a frame intermediate (an arena root) of its size,
+    C-contiguous from its start, not empty (a loop may point such a root elsewhere without
+    moving any other value: ``runtime/probe_places.py``, ``runtime/state_swap.py``,
+    ``ops/scan_bind.py``)."""
+    root = d.root
+    return bool(getattr(root, 'arena', False) and not d.offset and d.nbytes and
+                root.nbytes == d.nbytes and d.is_c_contiguous())
+
+
 def overlaps(a, b):
     if a.root is not b.root or a.size == 0 or b.size == 0:
         return False

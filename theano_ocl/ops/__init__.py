@@ -6,6 +6,7 @@ from . import fusion  # noqa: F401
 from . import basic  # noqa: F401
 from . import shape  # noqa: F401
 from . import subtensor  # noqa: F401
+from . import gathers  # noqa: F401
 from . import reduce  # noqa: F401
 from . import random  # noqa: F401
 from . import blas  # noqa: F401

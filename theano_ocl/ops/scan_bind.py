@@ -37,8 +37,9 @@ function from elsewhere finds the frame as it was.
 
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off.
 """
-from ..darray import DArray
+from ..darray import DArray, fills_root
 from ..runtime.context import bind_site, point_root
+from ..runtime.plans import followed
 
 def reads_first(steps, src, shift, dst):
     """Whether the frame's ``steps`` may write root ``dst`` over the memory root ``src``
@@ -103,8 +104,6 @@ class RowBinding(object):
         prog = loop.fn.fn.program
         steps = frame.steps
 
-        def followed(root):
-            return all(s.follows or not s.touches(root) for s in steps)
         input_roots = {id(r) for r in frame.input_roots.values()}
         entries, bound = [], []
         taps = {}            # outer output -> [(tap, followed input root, its shift)]
@@ -113,7 +112,7 @@ class RowBinding(object):
             root = frame.input_roots.get(k)
             if root is None or k in prog.host_read_inputs or not staging.nbytes or \
                     frame.input_bufs.get(k) is not staging.root.buf or root.origin or \
-                    root.slab or not followed(root):
+                    root.slab or not followed(steps, root):
                 continue
             entries.append((root, frame.rebind_sites.get(k, ()), src, o,
                             0 if tap is None else tap, -staging.boff))
@@ -136,10 +135,9 @@ class RowBinding(object):
                 root = value.root
                 slot = 0 if tap is None else tap
                 store = loop.store[j]
-                if id(root) in input_roots or not root.arena or root.slab or root.origin or \
-                        value.offset or root.nbytes != value.nbytes or \
-                        not value.is_c_contiguous() or j in loop.mirrors or \
-                        loop.outs[j] is None or not followed(root) or \
+                if id(root) in input_roots or not fills_root(value) or root.slab or \
+                        root.origin or j in loop.mirrors or \
+                        loop.outs[j] is None or not followed(steps, root) or \
                         not cls._row_free(steps, root, j, slot, store, lay, taps, staged):
                     continue
                 entries.append((root, frame.root_sites.get(id(root), ()), loop.outs[j], j,

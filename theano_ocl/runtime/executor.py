@@ -31,8 +31,8 @@ from . import (commit, early, faults, host_steps, planner, plans, probe_places,
                state_swap, uploads)
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
+from .loop_plans import LoopPlans
 from .memory import buffer_copier
-from .slab import gather_into_slab
 from ..darray import DArray, Root
 
 
@@ -49,7 +49,7 @@ class Executor(object):
         self.rc = rc
         self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
-        self.loop_plans = {}       # (id(frame), pinned, skip) -> (frame, batched steps, commits)
+        self.loop_plans = LoopPlans(rc)   # run's batched plans (runtime/loop_plans.py)
         # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
         self.armed = False
@@ -391,7 +391,7 @@ class Executor(object):
                 if pb is not None and j not in placed}
             swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots,
                                                     n - first)
-            step_fns, commit_actions, info, kept_actions, prologue = self.plans_for(
+            step_fns, commit_actions, info, kept_actions, prologue = self.loop_plans.get(
                 frame, batch, pinned, skip)
             t_plan = time.perf_counter() - t_plan
             feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
@@ -431,7 +431,7 @@ class Executor(object):
             copy = buffer_copier(cl)
             t_loop = time.perf_counter()
             for fn in prologue:
-                fn()            # copies every pass would make alike (planner.invariant_copies)
+                fn()            # copies every pass would make alike (loop_plans.invariant_copies)
             # a device check (bad index, integer division by zero) is read once after the
             # loop, not every step; should one fail, the state before step 1 comes back
             # and the steps run again reading the flags after each, so the run ends as n
@@ -654,51 +654,6 @@ class Executor(object):
             sites = sum(len(frame.rebind_sites.get(i, ())) for i, _, _, _, _ in copies)
             return 'rebind' if ok and sites <= len(copies) else 'copy'
         return 'rebind'
-
-    def plans_for(self, frame, batch, pinned=None, skip=frozenset()):
-        """(pass callables, per-pass commit actions, launch counts, the same actions for the
-        passes after a first, callables to run once before the passes) for replaying
-        ``frame`` in a loop; ``commit_actions()`` prepares one pass's commit
-        (runtime/commit.py). ``pinned``: the roots the loop
-        re-points between passes, which its batched plan keeps in place (None: the
-        frame's own, ``Frame.pinned``); ``skip``: ids of the residents the loop
-        double-buffers, whose commits copy nothing (runtime/state_swap.py)."""
-        rc = self.rc
-        commits = frame.commits
-        unbatched = frame.memo.get('launches')
-        if unbatched is None:
-            unbatched = frame.memo['launches'] = plans.launches(frame.steps) + \
-                sum(1 for c in commits if c.resident is not None)
-
-        def plain_commit():
-            return [prepare() for prepare in commits]
-        info = dict(launches_per_step_unbatched=unbatched)
-        if batch is False:
-            info.update(launches_per_step=unbatched, batched=False, hoisted=0)
-            return [s.fn for s in frame.steps], plain_commit, info, plain_commit, []
-        pins = frame.pinned if pinned is None else pinned
-        key = (id(frame), pins, skip)
-        hit = self.loop_plans.get(key)
-        if hit is None or hit[0] is not frame or not hit[1].valid() or not hit[2].valid():
-            gather_into_slab(rc, frame)
-            p_steps, p_commits = planner.loop_plans(rc, frame, pins, skip)
-            # (one frame's plans at a time: the frame's own pins, and the probes' pins)
-            self.loop_plans = {k: v for k, v in self.loop_plans.items() if v[0] is frame}
-            self.loop_plans[key] = hit = (frame, p_steps, p_commits)
-            if frame.batched is None and pins == frame.pinned and not skip and \
-                    not p_steps.prologue and p_steps.pays():
-                # ordinary calls of the frame (pass 0 of run, f(...)) replay it too (not
-                # one that leaves copies to a prologue: a call's outputs may take memory
-                # a prologue filled)
-                frame.batched = p_steps
-        _, p_steps, p_commits = hit
-        after = p_steps.n_launches_after + p_commits.plan.n_launches_after
-        if batch == 'auto' and after >= unbatched:
-            info.update(launches_per_step=unbatched, batched=False, hoisted=0)
-            return [s.fn for s in frame.steps], plain_commit, info, plain_commit, []
-        info.update(launches_per_step=after, batched=True, hoisted=len(p_steps.prologue))
-        return p_steps.fns, p_commits.actions, info, p_commits.actions_kept, p_steps.prologue
-
 
 
 def _with_swaps(actions, kept, swaps):

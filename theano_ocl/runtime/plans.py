@@ -79,6 +79,12 @@ class Plan(object):
         return '<%s of task %s>' % (type(self).__name__, self.task)
 
 
+def followed(steps, root):
+    """Whether every plan of ``steps`` touching ``root`` finds its memory where the root is
+    when it runs (``Plan.follows``): the root may then be pointed elsewhere between passes."""
+    return all(s.follows or not s.touches(root) for s in steps)
+
+
 class Batch(object):
     """How a launch merges with others of its family (declared by the op family).
 

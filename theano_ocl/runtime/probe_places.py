@@ -21,7 +21,9 @@ a root that moves stays a step of its own (``planner.analyse``'s ``pinned``); th
 takes the placement only where that costs no more launches than the copies it saves.
 The ``scan_bind`` setting (``runtime/settings.py``) turns it off, as it does a Scan's.
 """
+from ..darray import fills_root
 from .loop import Follow, Rows
+from .plans import followed
 
 
 def candidates(frame, outputs, probe_idx, carried):
@@ -44,10 +46,7 @@ def candidates(frame, outputs, probe_idx, carried):
         j, d = rows[0]
         root = d.root
         if j in carried or id(root) in input_roots or id(root) in read_elsewhere or \
-                not getattr(root, 'arena', False) or d.offset or root.nbytes != d.nbytes or \
-                not d.nbytes or not d.is_c_contiguous():
-            continue
-        if not all(s.follows or not s.touches(root) for s in steps):
+                not fills_root(d) or not followed(steps, root):
             continue
         out[j] = d
     return out
@@ -77,8 +76,8 @@ def _decide(executor, frame, probe_idx, carried, batch):
     if not cand or batch is False:
         return cand, None
     pins = frame.pinned | frozenset(id(d.root) for d in cand.values())
-    plain = executor.plans_for(frame, batch)[2]['launches_per_step']
-    pinned = executor.plans_for(frame, batch, pins)[2]['launches_per_step']
+    plain = executor.loop_plans.get(frame, batch)[2]['launches_per_step']
+    pinned = executor.loop_plans.get(frame, batch, pins)[2]['launches_per_step']
     return (cand, pins) if pinned <= plain + len(cand) else ({}, None)
 
 

@@ -25,6 +25,7 @@ their own (``planner.analyse``'s ``pinned``), and the executor takes the double 
 only where the loop then makes no more launches a step. The ``scan_bind`` setting
 (``runtime/settings.py``) turns it off.
 """
+from ..darray import fills_root
 from . import commit as commit_mod
 from .context import point_root
 from .invokers import set_long
@@ -142,8 +143,7 @@ def candidates(rc, frame, sink_roots, host_committed):
         if i is None or i in host_committed or a is None or home is None or \
                 home.root is not a or home.offset or frame.input_bufs.get(i) is not a.buf or \
                 res.dev is not rc.dev or b is a or id(b) in input_roots or \
-                not getattr(b, 'arena', False) or d.offset or b.nbytes != d.nbytes or \
-                not d.nbytes or not d.is_c_contiguous() or d.shape != home.shape or \
+                not fills_root(d) or d.shape != home.shape or \
                 d.dtype != home.dtype or reads.get(id(b), 0) != 1 or \
                 id(a) in sink_roots or id(b) in sink_roots or id(a) in seen or id(b) in seen:
             continue
@@ -196,14 +196,14 @@ def choose(executor, frame, batch, pinned, sink_roots, steps):
 def _decide(executor, frame, batch, pinned, sink_roots, host):
     # (first: the frame's small buffers may move into a slab, and the places are taken
     # after it)
-    info0 = executor.plans_for(frame, batch, pinned)[2]
+    info0 = executor.loop_plans.get(frame, batch, pinned)[2]
     swaps = candidates(executor.rc, frame, sink_roots, host)
     if not swaps:
         return [], pinned, frozenset(), 0
     base = frame.pinned if pinned is None else pinned
     pins = base | frozenset(x for sw in swaps for x in (id(sw.a), id(sw.b)))
     skip = frozenset(id(sw.res) for sw in swaps)
-    info1 = executor.plans_for(frame, batch, pins, skip)[2]
+    info1 = executor.loop_plans.get(frame, batch, pins, skip)[2]
     if info1['batched'] and info1['launches_per_step'] <= info0['launches_per_step']:
         return swaps, pins, skip, info0['launches_per_step'] - info1['launches_per_step']
     return [], pinned, frozenset(), 0
