@@ -70,6 +70,21 @@ def test_reductions_of_a_producer(dtype, fuse_rule):
     assert len(pairs) >= expect, pairs
 
 
+@pytest.mark.parametrize('n', [8, 100, 4096])
+def test_small_full_reductions_of_a_producer_take_one_launch(n):
+    """A product reduced to one value (a Nengo probe's decoded output: 100 products) is
+    computed in the reduction's kernel on every device: one launch, not two (on a CPU
+    device the launch saved costs more than the scalar loop loses at these sizes)."""
+    x, y = T.fvector('x'), T.fvector('y')
+    f_c, f_o = compile_both([x, y], [(x * y).sum(), T.max(x - y)])
+    rng = np.random.RandomState(n)
+    xv, yv = rand((n,), 'float32', rng), rand((n,), 'float32', rng)
+    for g, w in zip(f_o(xv, yv), f_c(xv, yv)):
+        assert_close(g, w)
+    assert theano_ocl.stats(f_o)['launches'] == 2
+    assert len(_fused_pairs(f_o)) == 2
+
+
 @pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'uint8', 'float16'])
 def test_reductions_over_length_one_axes_take_one_launch(dtype):
     # a Nengo ensemble's one-dimensional encoders: (E, N, 1) * (E, 1, 1) summed over the

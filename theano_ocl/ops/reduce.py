@@ -527,7 +527,10 @@ def _empty_error(node, x, axes):
 # - PoCL, 2-core (--force): 64x64 sum((x-m)^2, 1) 1.42, argmax rows 1.07, sum(exp(x), 0)
 #   1.08, but max|x-m| over all 0.50; from 256x256 on every case loses (0.11-0.6): the
 #   scalar loop does not vectorize as the fast paths' explicit vectors do. So CPU devices
-#   fuse reductions to several outputs of at most FUSE_MAX_CPU elements.
+#   fuse reductions of at most FUSE_MAX_CPU elements, to one output too: there the kernel
+#   time lost (a few us at 4096 elements) is less than the launch saved (10 us on the
+#   2-core Xeon's PoCL, 47-54 us on the H200 machine's 16-core one, cost.constants,
+#   2026-12-01; the Nengo step's probe, a sum of 100 products, then one launch, not two).
 # - H100: 4096x4096 sum((x-m)^2, 1) 3.53, sum(exp(x), 0) 2.83, mean(tanh(x)) 2.32 (one
 #   pass over x instead of three), but max|x-m| over all 0.62 and argmax rows 0.88; at
 #   1024x1024 every case within 0.91-1.93. So GPUs fuse any size except full reductions
@@ -551,7 +554,7 @@ def fuse_pays(dev, size, n_out, argmax=False, dtype=None):
     if size < IN_ORDER_BELOW * n_out:
         return False
     if dev.is_cpu:
-        return n_out > 1 and size <= FUSE_MAX_CPU
+        return size <= FUSE_MAX_CPU
     return size <= FUSE_MAX_GPU or (n_out > 1 and not argmax)
 
 
