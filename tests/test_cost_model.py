@@ -301,6 +301,37 @@ def test_launches_a_batched_plan_merges_count_once(batch_after):
         assert 2 <= counts[0] <= 8, text
 
 
+def test_a_run_weighs_a_step_of_the_run():
+    """A signature whose first call is step 0 of ``run_steps(n)`` is weighed as a step of
+    the run: the device's least time counts the launches of the run's batched plan (every
+    run batches where that saves launches, whatever ``batch_after`` says of calls) and
+    ``1/n`` of a call's round trip, as ``report(f)`` says; one whose first call is a call
+    is weighed as a call. Either way the run agrees with Theano C's calls. (Weighed as a
+    call, the Nengo-like E=500 step went to the host on the H200 machine's 16-core PoCL,
+    where its steps took 0.80-0.92 ms against 0.70-0.72 on the device.)"""
+    import re
+    rng = np.random.RandomState(3)
+    xs = rng.randn(40, 4).astype('float32')
+    g, states_c = _populations('FAST_RUN')
+    want = [g(v) for v in xs]
+    f, states = _populations(theano_ocl.OCLMode(batch_after='never', **ON))
+    sim = SimulatorOCL(f)
+    got = sim.run_steps(40, inputs={'x': xs})
+    for k in range(2):
+        np.testing.assert_allclose(got[k], [w[k] for w in want], rtol=1e-5)
+    for s, c in zip(states, states_c):
+        np.testing.assert_allclose(s.get_value(), c.get_value(), rtol=1e-5, atol=1e-6)
+    text = _where(sim.function)
+    assert re.findall(r'/ (\d+) steps of a run', text) == ['40'], text
+    counts = [int(n) for n in re.findall(r'(\d+) launches x', text)]
+    assert len(counts) == 1 and 2 <= counts[0] <= 8, text
+    f2, _ = _populations(theano_ocl.OCLMode(batch_after='never', **ON))
+    f2(xs[0])
+    text = _where(f2)
+    assert 'steps of a run' not in text, text
+    assert [int(n) for n in re.findall(r'(\d+) launches x', text)][0] >= 96, text
+
+
 @pytest.mark.parametrize('per_element', [1e-12, 1e-6])
 def test_elementary_functions_count_as_the_device_runs_them(per_element, monkeypatch):
     """Each elementary function (an OpenCL builtin) of an elementwise node counts its

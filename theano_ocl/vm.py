@@ -490,7 +490,8 @@ class OCLFunction(object):
                 for cell, value in swapped:
                     cell[0] = value.get(queue=rc.queue)
                 choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode,
-                                     None if rc.batch_after is None else rc.batch_min_launches)
+                                     None if rc.batch_after is None else rc.batch_min_launches,
+                                     rc.run_steps)
             finally:
                 for cell, value in swapped:
                     cell[0] = value

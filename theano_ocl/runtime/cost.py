@@ -276,19 +276,30 @@ def input_bytes(prog):
     return total
 
 
-def choose(prog, dev, tier, make_mode, batch_min=None):
+def choose(prog, dev, tier, make_mode, batch_min=None, loop=1):
     """The :class:`Choice` for the call now in ``prog``'s cells (``tier``: a ``HostTier``
     of ``prog``); None where the host run raised (the device runs the call and raises its
-    own error). ``make_mode``: see :func:`constants`; ``batch_min``: see :func:`launches`.
+    own error). ``make_mode``: see :func:`constants`; ``batch_min``: see :func:`launches`;
+    ``loop``: the steps of the run (``run_steps``) whose step 0 the call is, 1 for a call.
 
     The device's least time is ``call + launches * launch``. Where reading the inputs once
     on the host already takes longer, the device is chosen without a host run; otherwise
     the call runs dry on the host until its times settle (:func:`_settled`), then node by
     node (twice, the lesser time of each node counting), and again until settled where it
-    was within twice the bound: the least time decides."""
+    was within twice the bound: the least time decides.
+
+    For a step of a run of ``loop`` steps, both sides are a step's: the host's a call
+    (a run on the host calls the function once a step: ``runtime/host_steps.py``), the
+    device's its launches as the run's batched plan makes them (every run batches where
+    that saves launches) and a share of the one round trip of the run. Weighed as a call,
+    the Nengo-like E=500 step was given the host on the H200 machine's 16-core PoCL, where
+    its steps took 0.80-0.92 ms against 0.70-0.72 ms on the device (2026-11-30)."""
     launch_s, call_s, read_bps = constants(dev, make_mode)
+    loop = max(1, int(loop))
+    if loop > 1:
+        batch_min = 0
     n = launches(prog, batch_min=batch_min)
-    bound = call_s + n * launch_s
+    bound = call_s / loop + n * launch_s
     nbytes = input_bytes(prog)
     if nbytes / read_bps >= bound and not costly_functions(prog, dev):
         return Choice(None, bound, 'reading its %.1f MB of inputs on the host takes longer '
@@ -307,15 +318,16 @@ def choose(prog, dev, tier, make_mode, batch_min=None):
         n = launches(prog, seen, batch_min)
         steps = loop_steps(prog, seen)
         slow = slowdown(dev)
-        bound = ((1 + steps) * call_s + n * launch_s) * slow + both + work
+        bound = ((1 / loop + steps) * call_s + n * launch_s) * slow + both + work
         if host_s < 2 * bound:
             host_s = min(host_s, _settled(tier.dry_run, bound))
     except Exception:
         return None
     return Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host; the device at '
-                  'least %.0f us (a call %.0f us%s + %d launches x %.1f us + host work %.0f us '
+                  'least %.0f us (a call %.0f us%s%s + %d launches x %.1f us + host work %.0f us '
                   '+ elementary functions %.0f us)%s'
                   % (host_s * 1e6, bound * 1e6, call_s * 1e6,
+                     ' / %d steps of a run' % loop if loop > 1 else '',
                      ' + %d loop steps x the same' % steps if steps else '', n,
                      launch_s * 1e6, both * 1e6, work * 1e6,
                      '; its calls %.2f times slower now than when measured' % slow

@@ -297,7 +297,11 @@ class Executor(object):
                 # key cost a simulator's thousands of shared variables some milliseconds)
                 outs0, first = None, 0
             else:
-                outs0, first = call(), 1
+                rc.run_steps = n
+                try:
+                    outs0, first = call(), 1
+                finally:
+                    rc.run_steps = 1
                 frame = cache.last_frame
             t_first = time.perf_counter()
             if outs0 is not None and frame.on_host:

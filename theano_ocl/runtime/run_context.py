@@ -18,7 +18,7 @@ class RunContext(object):
     __slots__ = ('program', 'dev', 'queue', 'settings', 'profile', 'profiler', 'output_mode',
                  'const_dvals', 'retired', 'position_of_error', 'replans', 'last_call',
                  'tier_probes', 'host_tier_after', 'tiny_size', 'reuse_min_bytes',
-                 'batch_after', 'batch_min_launches', 'loop_step')
+                 'batch_after', 'batch_min_launches', 'loop_step', 'run_steps')
 
     def __init__(self, program, dev, settings, profile=None, output_mode='host'):
         self.program = program
@@ -56,3 +56,6 @@ class RunContext(object):
         # a device Scan's inner function (set by ops/scan.py when it links the node): its
         # frames replay once a step, so a batched plan pays for any launch it saves
         self.loop_step = False
+        # the steps of the run (``Executor.run``) whose step 0 the call now is, else 1:
+        # the cost model (runtime/cost.py) weighs a step of a run, not a call
+        self.run_steps = 1
