@@ -20,6 +20,7 @@ The passes run over the linked tasks (``linker.build_program``) under the functi
 settings (``fuse``, ``epilogues``: ``runtime.settings``).
 """
 from ..runtime import settings
+from ..runtime.dispatch import dispatch_s
 from ..runtime.context import provide
 from .elemwise import Deferred, ElemwiseImpl, Fused
 
@@ -323,6 +324,16 @@ def _reads(task):
     return out
 
 
+#: CPU devices whose launch costs at least this (seconds: ``runtime.dispatch``) take
+#: epilogues. On PoCL the product kernel does not vectorize the consumer's work across
+#: work-items as the batched elementwise kernel does: on the 2-core Xeon (launches of ~5 us)
+#: a Nengo-like step was slower with the launch less; on the H200 machine's 16-core PoCL
+#: (launches of 47-54 us through the runtime) its step took 612-617 us with the synapse
+#: update folded into its reduction (and the products fused, ``ops.reduce.fuse_max_cpu``)
+#: against 708-724 us (one process each, twice, 2026-12-01).
+EPILOGUE_CPU_DISPATCH_S = 15e-6
+
+
 def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
     """Fold products and reductions into their one elementwise consumer (after
     ``fuse_producers``).
@@ -339,13 +350,14 @@ def fuse_epilogues(prog, tasks, need_host, update_sources, dev):
     consumer, which then runs as usual (there, a launch more than unfolded is possible:
     the consumer's launch no longer merges with elementwise launches planned before the
     reduction, 9 against 8 launches in one case on the H200). The same exclusions as ``fuse_producers`` apply, the product's
-    reads (its folded producer's too) moving to the consumer's place. GPUs only unless the
-    ``epilogues`` setting is 'always' (on PoCL the product kernel does not vectorize the
-    consumer's work across work-items as the batched elementwise kernel does: a Nengo-like
-    step was slower with the launch less), never when it is '0' (``runtime.settings``).
+    reads (its folded producer's too) moving to the consumer's place. On GPUs, and on CPU
+    devices whose launches cost at least ``EPILOGUE_CPU_DISPATCH_S`` (``runtime.dispatch``),
+    unless the ``epilogues`` setting is 'always' (every device) or '0' (never:
+    ``runtime.settings``).
     """
     s = settings.current()
-    if not s.fuse or s.epilogues == '0' or (dev.is_cpu and s.epilogues != 'always'):
+    if not s.fuse or s.epilogues == '0' or (dev.is_cpu and s.epilogues != 'always' and
+                                            dispatch_s(dev) < EPILOGUE_CPU_DISPATCH_S):
         return
     pos = {t.node: k for k, t in enumerate(tasks)}
     destroyed = destroyed_roots(tasks)

@@ -37,6 +37,7 @@ from .. import kernels
 from .. import scalar as oscalar
 from ..darray import DArray
 from ..errors import KernelBuildError, NoDeviceImplementation
+from ..runtime.dispatch import dispatch_s
 from .base import DeviceImpl
 from .elemwise import collapse
 from .fusion import Fused
@@ -535,8 +536,24 @@ def _empty_error(node, x, axes):
 #   pass over x instead of three), but max|x-m| over all 0.62 and argmax rows 0.88; at
 #   1024x1024 every case within 0.91-1.93. So GPUs fuse any size except full reductions
 #   and argmax past FUSE_MAX_GPU elements.
+# - On many cores a launch saved is worth more: a CPU device fuses up to
+#   FUSED_LOSS_S elements a core per second of its launch cost (runtime.dispatch), at
+#   least FUSE_MAX_CPU. 2.5 ns: the 2-core Xeon's ~5 us launches (2026-12-01) then give
+#   about FUSE_MAX_CPU; the H200 machine's 16-core PoCL fuses the Nengo step's synapse
+#   products (499 sums of 100) into their reduction: with the epilogue below, 5 launches a
+#   step, not 7, in 612-617 us against 708-724 (one process each, twice, 2026-12-01).
 FUSE_MAX_CPU = 4096
+FUSED_LOSS_S = 2.5e-9
 FUSE_MAX_GPU = 1 << 20
+
+
+def fuse_max_cpu(dev):
+    """The most elements a CPU device reduces from a fused producer (see above)."""
+    n = getattr(dev, '_fuse_max_cpu', None)
+    if n is None:
+        cores = max(1, int(dev.device.max_compute_units))
+        n = dev._fuse_max_cpu = max(FUSE_MAX_CPU, int(dispatch_s(dev) * cores / FUSED_LOSS_S))
+    return n
 
 
 def fuse_pays(dev, size, n_out, argmax=False, dtype=None):
@@ -554,7 +571,7 @@ def fuse_pays(dev, size, n_out, argmax=False, dtype=None):
     if size < IN_ORDER_BELOW * n_out:
         return False
     if dev.is_cpu:
-        return size <= FUSE_MAX_CPU
+        return size <= fuse_max_cpu(dev)
     return size <= FUSE_MAX_GPU or (n_out > 1 and not argmax)
 
 

@@ -6,8 +6,9 @@ argument           default (environment)   meaning
 ``fuse``           THEANO_OCL_FUSE=1       fold elementwise producers into their one
                                            consumer (reductions, products, elementwise)
 ``epilogues``      THEANO_OCL_EPILOGUE=1   fold small products into their elementwise
-                                           consumer: '1' on GPUs, 'always' on every
-                                           device, '0' never
+                                           consumer: '1' on GPUs and on CPU
+                                           devices whose launches cost 15 us or
+                                           more, 'always' on every device, '0' never
 ``blas``           THEANO_OCL_BLAS         force a BLAS path: 'clblast', 'host', 'kernel',
                                            'small' (default: chosen per device)
 ``host_blas``      THEANO_OCL_HOST_BLAS    how the host BLAS of a CPU device runs: 'queued'
