@@ -457,18 +457,29 @@ def test_epilogue_not_taken_for_outputs_and_shared_values(epilogues_always):
             assert_close(g, w)
 
 
-def test_epilogues_follow_the_device_rule(monkeypatch):
-    """'1' (the default): GPUs only; '0': never."""
+@pytest.mark.parametrize('launch_us', [None, 1.0, 100.0])
+def test_epilogues_follow_the_device_rule(launch_us, monkeypatch):
+    """'1' (the default): GPUs, and CPU devices whose launches cost at least
+    ``EPILOGUE_CPU_DISPATCH_S`` (``runtime.dispatch``: as measured, and as if cheap or
+    dear); '0': never; 'always': every device."""
+    from theano_ocl.runtime.dispatch import dispatch_s
     A, v, b = T.matrix('A', 'float32'), T.vector('v', 'float32'), T.vector('b', 'float32')
     out = T.tanh(T.dot(A, v) + b)
     dev = theano_ocl.get_device()
-    for value, expect in (('1', not dev.is_cpu), ('0', False), ('always', True)):
+    if launch_us is not None:
+        monkeypatch.setattr(dev, '_dispatch_s', launch_us * 1e-6, raising=False)
+    dear = dispatch_s(dev) >= fusion.EPILOGUE_CPU_DISPATCH_S
+    assert dear is (launch_us == 100.0) or launch_us is None or not dev.is_cpu
+    for value, expect in (('1', not dev.is_cpu or dear), ('0', False), ('always', True)):
         setting(monkeypatch, 'epilogues', value)
         f = theano.function([A, v, b], out, mode=theano_ocl.OCLMode())
         assert bool(_epilogue_pairs(f)) is expect, value
         # the same as a mode argument, and by name as Theano users exclude optimizations
         g = theano.function([A, v, b], out, mode=theano_ocl.OCLMode(epilogues=value))
         assert bool(_epilogue_pairs(g)) is expect, value
+        A_, v_, b_ = rand((5, 3), 'float32'), rand((3,), 'float32'), rand((5,), 'float32')
+        want = theano.function([A, v, b], out, mode='FAST_RUN')(A_, v_, b_)
+        assert_close(g(A_, v_, b_), want)
     setting(monkeypatch, 'epilogues', 'always')
     h = theano.function([A, v, b], out, mode=theano_ocl.OCLMode().excluding('ocl_epilogues'))
     assert not _epilogue_pairs(h)
