@@ -457,6 +457,32 @@ def test_epilogue_not_taken_for_outputs_and_shared_values(epilogues_always):
             assert_close(g, w)
 
 
+@pytest.mark.parametrize('launch_us', [1.0, 200.0])
+def test_cpu_devices_fuse_more_where_launches_cost_more(launch_us, monkeypatch):
+    """A CPU device reduces a fused producer of up to ``dispatch x cores / FUSED_LOSS_S``
+    elements (at least ``FUSE_MAX_CPU``): 499 sums of 100 products (a Nengo synapse) are
+    one launch where a launch costs 200 us, two where it costs 1 us; the
+    results are Theano C's either way. The cost is measured once per device."""
+    from theano_ocl.runtime.dispatch import dispatch_s
+    dev = theano_ocl.get_device()
+    if not dev.is_cpu:
+        pytest.skip('the CPU devices\' rule')
+    measured = dispatch_s(dev)
+    assert 0 < measured < 0.01 and dispatch_s(dev) == measured
+    monkeypatch.setattr(dev, '_dispatch_s', launch_us * 1e-6)
+    monkeypatch.setattr(dev, '_fuse_max_cpu', None, raising=False)
+    limit = ocl_reduce.fuse_max_cpu(dev)
+    assert limit >= ocl_reduce.FUSE_MAX_CPU
+    dear = limit >= 499 * 100
+    assert dear is (launch_us == 200.0)
+    d, s_ = T.matrix('d', 'float32'), T.vector('s', 'float32')
+    f_c, f_o = compile_both([d, s_], [(d * s_).sum(axis=1)])
+    rng = np.random.RandomState(4)
+    dv, sv = rand((499, 100), 'float32', rng), rand((100,), 'float32', rng)
+    assert_close(f_o(dv, sv)[0], f_c(dv, sv)[0])
+    assert theano_ocl.stats(f_o)['launches'] == (1 if dear else 2)
+
+
 @pytest.mark.parametrize('launch_us', [None, 1.0, 100.0])
 def test_epilogues_follow_the_device_rule(launch_us, monkeypatch):
     """'1' (the default): GPUs, and CPU devices whose launches cost at least

@@ -13,7 +13,7 @@ import time
 
 #: launches timed in a row (after one to warm), the least of ``_ROUNDS`` rounds counting
 _LAUNCHES = 32
-_ROUNDS = 3
+_ROUNDS = 5
 
 _SOURCE = '__kernel void theano_ocl_empty(__global int *a) { }\n'
 
