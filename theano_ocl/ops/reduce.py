@@ -529,7 +529,7 @@ def _empty_error(node, x, axes):
 #   1.08, but max|x-m| over all 0.50; from 256x256 on every case loses (0.11-0.6): the
 #   scalar loop does not vectorize as the fast paths' explicit vectors do. So CPU devices
 #   fuse reductions of at most FUSE_MAX_CPU elements, to one output too: there the kernel
-#   time lost (a few us at 4096 elements) is less than the launch saved (10 us on the
+#   time lost (a few us at 4096 elements) is less than the launch saved (7-10 us on the
 #   2-core Xeon's PoCL, 47-54 us on the H200 machine's 16-core one, cost.constants,
 #   2026-12-01; the Nengo step's probe, a sum of 100 products, then one launch, not two).
 # - H100: 4096x4096 sum((x-m)^2, 1) 3.53, sum(exp(x), 0) 2.83, mean(tanh(x)) 2.32 (one
@@ -538,8 +538,9 @@ def _empty_error(node, x, axes):
 #   and argmax past FUSE_MAX_GPU elements.
 # - On many cores a launch saved is worth more: a CPU device fuses up to
 #   FUSED_LOSS_S elements a core per second of its launch cost (runtime.dispatch), at
-#   least FUSE_MAX_CPU. 2.5 ns: the 2-core Xeon's ~5 us launches (2026-12-01) then give
-#   about FUSE_MAX_CPU; the H200 machine's 16-core PoCL fuses the Nengo step's synapse
+#   least FUSE_MAX_CPU. 2.5 ns: the 2-core Xeon's 4-6 us empty launches (2026-12-01) then
+#   give about FUSE_MAX_CPU; the H200 machine's 16-core PoCL (41 us: 260,000 elements)
+#   fuses the Nengo step's synapse
 #   products (499 sums of 100) into their reduction: with the epilogue below, 5 launches a
 #   step, not 7, in 612-617 us against 708-724 (one process each, twice, 2026-12-01).
 FUSE_MAX_CPU = 4096
