@@ -9,7 +9,8 @@ precision, and a test must hold on any conforming device. Two checks, each condi
 * The loss trajectory within 1e-4 relative, after checking that Theano C's own trajectory
   moves by less than 1e-5 when x moves by one unit in the last place.
 * The parameters, step by step: from C's state at every tenth step, one step on each backend,
-  their updates compared within C's own move under a one-ulp change of x (times 10) plus
+  their updates compared within C's own move under a one-ulp change of x, up or down
+  (the larger, times 10) plus
   1e-4 of the update's scale and two ulps of the parameters. Over 100 steps the parameters
   themselves are not determined at float32 precision with relu: 256 x 1000 pre-activations a
   step, one of them sooner or later lies within rounding of 0 (one was 2.8e-7 in C and
@@ -93,6 +94,7 @@ def test_training_matches_c(sizes, act, dtype):
     x, y = _data(dtype)
     ulp = np.asarray(1 + 2 * np.finfo(dtype).eps, dtype)
     x_ulp = x * ulp
+    x_ulp_down = x * np.asarray(1 - 2 * np.finfo(dtype).eps, dtype)
     f_c, state_c, pre_f = _build('FAST_RUN', sizes, act, dtype)
     f_o, state_o, pre_o = _build(theano_ocl.OCLMode(), sizes, act, dtype)
     f_m, state_m, _ = _build('FAST_RUN', sizes, act, dtype)
@@ -123,12 +125,17 @@ def test_training_matches_c(sizes, act, dtype):
                 continue                 # a unit within rounding of its kink: undetermined
         determined += 1
         c1 = _step_from(f_c, state_c, start, x, y)
+        # C's own move, element by element, under x one ulp up and one ulp down (one
+        # direction alone leaves some elements unmoved by chance: a bias's gradient, a
+        # sum over the batch, moved 0 in one direction and 3.6e-12 in the other where the
+        # Xeon's PoCL differed from C by 2.9e-11, 2026-12-01)
         m1 = _step_from(f_c, state_c, start, x_ulp, y)
+        m2 = _step_from(f_c, state_c, start, x_ulp_down, y)
         o1 = _step_from(f_o, state_o, start, x, y)
-        for j, (s0, c, m, o) in enumerate(zip(start, c1, m1, o1)):
-            dc, dm, do = c - s0, m - s0, o - s0
-            tol = 10 * np.abs(dm - dc) + 1e-4 * np.abs(dc).max() + \
-                2 * np.finfo(dtype).eps * np.abs(c)
+        for j, (s0, c, m, m_, o) in enumerate(zip(start, c1, m1, m2, o1)):
+            dc, do = c - s0, o - s0
+            move = np.maximum(np.abs(m - c), np.abs(m_ - c))
+            tol = 10 * move + 1e-4 * np.abs(dc).max() + 2 * np.finfo(dtype).eps * np.abs(c)
             bad = np.abs(do - dc) > tol
             assert not bad.any(), (
                 'step %d, %s: %d of %d updates differ from C beyond C\'s own one-ulp move; '
