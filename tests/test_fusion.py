@@ -470,7 +470,6 @@ def test_cpu_devices_fuse_more_where_launches_cost_more(launch_us, monkeypatch):
     measured = dispatch_s(dev)
     assert 0 < measured < 0.01 and dispatch_s(dev) == measured
     monkeypatch.setattr(dev, '_dispatch_s', launch_us * 1e-6)
-    monkeypatch.setattr(dev, '_fuse_max_cpu', None, raising=False)
     limit = ocl_reduce.fuse_max_cpu(dev)
     assert limit >= ocl_reduce.FUSE_MAX_CPU
     dear = limit >= 499 * 100

@@ -550,11 +550,8 @@ FUSE_MAX_GPU = 1 << 20
 
 def fuse_max_cpu(dev):
     """The most elements a CPU device reduces from a fused producer (see above)."""
-    n = getattr(dev, '_fuse_max_cpu', None)
-    if n is None:
-        cores = max(1, int(dev.device.max_compute_units))
-        n = dev._fuse_max_cpu = max(FUSE_MAX_CPU, int(dispatch_s(dev) * cores / FUSED_LOSS_S))
-    return n
+    cores = max(1, int(dev.device.max_compute_units))
+    return max(FUSE_MAX_CPU, int(dispatch_s(dev) * cores / FUSED_LOSS_S))
 
 
 def fuse_pays(dev, size, n_out, argmax=False, dtype=None):
