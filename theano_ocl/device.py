@@ -16,7 +16,7 @@ import threading
 import numpy as np
 
 from . import _device_flags
-from .runtime import invokers, kernel_cache, settings
+from .runtime import invokers, kernel_cache, settings, waits
 from .scalar import own_functions
 
 ENV_VAR = 'THEANO_OCL_DEVICE'
@@ -394,7 +394,7 @@ class OCLDevice(object):
         arrays), so that the host arrays they read may change again."""
         events = self.pending_uploads
         if events:
-            self.cl.wait_for_events(events)
+            waits.wait(self, events)
             del events[:]
 
     @property

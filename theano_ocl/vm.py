@@ -41,6 +41,7 @@ from .runtime.plans import Fetch
 from .runtime.memory import register_frames, upload
 from .runtime.run_context import RunContext
 from .runtime.settings import Settings, active
+from .runtime.waits import wait
 
 
 def _planning(method):
@@ -234,7 +235,7 @@ class OCLFunction(object):
                     faults.at('checks')
                 executor.run_checks(frame, reads)
             elif reads:
-                dev.cl.wait_for_events(reads)
+                wait(dev, reads)
                 reads = None
             if frame.commits:
                 if hooked:

@@ -33,6 +33,7 @@ from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .loop_plans import LoopPlans
 from .memory import buffer_copier
+from .waits import wait
 from ..darray import DArray, Root
 
 
@@ -177,7 +178,7 @@ class Executor(object):
             if ev is not None:
                 events.append(ev)
         if events:
-            rc.dev.cl.wait_for_events(events)
+            wait(rc.dev, events)
             del events[:]
         first = None
         for check in frame.checks:

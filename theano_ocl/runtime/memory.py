@@ -16,6 +16,8 @@ import weakref
 
 import numpy as np
 
+from .waits import wait
+
 _live = weakref.WeakSet()          # the FrameCache of every linked function alive
 
 
@@ -46,7 +48,12 @@ def download(dev, queue, darr, host=None):
     """Blocking download of a C-contiguous DArray into a new (or given) host array."""
     if host is None:
         host = np.empty(darr.shape, darr.dtype)
-    _enqueue_download(dev, queue, darr, host, True)
+    if dev.is_cpu:          # (polled: runtime/waits.py)
+        ev = _enqueue_download(dev, queue, darr, host, False)
+        if ev is not None:
+            wait(dev, [ev])
+    else:
+        _enqueue_download(dev, queue, darr, host, True)
     return host
 
 
@@ -58,14 +65,17 @@ def upload(dev, queue, darr, host, blocking=False, wait_for=None):
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
         raw = _raw(dev.cl, '_enqueue_write_buffer')
+        block = blocking and not dev.is_cpu     # (CPU devices poll: runtime/waits.py)
         if raw is not None:
-            ev = raw(queue, darr.root.buf, host, darr.boff, wait_for, blocking)
+            ev = raw(queue, darr.root.buf, host, darr.boff, wait_for, block)
         else:       # pragma: no cover - another pyopencl
             ev = dev.cl.enqueue_copy(queue, darr.root.buf, host, dst_offset=darr.boff,
-                                     is_blocking=blocking, wait_for=wait_for)
+                                     is_blocking=block, wait_for=wait_for)
         if dev.profiles(queue):        # profile hook (profiling.py)
             from ..profiling import transfer
             transfer('upload', darr.nbytes, ev)
+        if blocking and not block:
+            wait(dev, [ev])
         return ev
     return None
 
