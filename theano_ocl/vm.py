@@ -31,7 +31,7 @@ import numpy as np
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, cost, faults, host_tier, steps
+from .runtime import commit, cost, faults, host_tier, steps, waits
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -41,7 +41,6 @@ from .runtime.plans import Fetch
 from .runtime.memory import register_frames, upload
 from .runtime.run_context import RunContext
 from .runtime.settings import Settings, active
-from .runtime.waits import wait
 
 
 def _planning(method):
@@ -235,7 +234,7 @@ class OCLFunction(object):
                     faults.at('checks')
                 executor.run_checks(frame, reads)
             elif reads:
-                wait(dev, reads)
+                waits.wait(dev, reads)
                 reads = None
             if frame.commits:
                 if hooked:

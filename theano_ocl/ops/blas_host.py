@@ -20,7 +20,7 @@ import numpy as np
 
 from ..darray import span
 from ..runtime import settings
-from ..runtime.waits import wait
+from ..runtime import waits
 from . import blas_queued
 from .blas_operands import fortran_call, gemm_pointer, matrix_layout
 
@@ -97,7 +97,7 @@ class _Mapped(object):
                 self.maps[id(root)] = (arr[start - a:], lo, base + start - a)
             events.append(ev)
         if events:
-            wait(self.dev, events)
+            waits.wait(self.dev, events)
 
     def view(self, d):
         arr, lo, _ = self.maps[id(d.root)]

@@ -44,7 +44,7 @@ from theano.scan_module.scan_op import Scan
 from ..darray import DArray
 from ..errors import NoDeviceImplementation
 from ..runtime.context import BranchFlip, Replan, family
-from ..runtime.waits import wait
+from ..runtime import waits
 from ..runtime.loop import Until, drive
 from ..runtime import settings
 from ..runtime.kernel_cache import build_seconds
@@ -494,7 +494,7 @@ class Loop(LoopCopies):
                                                               lowered_steps=0)
         run.update(steps=i, loop_s=time.perf_counter() - t_run)
         if self.uploads:
-            wait(self.dev, self.uploads)
+            waits.wait(self.dev, self.uploads)
             self.uploads = []
         return self._finish(i, pos)
 

@@ -28,12 +28,11 @@ import warnings
 import numpy as np
 
 from . import (commit, early, faults, host_steps, planner, plans, probe_places,
-               state_swap, uploads)
+               state_swap, uploads, waits)
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .loop_plans import LoopPlans
 from .memory import buffer_copier
-from .waits import wait
 from ..darray import DArray, Root
 
 
@@ -178,7 +177,7 @@ class Executor(object):
             if ev is not None:
                 events.append(ev)
         if events:
-            wait(rc.dev, events)
+            waits.wait(rc.dev, events)
             del events[:]
         first = None
         for check in frame.checks:

@@ -16,7 +16,7 @@ import weakref
 
 import numpy as np
 
-from .waits import wait
+from . import waits
 
 _live = weakref.WeakSet()          # the FrameCache of every linked function alive
 
@@ -51,7 +51,7 @@ def download(dev, queue, darr, host=None):
     if dev.is_cpu:          # (polled: runtime/waits.py)
         ev = _enqueue_download(dev, queue, darr, host, False)
         if ev is not None:
-            wait(dev, [ev])
+            waits.wait(dev, [ev])
     else:
         _enqueue_download(dev, queue, darr, host, True)
     return host
@@ -75,7 +75,7 @@ def upload(dev, queue, darr, host, blocking=False, wait_for=None):
             from ..profiling import transfer
             transfer('upload', darr.nbytes, ev)
         if blocking and not block:
-            wait(dev, [ev])
+            waits.wait(dev, [ev])
         return ev
     return None
 
