@@ -527,3 +527,29 @@ def test_functions_whose_host_run_is_seen_stay_on_the_device(capsys):
     assert f(np.ones(3)) == 6
     assert capsys.readouterr().out.count('seen') == 1
     assert theano_ocl.stats(f)['on_host'] is False
+
+
+def test_a_product_on_openblas_threads_counts_as_host_work():
+    """A product above ``ONE_THREAD_MACS`` runs on the mapped buffers by OpenBLAS's threads,
+    the work Theano's VM does for it: the device's least time counts it (timed as the
+    device runs it), so a function that is one such product runs on the host, with Theano
+    C's result. Counted as free, the device was chosen and took 2x Theano C's time (SGEMM
+    256, 2-core Xeon: 400 against 193 us, 2026-12-01)."""
+    import re
+    from theano_ocl.ops import blas_host
+    n = 256
+    assert n ** 3 > blas_host.ONE_THREAD_MACS
+    a, b = T.fmatrix('a'), T.fmatrix('b')
+    f = theano.function([a, b], T.dot(a, b), mode=theano_ocl.OCLMode(**ON))
+    g = theano.function([a, b], T.dot(a, b), mode='FAST_RUN')
+    rng = np.random.RandomState(3)
+    av, bv = rng.rand(n, n).astype('float32'), rng.rand(n, n).astype('float32')
+    np.testing.assert_array_equal(f(av, bv), g(av, bv))
+    text = _where(f)
+    timed = blas_host.product_seconds('float32', 1, n, n, n, False)
+    assert timed is not None and timed > 0
+    work = re.search(r'host work ([0-9.]+) us', text)
+    assert work is not None, text
+    assert float(work.group(1)) * 1e-6 >= 0.5 * timed, (text, timed)
+    assert 'input signature 0 on the host' in text, text
+    assert theano_ocl.stats(f)['on_host'] is True

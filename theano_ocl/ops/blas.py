@@ -523,24 +523,33 @@ class BlasImpl(DeviceImpl):
 
     def host_work(self, values):
         """Whether, for its input ``values`` (host arrays, in the node's order), the device
-        runs this node's product by the host's BLAS on one thread (the 'host' backend, too
-        large for the small kernel, at most ``ONE_THREAD_MACS`` multiply-adds): the work
-        takes the device as long as Theano's VM (``runtime/cost.py``: ``host_work``)."""
+        runs this node's product by the host's BLAS (the 'host' backend, too large for the
+        small kernel): on one thread up to ``ONE_THREAD_MACS`` multiply-adds, on OpenBLAS's
+        threads over the mapped buffers above it. Either way the work takes the device as
+        long as the host (``runtime/cost.py``: ``host_work``). A device of one compute unit
+        queues its larger products on PoCL's thread, which the host's timing does not
+        model: those are not counted."""
         if self.backend != 'host' or _forced() is not None:
             return False
         try:
             nb, m, n, k = self.product_shape([np.shape(v) for v in values])
         except (TypeError, IndexError, ValueError):
             return False
-        return not gemm_small.small_shape(nb, m, n, k) and nb * m * n * k <= ONE_THREAD_MACS
+        if gemm_small.small_shape(nb, m, n, k):
+            return False
+        return nb * m * n * k <= ONE_THREAD_MACS or self.dev.compute_units > 1
 
     def host_work_seconds(self, values):
         """The seconds the device's product takes on the host, for ``values`` where
-        :meth:`host_work` says it runs there: timed as it runs (``one_thread_seconds``);
-        None where that cannot be timed."""
-        from .blas_host import one_thread_seconds
+        :meth:`host_work` says it runs there: timed as it runs (``blas_host.product_seconds``:
+        on one thread up to ``ONE_THREAD_MACS``, else on OpenBLAS's threads); None where that
+        cannot be timed (then the host run's own time for the node counts)."""
+        from . import blas_host
         nb, m, n, k = self.product_shape([np.shape(v) for v in values])
-        return one_thread_seconds(self.node.outputs[0].type.dtype, nb, m, n, k)
+        dtype = self.node.outputs[0].type.dtype
+        if nb * m * n * k <= ONE_THREAD_MACS:
+            return blas_host.one_thread_seconds(dtype, nb, m, n, k)
+        return blas_host.product_seconds(dtype, nb, m, n, k, False)
 
     def product_shape(self, shapes):
         """(batch, M, N, K) of the product, from the inputs' shapes."""

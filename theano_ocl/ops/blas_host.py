@@ -228,19 +228,27 @@ def one_thread_seconds(dtype, nb, m, n, k):
     the node, which runs on OpenBLAS's threads: on the 2-core EPYC those take 2-4x the
     one-thread time for such products (20 x 784 x 500 float64, 2026-11-30: 1.8 ms on two
     threads, 0.44 ms on one)."""
-    key = (np.dtype(dtype).name, nb, m, n, k)
+    return product_seconds(dtype, nb, m, n, k, True)
+
+
+def product_seconds(dtype, nb, m, n, k, one_thread):
+    """Seconds of ``nb`` products as the device's host BLAS runs them: on the calling
+    thread alone (``one_thread``: :func:`one_thread_seconds`), or on OpenBLAS's threads,
+    as a larger product runs on the mapped buffers (the least of three runs, kept per
+    shape); None where the ?gemm (or, on one thread, the thread control) cannot be had."""
+    key = (np.dtype(dtype).name, nb, m, n, k, one_thread)
     if key in _TIMED:
         return _TIMED[key]
-    fn, one = _blas_gemm(dtype), _one_thread()
+    fn, one = _blas_gemm(dtype), (_one_thread() if one_thread else None)
     seconds = None
-    if fn is not None and one is not None and m * n * k > 0:
+    if fn is not None and (one is not None or not one_thread) and m * n * k > 0:
         rng = np.random.RandomState(0)
         a = rng.rand(m, k).astype(dtype)
         b = rng.rand(k, n).astype(dtype)
         c = np.zeros((m, n), dtype)
         g = _HostGemm(fn, dtype, (m, n, k), (False, k), (False, n), (False, n))
         pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-        before = one(1)
+        before = one(1) if one is not None else None
         try:
             seconds = float('inf')
             for _ in range(3):
@@ -249,7 +257,8 @@ def one_thread_seconds(dtype, nb, m, n, k):
                     g.call(pa, pb, pc, 1.0, 0.0)
                 seconds = min(seconds, time.perf_counter() - t)
         finally:
-            one(before)
+            if one is not None:
+                one(before)
     _TIMED[key] = seconds
     return seconds
 
