@@ -524,11 +524,8 @@ class BlasImpl(DeviceImpl):
     def host_work(self, values):
         """Whether, for its input ``values`` (host arrays, in the node's order), the device
         runs this node's product by the host's BLAS (the 'host' backend, too large for the
-        small kernel): on one thread up to ``ONE_THREAD_MACS`` multiply-adds, on OpenBLAS's
-        threads over the mapped buffers above it. Either way the work takes the device as
-        long as the host (``runtime/cost.py``: ``host_work``). A device of one compute unit
-        queues its larger products on PoCL's thread, which the host's timing does not
-        model: those are not counted."""
+        small kernel; ``runtime/cost.py``: ``host_work``). Not counted: the larger products
+        a device of one compute unit queues on PoCL's thread."""
         if self.backend != 'host' or _forced() is not None:
             return False
         try:
@@ -540,10 +537,9 @@ class BlasImpl(DeviceImpl):
         return nb * m * n * k <= ONE_THREAD_MACS or self.dev.compute_units > 1
 
     def host_work_seconds(self, values):
-        """The seconds the device's product takes on the host, for ``values`` where
-        :meth:`host_work` says it runs there: timed as it runs (``blas_host.product_seconds``:
-        on one thread up to ``ONE_THREAD_MACS``, else on OpenBLAS's threads); None where that
-        cannot be timed (then the host run's own time for the node counts)."""
+        """The seconds the device's product takes on the host (:meth:`host_work`), timed as
+        it runs: on one thread up to ``ONE_THREAD_MACS``, else on OpenBLAS's threads; None
+        where that cannot be timed (the host run's time for the node counts)."""
         from . import blas_host
         nb, m, n, k = self.product_shape([np.shape(v) for v in values])
         dtype = self.node.outputs[0].type.dtype
