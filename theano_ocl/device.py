@@ -333,6 +333,12 @@ class OCLDevice(object):
                 self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         return self._profiling_queue
 
+    def flush(self):
+        """Submit what this device's queues hold (the profiling queue where one was made)."""
+        self.queue.flush()
+        if self._profiling_queue is not None:
+            self._profiling_queue.flush()
+
     def profiles(self, queue):
         """Whether ``queue`` is the profiling queue (the transfers of a ``profile=True``
         function are timed; asking makes no queue)."""

@@ -48,7 +48,7 @@ def download(dev, queue, darr, host=None):
     """Blocking download of a C-contiguous DArray into a new (or given) host array."""
     if host is None:
         host = np.empty(darr.shape, darr.dtype)
-    if dev.is_cpu:          # (polled: runtime/waits.py)
+    if waits.polls(dev):
         ev = _enqueue_download(dev, queue, darr, host, False)
         if ev is not None:
             waits.wait(dev, [ev])
@@ -65,7 +65,7 @@ def upload(dev, queue, darr, host, blocking=False, wait_for=None):
         if not host.flags.c_contiguous:
             host = np.require(host, requirements="C")
         raw = _raw(dev.cl, '_enqueue_write_buffer')
-        block = blocking and not dev.is_cpu     # (CPU devices poll: runtime/waits.py)
+        block = blocking and not waits.polls(dev)
         if raw is not None:
             ev = raw(queue, darr.root.buf, host, darr.boff, wait_for, block)
         else:       # pragma: no cover - another pyopencl

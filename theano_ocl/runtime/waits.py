@@ -27,19 +27,21 @@ POLL_S = 1e-3
 _COMPLETE = 0
 
 
+def polls(dev):
+    """Whether waits on ``dev`` poll (a CPU device, ``POLL_S`` above 0)."""
+    return dev.is_cpu and POLL_S > 0
+
+
 def wait(dev, events):
     """Wait until every event of ``events`` (pyopencl events; a list) completed; raise as
     ``clWaitForEvents`` does where one failed."""
     if not events:
         return
     cl = dev.cl
-    if not dev.is_cpu or POLL_S <= 0:
+    if not polls(dev):
         cl.wait_for_events(events)
         return
-    dev.queue.flush()
-    other = getattr(dev, '_profiling_queue', None)
-    if other is not None:
-        other.flush()
+    dev.flush()
     give_up = None
     failed = False
     yield_ = os.sched_yield
