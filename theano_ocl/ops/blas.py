@@ -537,15 +537,14 @@ class BlasImpl(DeviceImpl):
         return nb * m * n * k <= ONE_THREAD_MACS or self.dev.compute_units > 1
 
     def host_work_seconds(self, values):
-        """The seconds the device's product takes on the host (:meth:`host_work`), timed as
-        it runs: on one thread up to ``ONE_THREAD_MACS``, else on OpenBLAS's threads; None
-        where that cannot be timed (the host run's time for the node counts)."""
-        from . import blas_host
+        """The seconds the device's product takes on the host (:meth:`host_work`): up to
+        ``ONE_THREAD_MACS``, timed on one thread as it runs there; None above it, where it
+        runs on OpenBLAS's threads as Theano's VM did (the host run's time counts)."""
         nb, m, n, k = self.product_shape([np.shape(v) for v in values])
-        dtype = self.node.outputs[0].type.dtype
-        if nb * m * n * k <= ONE_THREAD_MACS:
-            return blas_host.one_thread_seconds(dtype, nb, m, n, k)
-        return blas_host.product_seconds(dtype, nb, m, n, k, False)
+        if nb * m * n * k > ONE_THREAD_MACS:
+            return None
+        from .blas_host import one_thread_seconds
+        return one_thread_seconds(self.node.outputs[0].type.dtype, nb, m, n, k)
 
     def product_shape(self, shapes):
         """(batch, M, N, K) of the product, from the inputs' shapes."""

@@ -19,8 +19,7 @@ import time
 import numpy as np
 
 from ..darray import span
-from ..runtime import settings
-from ..runtime import waits
+from ..runtime import settings, waits
 from . import blas_queued
 from .blas_operands import fortran_call, gemm_pointer, matrix_layout
 
@@ -228,27 +227,19 @@ def one_thread_seconds(dtype, nb, m, n, k):
     the node, which runs on OpenBLAS's threads: on the 2-core EPYC those take 2-4x the
     one-thread time for such products (20 x 784 x 500 float64, 2026-11-30: 1.8 ms on two
     threads, 0.44 ms on one)."""
-    return product_seconds(dtype, nb, m, n, k, True)
-
-
-def product_seconds(dtype, nb, m, n, k, one_thread):
-    """Seconds of ``nb`` products as the device's host BLAS runs them: on the calling
-    thread alone (``one_thread``: :func:`one_thread_seconds`), or on OpenBLAS's threads,
-    as a larger product runs on the mapped buffers (the least of three runs, kept per
-    shape); None where the ?gemm (or, on one thread, the thread control) cannot be had."""
-    key = (np.dtype(dtype).name, nb, m, n, k, one_thread)
+    key = (np.dtype(dtype).name, nb, m, n, k)
     if key in _TIMED:
         return _TIMED[key]
-    fn, one = _blas_gemm(dtype), (_one_thread() if one_thread else None)
+    fn, one = _blas_gemm(dtype), _one_thread()
     seconds = None
-    if fn is not None and (one is not None or not one_thread) and m * n * k > 0:
+    if fn is not None and one is not None and m * n * k > 0:
         rng = np.random.RandomState(0)
         a = rng.rand(m, k).astype(dtype)
         b = rng.rand(k, n).astype(dtype)
         c = np.zeros((m, n), dtype)
         g = _HostGemm(fn, dtype, (m, n, k), (False, k), (False, n), (False, n))
         pa, pb, pc = a.ctypes.data, b.ctypes.data, c.ctypes.data
-        before = one(1) if one is not None else None
+        before = one(1)
         try:
             seconds = float('inf')
             for _ in range(3):
@@ -257,8 +248,7 @@ def product_seconds(dtype, nb, m, n, k, one_thread):
                     g.call(pa, pb, pc, 1.0, 0.0)
                 seconds = min(seconds, time.perf_counter() - t)
         finally:
-            if one is not None:
-                one(before)
+            one(before)
     _TIMED[key] = seconds
     return seconds
 

@@ -364,13 +364,14 @@ def host_work(prog, times, storage):
     ``storage``: the run's storage map), that the device's call spends on the host as
     well: its host fallbacks (Theano's own thunks, each call) and the work its
     implementations say runs there (``impl.host_work(values)``: products by the host's
-    BLAS, timed as the device runs them by ``impl.host_work_seconds``, not as Theano's VM
-    ran them: on one thread up to ``ONE_THREAD_MACS`` multiply-adds (the quickstart's step,
-    784 -> 10 at batch 256, float32: 490 of its 520 us in two such products, 2026-11-29,
-    2-core Xeon), on OpenBLAS's threads over the mapped buffers above it (SGEMM 256 alone
-    counted as free went to the device and took 400 us against Theano C's 193, 2026-12-01,
-    2-core Xeon). A device of one compute unit queues its larger products on PoCL's thread:
-    those are not counted."""
+    BLAS: up to ``ONE_THREAD_MACS`` multiply-adds on one thread, timed so by
+    ``impl.host_work_seconds``, not as Theano's VM ran them on OpenBLAS's threads (the
+    quickstart's step, 784 -> 10 at batch 256, float32: 490 of its 520 us in two such
+    products, 2026-11-29, 2-core Xeon); above it on OpenBLAS's threads over the mapped
+    buffers, as the VM ran them, so the VM's time counts (SGEMM 256 alone counted as free
+    went to the device and took 400 us against Theano C's 193, 2026-12-01, 2-core Xeon). A
+    device of one compute unit queues its larger products on PoCL's thread: those are not
+    counted."""
     total = 0.0
     for t in prog.tasks:
         s = times.get(t.node)
