@@ -11,7 +11,6 @@ an SGEMM 128, and the 784-128-10 MLP training step of ``bench`` (batch 64).
 
     python bench/wait_latency.py [--device cpu] [--rounds 7] [--json FILE]
 """
-import argparse
 import json
 import os
 import socket
@@ -21,6 +20,8 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..'))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
 
 
 def median_us(fn, n):
@@ -128,8 +129,7 @@ def part_functions(dev, rounds):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--device', default=None)
+    ap = common.parser(__doc__.splitlines()[0])
     ap.add_argument('--rounds', type=int, default=7)
     ap.add_argument('--heavy', type=int, default=1 << 18)
     ap.add_argument('--json', default=None)
@@ -137,12 +137,11 @@ def main():
     import theano_ocl
     from theano_ocl.runtime import waits
     dev = theano_ocl.get_device(args.device)
-    print('# %s (%s, %d compute units); host %s; %s; waits.POLL_S %g; commit %s'
-          % (dev.name, dev.platform_name, dev.device.max_compute_units, socket.gethostname(),
-             time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime()), waits.POLL_S,
-             os.environ.get('THEANO_OCL_BENCH_COMMIT', '?')), flush=True)
+    common.header('wait latency, blocked against polled (waits.POLL_S %g)' % waits.POLL_S,
+                  dev)
     record = dict(device=dev.name, platform=dev.platform_name, poll_s=waits.POLL_S,
                   date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()),
+                  commit=common.commit(), host=socket.gethostname(),
                   pyopencl=part_pyopencl(dev, args.rounds, args.heavy),
                   functions=part_functions(dev, args.rounds))
     if args.json:
