@@ -328,9 +328,9 @@ def _reads(task):
 #: epilogues. On PoCL the product kernel does not vectorize the consumer's work across
 #: work-items as the batched elementwise kernel does: on the 2-core Xeon (empty launches of
 #: 4-6 us) a Nengo-like step was slower with the launch less; on the H200 machine's 16-core
-#: PoCL (41 us) its step took 612-617 us with the synapse
-#: update folded into its reduction (and the products fused, ``ops.reduce.fuse_max_cpu``)
-#: against 708-724 us (one process each, twice, 2026-12-01).
+#: PoCL (41 us) its step took 612-617 us with the synapse update folded into its reduction
+#: (and the products fused, ``ops.reduce.fuse_max_cpu``) against 708-724 us (one process
+#: each, twice, 2026-12-01).
 EPILOGUE_CPU_DISPATCH_S = 15e-6
 
 
