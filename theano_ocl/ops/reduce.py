@@ -540,8 +540,9 @@ def _empty_error(node, x, axes):
 #   FUSED_LOSS_S elements a core per second of its launch cost (runtime.dispatch), at
 #   least FUSE_MAX_CPU. 2.5 ns: the 2-core Xeon's 4-6 us empty launches (2026-12-01) then
 #   give about FUSE_MAX_CPU; the H200 machine's 16-core PoCL (41 us: 260,000 elements)
-#   fuses the Nengo step's synapse products (499 sums of 100) into their reduction: with the epilogue below, 5 launches a
-#   step, not 7, in 612-617 us against 708-724 (one process each, twice, 2026-12-01).
+#   fuses the Nengo step's synapse products (499 sums of 100) into their reduction: with
+#   the epilogue below, 5 launches a step, not 7, in 612-617 us against 708-724 (one
+#   process each, twice, 2026-12-01).
 FUSE_MAX_CPU = 4096
 FUSED_LOSS_S = 2.5e-9
 FUSE_MAX_GPU = 1 << 20

@@ -6,8 +6,9 @@ PoCL hands every launch to all of its worker threads: measured so (2026-12-01), 
 launch costs the 2-core Xeon here 4-6 us and the H200 machine's 16-core Xeon 41 us (47-54
 us through theano_ocl's runtime there: ``runtime.cost``'s ``launch``), so that a Nengo
 step's 100-element probe sum cost as much as its 50,000-element spike cast. A fused
-kernel's scalar loop loses to the vectorized fast paths by some nanoseconds an element and a core (``ops/reduce.py``'s measurements):
-on many cores a launch saved is worth far more elements of that loss than on two.
+kernel's scalar loop loses to the vectorized fast paths by some nanoseconds an element
+and a core (``ops/reduce.py``'s measurements): on many cores a launch saved is worth far
+more elements of that loss than on two.
 """
 import time
 

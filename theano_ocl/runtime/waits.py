@@ -13,8 +13,9 @@ blocked, 28-37 us polled; a 7 ms kernel took the same either way.
 goes on meanwhile (a thread counting in Python beside a polling one ran at its own speed,
 0.092 s against 0.097 alone; beside a loop that does not yield, 0.160 s). A poll gives up
 after ``POLL_S`` and blocks: a long call's wait costs the host a core for that long at
-most (the device's workers get it back whenever they need it: each poll yields). GPUs keep the blocking wait (their drivers spin or block by their own rules,
-and a GPU's work does not share the host's cores).
+most (the device's workers get it back whenever they need it: each poll yields). GPUs
+keep the blocking wait (their drivers spin or block by their own rules, and a GPU's work
+does not share the host's cores).
 """
 import os
 import time
