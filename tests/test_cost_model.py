@@ -532,8 +532,8 @@ def test_functions_whose_host_run_is_seen_stay_on_the_device(capsys):
 def test_a_product_on_openblas_threads_counts_as_host_work():
     """A product above ``ONE_THREAD_MACS`` runs on the mapped buffers by OpenBLAS's threads,
     the work Theano's VM does for it: the device's least time counts it as the VM ran it
-    (the same BLAS on the same threads), so a function that is one such product runs on the host, with Theano
-    C's result. Counted as free, the device was chosen and took 2x Theano C's time (SGEMM
+    (the same BLAS on the same threads), so a function that is one such product runs on
+    the host, with Theano C's result. Counted as free, the device was chosen and took 2x Theano C's time (SGEMM
     256, 2-core Xeon: 400 against 193 us, 2026-12-01)."""
     import re
     from theano_ocl.ops import blas_host
