@@ -554,3 +554,64 @@ def test_a_product_on_openblas_threads_counts_as_host_work():
     assert float(work.group(1)) * 1e-6 >= 0.5 * timed, (text, timed)
     assert 'input signature 0 on the host' in text, text
     assert theano_ocl.stats(f)['on_host'] is True
+
+
+def _measured(text):
+    """(the host's us, the device's us) as measured at the choice, from ``report``'s line, or
+    None where the signature was not measured."""
+    import re
+    got = re.search(r"measured, the host's calls took ([0-9.]+) us, the device's "
+                    r"([0-9.]+) us", text)
+    return None if got is None else (float(got.group(1)), float(got.group(2)))
+
+
+def test_a_signature_near_the_line_is_decided_by_measuring_the_device(monkeypatch):
+    """Between ``MARGIN`` and ``VERIFY`` times the device's least time the device's own
+    passes are timed, then the host's, before the first call returns (here every
+    signature, the margin 0):
+    a handful of scalar-sized nodes go to the host, whose results are Theano C's to the
+    bit from the first call; the passes commit nothing (the counter counts calls)."""
+    from theano_ocl.runtime import cost
+    monkeypatch.setattr(cost, 'MARGIN', 0.0)
+    monkeypatch.setattr(cost, 'VERIFY', 1e9)
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    g, wc, kc = _small('FAST_RUN')
+    rng = np.random.RandomState(7)
+    for call in range(3):
+        x = rng.randn(7)
+        np.testing.assert_array_equal(f(x), g(x), err_msg='call %d' % call)
+        np.testing.assert_array_equal(w.get_value(), wc.get_value())
+        assert k.get_value() == kc.get_value() == call + 1
+    text = _where(f)
+    got = _measured(text)
+    assert got is not None, text
+    assert got[0] < cost.PASSES_MARGIN * got[1], text
+    assert 'input signature 0 on the host' in text, text
+    assert theano_ocl.stats(f)['on_host'] is True
+
+
+def test_a_measured_signature_goes_where_its_calls_took_less(monkeypatch):
+    """A million-element exp with an update, measured both ways: wherever it goes, it
+    went to the side the report's times say (``PASSES_MARGIN``), its results agree with
+    Theano C's, and the passes timed on the device committed nothing."""
+    from theano_ocl.runtime import cost
+    monkeypatch.setattr(cost, 'MARGIN', 0.0)
+    monkeypatch.setattr(cost, 'VERIFY', 1e9)
+
+    def build(mode):
+        x = T.fvector('x')
+        n = theano.shared(np.int64(0), 'n')
+        return theano.function([x], T.exp(x) * 2, updates=[(n, n + 1)], mode=mode), n
+    f, n = build(theano_ocl.OCLMode(**ON))
+    g, nc = build('FAST_RUN')
+    v = np.random.RandomState(1).rand(1 << 20).astype('float32')
+    for call in range(2):
+        np.testing.assert_allclose(f(v), g(v), rtol=1e-6)
+        assert n.get_value() == nc.get_value() == call + 1
+    text = _where(f)
+    host_us, dev_us = _measured(text)
+    on_host = theano_ocl.stats(f)['on_host']
+    assert ('input signature 0 on the host' in text) == on_host, text
+    line = cost.PASSES_MARGIN * dev_us
+    if abs(host_us - line) > 2:       # (the report rounds to whole microseconds)
+        assert on_host == (host_us < line), text

@@ -206,6 +206,7 @@ class OCLFunction(object):
                 if frame is None:
                     self._choose_host(key)      # raises RunOnHost where the host wins
                     frame = self._plan(key)
+                    self._measure_device(key, frame)        # the same, once measured
                 guard = frame.guard
                 if guard is None:
                     guard = frame.guard = cache.guard_of(frame)
@@ -498,12 +499,52 @@ class OCLFunction(object):
             self.cost_choices[key] = choice
         if choice is None or not choice.host:
             return
+        self._go_host(key)
+
+    def _go_host(self, key):
+        """Calls with ``key`` run on the host from this one on: raise RunOnHost."""
         frame = Frame(key)
         frame.on_host = True
         self._cache.add(key, frame)
         self._cache.hot_guard = None
         self._cache.last_frame = frame
         raise RunOnHost()
+
+    def _measure_device(self, key, frame):
+        """Where the cost model's choice for ``key`` waits on the device's own time
+        (``cost.Choice.verify``): time a few passes of the frame just planned, each with
+        its inputs bound and its outputs read as a call does (nothing handed over, nothing
+        committed: a pass recomputes the same values), then Theano's VM's dry runs as
+        many, and move the key's calls to the host where the host's took less than
+        ``cost.PASSES_MARGIN`` times those passes
+        (RunOnHost; the frame is released)."""
+        choice = self.cost_choices.get(key)
+        if choice is None or not choice.verify:
+            return
+        rc, executor = self._rc, self.executor
+        dev, queue = rc.dev, rc.queue
+        fetches = [f for f in frame.outputs if type(f) is Fetch]
+
+        def run():
+            frame.replays += 1          # (as calls would: its batched plan once hot)
+            executor.replay(frame)      # (the inputs uploaded again, as a call does)
+            for fetch in fetches:
+                fetch()
+            waits.wait(dev, [dev.cl.enqueue_marker(queue)])
+
+        armed, replays = executor.armed, frame.replays
+        executor.armed = False
+        try:
+            host_s, run_s = cost.measure(self._tier().dry_run, run, choice.device_s)
+        except Exception:
+            choice.verify = False       # (the device's call raises, or plans again)
+            return
+        finally:
+            executor.armed, frame.replays = armed, replays
+        choice.measured(run_s, host_s)
+        if choice.host:
+            self._cache.drop(key)
+            self._go_host(key)
 
     def _on_host(self, key, error):
         """Remember that calls with ``key`` run on the host, warn once, raise RunOnHost."""

@@ -27,9 +27,13 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
   784-1000-1000-10 step at batch 128 on one core of the 2-core Xeon: 24 ms on the device,
   73 ms in Theano's VM); a frame whose hot calls run its batched plan counts its
   launches as merged (:func:`batched`);
-- only where ``host_s`` is below ``MARGIN`` times that bound, the signature's calls run on
-  the host from this one on (a frame ``on_host``, as for a value the device cannot hold); ``report(f)``
-  prints why, either way.
+- where ``host_s`` is below ``MARGIN`` times that bound, the signature's calls run on the
+  host from this one on (a frame ``on_host``, as for a value the device cannot hold); where
+  it is below ``VERIFY`` times the bound, the device plans the call and its frame runs a
+  few passes (nothing committed), then the host runs dry as many times, and the host is
+  chosen where its least time is below ``PASSES_MARGIN`` times those passes'
+  (:func:`measure`);
+  ``report(f)`` prints why, either way.
 
 Functions it leaves alone: those on a GPU, those with device outputs, profiled ones, and
 those whose host run could be seen twice (a ``Print``, a random generator's state, a
@@ -246,16 +250,73 @@ def program_eligible(prog):
 MARGIN = 1.5
 
 
+#: where the host's time is at least ``MARGIN`` but below ``VERIFY`` times the device's least
+#: time, the device's calls are measured too (:meth:`Choice.measured`) before the first
+#: call returns: the least time is a bound, and a function's real calls can sit well above
+#: it (the quick MLP of ``bench``, 784-128-10 at batch 64, on the 2-core Xeon: a least time
+#: of ~500 us, calls of ~900 us, its host runs 570-760 us, 2026-12-01)
+VERIFY = 3.0
+
+#: the host is chosen where its measured time is below this many times the device's
+#: measured passes: passes timed back to back are the device's best case, and calls with
+#: the host's own work between them (a training loop's next minibatch) find PoCL's workers
+#: asleep (the quick MLP of ``bench``, one idle 0.5 s before every 5 calls, 2-core Xeon:
+#: passes of 621-668 us, calls of 773-969 us, 2026-12-01); the host runs Theano C's own
+#: code, the choice that is never slower than Theano C
+PASSES_MARGIN = 1.25
+
+
 class Choice(object):
     """What the model found for one input signature: ``host`` (True: its calls run on the
     host), the seconds measured (``host_s``; None where its inputs were too large to try)
-    and estimated (``device_s``), and ``why``, a sentence for ``report(f)``."""
+    and estimated (``device_s``), and ``why``, a sentence for ``report(f)``. ``verify``:
+    the device is measured before the choice is final (``device_run_s``, once it was)."""
 
     def __init__(self, host_s, device_s, why):
         self.host_s = host_s
         self.device_s = device_s
+        self.device_run_s = None
         self.host = host_s is not None and host_s < MARGIN * device_s
+        self.verify = host_s is not None and not self.host and host_s < VERIFY * device_s
+        self._why = why
         self.why = '%s: %s' % ('on the host' if self.host else 'on the device', why)
+
+    def measured(self, device_run_s, host_s):
+        """The device's own calls took ``device_run_s`` and the host's ``host_s`` (their least
+        times, measured on the planned frame, then on Theano's VM, before the first call
+        returned): the host where its time is below ``PASSES_MARGIN`` times the device's."""
+        self.device_run_s = device_run_s
+        self.verify = False
+        self.host = host_s < PASSES_MARGIN * device_run_s
+        self.why = '%s: %s; measured, the host\'s calls took %.0f us, the ' \
+            'device\'s %.0f us' % ('on the host' if self.host else 'on the device', self._why,
+                                   host_s * 1e6, device_run_s * 1e6)
+
+
+def measure(host_run, device_run, bound):
+    """(host_s, device_s): the least wall times of ``DRY_RUNS`` calls of ``device_run`` (a
+    pass of the planned frame, its outputs read), then of as many of ``host_run`` (a dry
+    run on the host), fewer where a side's runs took 20 times ``bound``. Not in turns:
+    PoCL's workers keep a core busy for a while after the device's work, and a host run
+    right behind each pass ran 20-40% slower than the host's calls do (the quick MLP of
+    ``bench`` on the 2-core Xeon: 823-830 us against 570-620 us, 2026-12-01)."""
+    device_s = _least(device_run, bound)
+    return _least(host_run, bound), device_s
+
+
+def _least(run, bound):
+    """The least wall time of ``DRY_RUNS`` calls of ``run`` (fewer once they took 20 times
+    ``bound``)."""
+    best, spent = float('inf'), 0.0
+    for _ in range(DRY_RUNS):
+        t = time.perf_counter()
+        run()
+        s = time.perf_counter() - t
+        spent += s
+        best = min(best, s)
+        if spent > 20 * bound:
+            break
+    return best
 
 
 #: ops that read part of an input, or only its shape
