@@ -300,23 +300,8 @@ def measure(host_run, device_run, bound):
     PoCL's workers keep a core busy for a while after the device's work, and a host run
     right behind each pass ran 20-40% slower than the host's calls do (the quick MLP of
     ``bench`` on the 2-core Xeon: 823-830 us against 570-620 us, 2026-12-01)."""
-    device_s = _least(device_run, bound)
-    return _least(host_run, bound), device_s
-
-
-def _least(run, bound):
-    """The least wall time of ``DRY_RUNS`` calls of ``run`` (fewer once they took 20 times
-    ``bound``)."""
-    best, spent = float('inf'), 0.0
-    for _ in range(DRY_RUNS):
-        t = time.perf_counter()
-        run()
-        s = time.perf_counter() - t
-        spent += s
-        best = min(best, s)
-        if spent > 20 * bound:
-            break
-    return best
+    device_s = _settled(device_run, bound, settle=False)
+    return _settled(host_run, bound, settle=False), device_s
 
 
 #: ops that read part of an input, or only its shape
@@ -402,18 +387,18 @@ def choose(prog, dev, tier, make_mode, batch_min=None, loop=1):
 DRY_RUNS = 6
 
 
-def _settled(run, bound):
+def _settled(run, bound, settle=True):
     """The least wall time of up to ``DRY_RUNS`` calls of ``run``: it stops early once a
-    run is within 10% of the least before it, or once two or more runs together took 20
-    times ``bound`` (a host far slower than the device's least time needs no settling; a
-    first run alone may be that slow by being first)."""
+    run is within 10% of the least before it (``settle``), or once two or more runs
+    together took 20 times ``bound`` (a host far slower than the device's least time needs
+    no settling; a first run alone may be that slow by being first)."""
     best, spent = float('inf'), 0.0
     for n in range(DRY_RUNS):
         t = time.perf_counter()
         run()
         s = time.perf_counter() - t
         spent += s
-        settled = n > 0 and abs(s - best) <= 0.1 * best
+        settled = settle and n > 0 and abs(s - best) <= 0.1 * best
         best = min(best, s)
         if settled or (n and spent > 20 * bound):
             break
