@@ -23,7 +23,7 @@ import numpy as np
 from theano.gof.graph import Constant
 
 from .. import darray as da
-from . import faults, pinned, planner, steps, uploads
+from . import faults, pinned, planner, plans, steps, uploads
 from .context import Frame, PlanContext, Replan, RunOnHost, family
 from .loop import once
 from .memory import download
@@ -390,6 +390,8 @@ class FrameBuilder(object):
                           and viewers[id(d.root)] == 1)
                 fetchers.append(steps.donate_output(rc.dev, rc.queue, frame, d) if donate
                                 else steps.device_output(rc.dev, rc.queue, ctx, d))
+            elif self._hands_over(d, viewers):
+                fetchers.append(steps.handed_host_output(rc.dev, rc.queue, frame, d))
             else:
                 fetchers.append(steps.host_output(rc.dev, rc.queue, ctx.contiguous(d),
                                                   pinned.wanted(rc.settings.pinned, rc.dev)))
@@ -402,6 +404,20 @@ class FrameBuilder(object):
         self._run_new(ctx)
         frame.outputs = fetchers
         frame.kept_outputs = kept
+
+    def _hands_over(self, d, viewers):
+        """Whether host output ``d`` is handed over without a copy (``steps.handed_host_output``):
+        on a CPU device, at least ``HANDED_MIN_BYTES``, all of an arena buffer no other
+        output views, not read into page-locked blocks (the ``pinned`` setting), in a frame
+        whose hot calls run no batched plan (``runtime/planner.py``: a buffer that moves
+        every call would stop it)."""
+        rc = self.rc
+        if not rc.dev.is_cpu or d.nbytes < steps.HANDED_MIN_BYTES or not d.root.arena or \
+                d.offset != 0 or not d.is_c_contiguous() or viewers[id(d.root)] != 1 or \
+                pinned.wanted(rc.settings.pinned, rc.dev):
+            return False
+        return rc.batch_after is None or plans.launches(self.frame.steps) < (
+            2 if rc.loop_step else rc.batch_min_launches)
 
     def _commits(self):
         rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals

@@ -186,6 +186,55 @@ def host_output(dev, queue, d, pinned=False):
     return plans.Fetch(run, (d.root,), later=later, early=early)
 
 
+#: host outputs of at least this many bytes are handed over without a copy on CPU devices
+#: (:func:`handed_host_output`); below it a copy costs less than a buffer and a map
+HANDED_MIN_BYTES = 64 << 10
+
+
+def handed_host_output(dev, queue, frame, d):
+    """A host output on a CPU device, handed to the caller without a copy: after the first
+    call the frame keeps the output in an OpenCL buffer over a NumPy array of its own
+    (``CL_MEM_USE_HOST_PTR``: on a device that shares the host's memory, the array is the
+    buffer's memory), a call maps and unmaps it (the driver's guarantee that the host
+    sees the kernels' writes, once the map completed: the event the call waits for),
+    hands that array over and binds a fresh one. ``run()`` and a pass that hands nothing
+    over read a copy, as :func:`host_output` does (exp of 230,400 floats on the 2-core
+    Xeon's PoCL: 248 us with the copy, 181-187 us handed over, 2026-12-01)."""
+    root = d.root
+    shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
+    sites = frame.root_sites[id(root)]
+    cl = dev.cl
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+    align = max(int(dev.device.mem_base_addr_align) // 8, 128)
+    copied = host_output(dev, queue, d)
+    held = [None, None]          # the array under the root's buffer, and that buffer
+
+    def bind_fresh():
+        raw = np.empty(root.nbytes + align, np.uint8)
+        skip = -raw.ctypes.data % align
+        host = raw[skip:skip + root.nbytes]
+        buf = cl.Buffer(dev.context, flags, hostbuf=host)
+        root.move(buf)
+        for site in sites:
+            bind_site(site, root)
+        held[0], held[1] = host, buf
+
+    def later(events):
+        host, buf = held
+        if buf is None or root.buf is not buf or root.origin:
+            # the first call (the arena's buffer), or the root placed elsewhere since
+            out = copied.later(events)
+        else:
+            mapped, ev = cl.enqueue_map_buffer(queue, buf, cl.map_flags.READ, 0, (nbytes,),
+                                               np.uint8, is_blocking=False)
+            events.append(mapped.base.release(queue, wait_for=[ev]))
+            del mapped
+            out = host[:nbytes].view(dtype).reshape(shape)
+        bind_fresh()
+        return out
+    return plans.Fetch(copied.run, (root,), later=later)
+
+
 def donate_output(dev, queue, frame, d):
     """Hand the frame's output buffer to the caller and give the frame a fresh one.
 
