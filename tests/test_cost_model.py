@@ -585,7 +585,7 @@ def test_a_signature_near_the_line_is_decided_by_measuring_the_device(monkeypatc
     text = _where(f)
     got = _measured(text)
     assert got is not None, text
-    assert got[0] < cost.PASSES_MARGIN * got[1], text
+    assert got[0] <= cost.PASSES_MARGIN * got[1], text
     assert 'input signature 0 on the host' in text, text
     assert theano_ocl.stats(f)['on_host'] is True
 
@@ -614,4 +614,4 @@ def test_a_measured_signature_goes_where_its_calls_took_less(monkeypatch):
     assert ('input signature 0 on the host' in text) == on_host, text
     line = cost.PASSES_MARGIN * dev_us
     if abs(host_us - line) > 2:       # (the report rounds to whole microseconds)
-        assert on_host == (host_us < line), text
+        assert on_host == (host_us <= line), text

@@ -23,6 +23,7 @@ The runtime sees the function's ``RunContext`` (``runtime/run_context.py``: devi
 settings, program, profiler, counters) and its ``FrameCache`` (``runtime/frames.py``),
 never the function: this module calls into the runtime, never the reverse.
 """
+import time
 import warnings
 import weakref
 
@@ -393,12 +394,20 @@ class OCLFunction(object):
 
     def _to_device(self, value):
         """A host result as a device array where the device can hold it (the host array
-        where it cannot: the call ran on the host for that reason)."""
+        where it cannot: the call ran on the host for that reason). The copy is queued,
+        not waited for (the array reads it in the queue's order; the host array is kept
+        until it is done)."""
         rc = self._rc
-        if not isinstance(value, np.ndarray) or value.nbytes > rc.dev.max_alloc:
+        dev = rc.dev
+        if not isinstance(value, np.ndarray) or value.nbytes > dev.max_alloc:
             return value
         import pyopencl.array as cla
-        return cla.to_device(rc.queue, np.ascontiguousarray(value))
+        if not value.size:
+            return cla.empty(rc.queue, value.shape, value.dtype)
+        value = np.ascontiguousarray(value)
+        out = cla.Array(rc.queue, value.shape, value.dtype, data=dev.alloc(value.nbytes))
+        upload(dev, rc.queue, da.from_pyopencl(out), value)
+        return out
 
     # ---------------------------------------------------------------- frames
     def drop_frame(self, key):
@@ -488,11 +497,14 @@ class OCLFunction(object):
                                                      in prog.input_plan if kind == 'dev')
                        if da.is_device_array(cell[0])]
             try:
+                t = time.perf_counter()
                 for cell, value in swapped:
                     cell[0] = value.get(queue=rc.queue)
+                reads_s = time.perf_counter() - t
                 choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode,
                                      None if rc.batch_after is None else rc.batch_min_launches,
-                                     rc.run_steps)
+                                     rc.run_steps, reads_s if swapped and not rc.run_steps > 1
+                                     else 0.0)
             finally:
                 for cell, value in swapped:
                     cell[0] = value
@@ -515,8 +527,8 @@ class OCLFunction(object):
         (``cost.Choice.verify``): time a few passes of the frame just planned, each with
         its inputs bound and its outputs read as a call does (nothing handed over, nothing
         committed: a pass recomputes the same values), then Theano's VM's dry runs as
-        many, and move the key's calls to the host where the host's took less than
-        ``cost.PASSES_MARGIN`` times those passes
+        many, and move the key's calls to the host where the host's took no longer
+        (``cost.PASSES_MARGIN`` times those passes)
         (RunOnHost; the frame is released)."""
         choice = self.cost_choices.get(key)
         if choice is None or not choice.verify:
@@ -529,8 +541,9 @@ class OCLFunction(object):
             frame.replays += 1          # (as calls would: its batched plan once hot)
             executor.replay(frame)      # (the inputs uploaded again, as a call does)
             for fetch in fetches:
-                fetch()
-            waits.wait(dev, [dev.cl.enqueue_marker(queue)])
+                fetch()         # (a download waited for: the queue's work before it is done)
+            if not fetches:
+                waits.wait(dev, [dev.cl.enqueue_marker(queue)])
 
         armed, replays = executor.armed, frame.replays
         executor.armed = False
