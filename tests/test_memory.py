@@ -156,6 +156,32 @@ def test_a_buffer_over_the_largest_allocation_runs_on_the_host(monkeypatch):
     assert counts['planned'] and not counts['on_host'], counts
 
 
+def test_device_outputs_of_a_call_run_on_the_host_keep_their_values(monkeypatch):
+    """A function with device outputs that runs on the host (a value over the largest
+    allocation) hands over device arrays made by queued copies of its host results: read
+    only after 20 calls, each still holds its own call's values (the host array a copy
+    reads outlives the call), as Theano C computes them."""
+    dev = _dev()
+    monkeypatch.setattr(dev, 'max_alloc', 64 * 1024)
+    x = T.fvector('x')
+
+    def build(mode):
+        s = theano.shared(np.zeros(100000, 'float32'), 's')     # 400 KB: over the limit
+        return theano.function([x], [(s * 2).sum() + x.sum(), x * s[:3] + 1],
+                               updates=[(s, s + x[0])], mode=mode)
+    f_c = build('FAST_RUN')
+    f_o = build(theano_ocl.OCLMode(outputs='device'))
+    vals = [np.arange(3, dtype='float32') + k for k in range(20)]
+    with warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        got = [f_o(v) for v in vals]
+    assert theano_ocl.stats(f_o)['on_host'] is True
+    for v, outs in zip(vals, got):
+        for a, b in zip(outs, f_c(v)):
+            assert hasattr(a, 'get'), type(a)
+            assert_close(a.get(), b)
+
+
 def test_the_device_size_is_held_to_and_the_function_survives(monkeypatch):
     dev = _dev()
     x = T.fvector('x')

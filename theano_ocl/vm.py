@@ -404,7 +404,7 @@ class OCLFunction(object):
         import pyopencl.array as cla
         if not value.size:
             return cla.empty(rc.queue, value.shape, value.dtype)
-        value = np.ascontiguousarray(value)
+        value = np.require(value, requirements='C')     # (0-d stays 0-d)
         out = cla.Array(rc.queue, value.shape, value.dtype, data=dev.alloc(value.nbytes))
         upload(dev, rc.queue, da.from_pyopencl(out), value)
         return out
