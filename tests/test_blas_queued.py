@@ -193,3 +193,47 @@ def test_the_command_pairs_buffers_whatever_order_the_implementation_uses():
     f = theano.function([x], T.dot(x[:40], x[40:].T), mode='OCL')   # one buffer, two views
     xv, = _vals([(80, 64)], 'float32', seed=7)
     np.testing.assert_allclose(f(xv), xv[:40].dot(xv[40:].T), rtol=1e-4, atol=1e-4)
+
+
+@needs_queued
+def test_a_queued_product_into_a_handed_output_over_many_calls_and_frames(monkeypatch):
+    """A queued product whose result is a host output handed over without a copy
+    (``runtime/steps.py``): each call binds the output to a fresh buffer and lets the
+    last one go, as a dropped frame lets its own go; the driver gives their handles to
+    later buffers (PoCL: most of them), and the products' map of handles to host memory
+    (``blas_queued.Addresses``) must never answer for a handle with an old buffer's memory
+    (it did, in a later test: "found its buffers elsewhere than where they were mapped").
+    Each answer is checked against a map of the buffer, over frames dropped at every call
+    (two shapes taking turns, no frame kept besides the one in use) and buffers made and
+    let go between calls; every result is Theano C's and none is written again."""
+    import pyopencl as cl
+    from theano_ocl.runtime import steps
+    _host(monkeypatch, 'queued')
+    real = blas_queued.Addresses.of
+
+    def checked(self, buf):
+        addr = real(self, buf)
+        arr, _ = cl.enqueue_map_buffer(DEV.queue, buf, cl.map_flags.READ, 0, (1,), np.uint8,
+                                       is_blocking=True)
+        true = arr.ctypes.data
+        arr.base.release(DEV.queue)
+        assert addr == true, 'a stale address for a buffer handle'
+        return addr
+    monkeypatch.setattr(blas_queued.Addresses, 'of', checked)
+    x, y = T.matrix('x', 'float64'), T.matrix('y', 'float64')
+    xv, yv = _vals([(120, 90), (90, 100)], 'float64')
+    assert 120 * 100 * 8 >= steps.HANDED_MIN_BYTES
+    mode = theano_ocl.OCLMode(cost_model='off', max_frames=0)
+    f = theano.function([x, y], T.dot(x, y), mode=mode)
+    g = theano.function([x, y], T.dot(x, y), mode='FAST_RUN')
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
+    spare = np.zeros(120 * 100 * 8, np.uint8)
+    got, want = [], []
+    for k in range(60):
+        a = xv[:120 - k % 2] + k
+        for _ in range(3):
+            got.append(f(a, yv))
+            want.append(g(a, yv))
+            [cl.Buffer(DEV.context, flags, hostbuf=spare) for _ in range(1 + k % 4)]
+    for k, (u, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(u, w, err_msg='call %d' % k, **TOL['float64'])

@@ -197,6 +197,17 @@ class Addresses(object):
         self.known.clear()
         self.generation += 1
 
+    def learn(self, buf, addr):
+        """``buf`` was made over host memory at ``addr``: known without a map
+        (``runtime.steps.handed_host_output``)."""
+        self.known[buf.int_ptr] = addr
+
+    def let_go(self, buf):
+        """``buf`` is let go outside the pool (its handle may come back as a later
+        buffer's): forgotten."""
+        if buf is not None:
+            self.known.pop(buf.int_ptr, None)
+
 
 def addresses(dev):
     a = getattr(dev, 'queued_addresses', None)

@@ -97,6 +97,9 @@ class Frame(object):
         # what run_steps derives from the steps and commits, which stay as planned: once
         # (name -> value; the executor's host_committed, host steps, launch counts)
         self.memo = {}
+        # called before its buffers are released (a handed output's buffer is not the
+        # pool's: runtime/steps.py)
+        self.releasers = []
 
     def owned_bytes(self):
         return sum(r.nbytes for r in self.arena + self.owned if not r.slab)
@@ -105,6 +108,9 @@ class Frame(object):
         for alt in self.alternates:
             alt.release()
         self.alternates = []
+        for fn in self.releasers:
+            fn()
+        self.releasers = []
         for root in self.arena + self.owned:
             if root.slab:
                 continue       # the slab is shared (resident shared variables live there too)

@@ -214,6 +214,12 @@ def handed_host_output(dev, queue, frame, d):
         skip = -raw.ctypes.data % align
         host = raw[skip:skip + root.nbytes]
         buf = cl.Buffer(dev.context, flags, hostbuf=host)
+        known = getattr(dev, 'queued_addresses', None)
+        if known is not None:
+            # (host BLAS products queued on the device know buffers by their handles,
+            # ops/blas_queued.py: the one let go here may come back as a later buffer's)
+            known.let_go(held[1])
+            known.learn(buf, host.ctypes.data)
         root.move(buf)
         for site in sites:
             bind_site(site, root)
@@ -232,6 +238,12 @@ def handed_host_output(dev, queue, frame, d):
             out = host[:nbytes].view(dtype).reshape(shape)
         bind_fresh()
         return out
+
+    def let_go():
+        known = getattr(dev, 'queued_addresses', None)
+        if known is not None:
+            known.let_go(held[1])
+    frame.releasers.append(let_go)      # (the frame's release lets the last one go)
     return plans.Fetch(copied.run, (root,), later=later)
 
 
