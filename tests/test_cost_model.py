@@ -615,3 +615,26 @@ def test_a_measured_signature_goes_where_its_calls_took_less(monkeypatch):
     line = cost.PASSES_MARGIN * dev_us
     if abs(host_us - line) > 2:       # (the report rounds to whole microseconds)
         assert on_host == (host_us <= line), text
+
+
+def test_reading_device_inputs_counts_on_the_hosts_side():
+    """A call whose input is a device array runs on the host only after reading it there,
+    every call: the choice counts that read (measured at the choice) in the host's time,
+    and the report says how much of it; the results are Theano C's either way."""
+    import re
+    import pyopencl.array as cla
+    x = T.fvector('x')
+
+    def build(mode):
+        return theano.function([x], T.tanh(T.exp(x) * 0.5).sum(), mode=mode)
+    f = build(theano_ocl.OCLMode(**ON))
+    g = build('FAST_RUN')
+    v = np.linspace(-1, 1, 4096).astype('float32')
+    dv = cla.to_device(theano_ocl.get_device().queue, v)
+    np.testing.assert_allclose(f(dv), g(v), rtol=1e-5)
+    np.testing.assert_allclose(f(dv), g(v), rtol=1e-5)
+    text = _where(f)
+    got = re.search(r"Theano's VM took ([0-9.]+) us on the host \(([0-9.]+) us of it reading "
+                    r"its device inputs\)", text)
+    assert got is not None, text
+    assert 0 < float(got.group(2)) <= float(got.group(1)), text
