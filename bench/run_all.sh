@@ -22,6 +22,7 @@ run suite 1800 -m theano_ocl bench $quick --no-progress --json "$out/suite-$tag.
 run check1_host 120 check1_host.py
 run download_cost 200 download_cost.py
 run wait_latency 200 wait_latency.py
+run handed_outputs 200 handed_outputs.py
 run reduce 200 reduce.py
 run reduce_ceiling 200 reduce_ceiling.py
 # NVIDIA only, with a second Python that has cupy and torch (python3 on the H100 machine)
