@@ -638,3 +638,22 @@ def test_reading_device_inputs_counts_on_the_hosts_side():
                     r"its device inputs\)", text)
     assert got is not None, text
     assert 0 < float(got.group(2)) <= float(got.group(1)), text
+
+
+def test_step_0_of_a_run_is_not_measured_as_a_call(monkeypatch):
+    """Step 0 of ``run_steps(n)`` is weighed as a step of the run; timing the device's
+    passes alone would weigh it as a call (a round trip each): it is never measured so,
+    even with every call's signature measured (the margin 0), and the run agrees with
+    calls of the same function."""
+    from theano_ocl.runtime import cost
+    monkeypatch.setattr(cost, 'MARGIN', 0.0)
+    monkeypatch.setattr(cost, 'VERIFY', 1e9)
+    f, w, k = _small(theano_ocl.OCLMode(**ON))
+    g, wc, kc = _small('FAST_RUN')
+    xs = np.random.RandomState(3).randn(5, 7)
+    sim = SimulatorOCL(f)
+    got = sim.run_steps(5, inputs={'x': xs}, probes=[0])[0]
+    text = _where(sim.function)
+    assert "input signature 0" in text and _measured(text) is None, text
+    np.testing.assert_allclose(got, [g(x) for x in xs], rtol=1e-13)
+    assert k.get_value() == kc.get_value() == 5
