@@ -279,7 +279,8 @@ def _populations(mode, k=48):
 def test_launches_a_batched_plan_merges_count_once(batch_after):
     """Where a hot frame's calls run its batched plan (``batch_after``), independent
     launches of one kernel count as one in the device's least time: 48 populations' same
-    updates are a few launches, not 96. (Counted one by one, the Nengo-like E=500 step went
+    updates are a few launches, not 48 or 96 (the 16-core host's PoCL fuses each tanh into
+    its product's kernel, the 2-core one does not). (Counted one by one, the Nengo-like E=500 step went
     to the host at 20-30 ms a call; batched, the device runs it in 1.3 ms.) With batching
     off, each launch counts."""
     import re
@@ -296,7 +297,9 @@ def test_launches_a_batched_plan_merges_count_once(batch_after):
     counts = [int(n) for n in re.findall(r'(\d+) launches x', text)]
     assert len(counts) == 1, text
     if batch_after == 'never':
-        assert counts[0] >= 96, text
+        # (a launch per population at least: 48 products, each with its tanh where the
+        # device fuses it into the product's kernel, 96 where it does not)
+        assert counts[0] >= 48, text
     else:
         assert 2 <= counts[0] <= 8, text
 
@@ -329,7 +332,7 @@ def test_a_run_weighs_a_step_of_the_run():
     f2(xs[0])
     text = _where(f2)
     assert 'steps of a run' not in text, text
-    assert [int(n) for n in re.findall(r'(\d+) launches x', text)][0] >= 96, text
+    assert [int(n) for n in re.findall(r'(\d+) launches x', text)][0] >= 48, text
 
 
 @pytest.mark.parametrize('per_element', [1e-12, 1e-6])
