@@ -525,8 +525,8 @@ class OCLFunction(object):
     def _measure_device(self, key, frame):
         """Where the cost model's choice for ``key`` waits on the device's own time
         (``cost.Choice.verify``): time a few passes of the frame just planned, each with
-        its inputs bound and its outputs read as a call does (nothing handed over, nothing
-        committed: a pass recomputes the same values), then Theano's VM's dry runs as
+        its inputs bound and its outputs read as a call does (nothing committed: a pass
+        recomputes the same values; what it reads is dropped), then Theano's VM's dry runs as
         many, and move the key's calls to the host where the host's took no longer
         (``cost.PASSES_MARGIN`` times those passes)
         (RunOnHost; the frame is released)."""
@@ -540,10 +540,14 @@ class OCLFunction(object):
         def run():
             frame.replays += 1          # (as calls would: its batched plan once hot)
             executor.replay(frame)      # (the inputs uploaded again, as a call does)
-            for fetch in fetches:
-                fetch()         # (a download waited for: the queue's work before it is done)
-            if not fetches:
-                waits.wait(dev, [dev.cl.enqueue_marker(queue)])
+            reads = []
+            try:
+                # (read as a call reads them: queued, a large one on a CPU device handed
+                # over, runtime/steps.py; one wait, after which the queue's work is done)
+                for fetch in fetches:
+                    fetch.later(reads)
+            finally:
+                waits.wait(dev, reads or [dev.cl.enqueue_marker(queue)])
 
         armed, replays = executor.armed, frame.replays
         executor.armed = False

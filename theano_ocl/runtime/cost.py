@@ -301,11 +301,13 @@ class Choice(object):
 
 def measure(host_run, device_run, bound):
     """(host_s, device_s): the least wall times of ``DRY_RUNS`` calls of ``device_run`` (a
-    pass of the planned frame, its outputs read), then of as many of ``host_run`` (a dry
-    run on the host), fewer where a side's runs took 20 times ``bound``. Not in turns:
-    PoCL's workers keep a core busy for a while after the device's work, and a host run
-    right behind each pass ran 20-40% slower than the host's calls do (the quick MLP of
-    ``bench`` on the 2-core Xeon: 823-830 us against 570-620 us, 2026-12-01)."""
+    pass of the planned frame, its outputs read as a call reads them; one more first,
+    untimed: the first pass after planning is cold, 1.6-2x the others in a process's first
+    function), then of as many of ``host_run`` (a dry run on the host), fewer where a side's
+    runs took 20 times ``bound``. Not in turns: taken in turns, the quick MLP of ``bench``'s
+    host runs took 823-830 us where its calls take 570-620 us (2-core Xeon, 2026-12-01;
+    taken apart, 545-596 us, just after device passes or not)."""
+    device_run()
     device_s = _settled(device_run, bound, settle=False)
     return _settled(host_run, bound, settle=False), device_s
 
