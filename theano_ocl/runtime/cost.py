@@ -301,14 +301,16 @@ class Choice(object):
 
 def measure(host_run, device_run, bound):
     """(host_s, device_s): the least wall times of ``DRY_RUNS`` calls of ``device_run`` (a
-    pass of the planned frame, its outputs read as a call reads them; one more first,
-    untimed: the first pass after planning is cold, 1.6-2x the others in a process's first
-    function), then of as many of ``host_run`` (a dry run on the host), fewer where a side's
-    runs took 20 times ``bound``. Not in turns: taken in turns, the quick MLP of ``bench``'s
+    pass of the planned frame, its outputs read as a call reads them), then of as many of
+    ``host_run`` (a dry run on the host), fewer where a side's runs took 20 times ``bound``;
+    each side after one untimed call (a first run is cold: the first pass after planning
+    took 1.6-2x the others in a process's first function; the quick MLP's first dry runs
+    900-1000 us, later ones 500-550). Not in turns: taken in turns, the quick MLP of ``bench``'s
     host runs took 823-830 us where its calls take 570-620 us (2-core Xeon, 2026-12-01;
     taken apart, 545-596 us, just after device passes or not)."""
     device_run()
     device_s = _settled(device_run, bound, settle=False)
+    host_run()
     return _settled(host_run, bound, settle=False), device_s
 
 
