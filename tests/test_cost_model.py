@@ -280,9 +280,9 @@ def test_launches_a_batched_plan_merges_count_once(batch_after):
     """Where a hot frame's calls run its batched plan (``batch_after``), independent
     launches of one kernel count as one in the device's least time: 48 populations' same
     updates are a few launches, not 48 or 96 (the 16-core host's PoCL fuses each tanh into
-    its product's kernel, the 2-core one does not). (Counted one by one, the Nengo-like E=500 step went
-    to the host at 20-30 ms a call; batched, the device runs it in 1.3 ms.) With batching
-    off, each launch counts."""
+    its product's kernel, the 2-core one does not). (Counted one by one, the Nengo-like
+    E=500 step went to the host at 20-30 ms a call; batched, the device runs it in 1.3 ms.)
+    With batching off, each launch counts."""
     import re
     f, states = _populations(theano_ocl.OCLMode(batch_after=batch_after, **ON))
     g, states_c = _populations('FAST_RUN')

@@ -526,10 +526,9 @@ class OCLFunction(object):
         """Where the cost model's choice for ``key`` waits on the device's own time
         (``cost.Choice.verify``): time a few passes of the frame just planned, each with
         its inputs bound and its outputs read as a call does (nothing committed: a pass
-        recomputes the same values; what it reads is dropped), then Theano's VM's dry runs as
-        many, and move the key's calls to the host where the host's took no longer
-        (``cost.PASSES_MARGIN`` times those passes)
-        (RunOnHost; the frame is released)."""
+        recomputes the same values; what it reads is dropped), then as many dry runs of
+        Theano's VM, and move the key's calls to the host where the host's took no longer
+        (``cost.PASSES_MARGIN`` times those passes; RunOnHost, the frame released)."""
         choice = self.cost_choices.get(key)
         if choice is None or not choice.verify:
             return

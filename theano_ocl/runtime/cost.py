@@ -305,9 +305,9 @@ def measure(host_run, device_run, bound):
     ``host_run`` (a dry run on the host), fewer where a side's runs took 20 times ``bound``;
     each side after one untimed call (a first run is cold: the first pass after planning
     took 1.6-2x the others in a process's first function; the quick MLP's first dry runs
-    900-1000 us, later ones 500-550). Not in turns: taken in turns, the quick MLP of ``bench``'s
-    host runs took 823-830 us where its calls take 570-620 us (2-core Xeon, 2026-12-01;
-    taken apart, 545-596 us, just after device passes or not)."""
+    900-1000 us, later ones 500-550). Not in turns: taken in turns, the host runs of
+    ``bench``'s quick MLP took 823-830 us where its calls take 570-620 us (2-core Xeon,
+    2026-12-01; taken apart, 545-596 us, just after device passes or not)."""
     device_run()
     device_s = _settled(device_run, bound, settle=False)
     host_run()

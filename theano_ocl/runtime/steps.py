@@ -198,8 +198,9 @@ def handed_host_output(dev, queue, frame, d):
     buffer's memory), a call maps and unmaps it (the driver's guarantee that the host
     sees the kernels' writes, once the map completed: the event the call waits for),
     hands that array over and binds a fresh one. ``run()`` and a pass that hands nothing
-    over read a copy, as :func:`host_output` does (exp of 230,400 floats on the 2-core
-    Xeon's PoCL: 248 us with the copy, 181-187 us handed over, 2026-12-01)."""
+    over read a copy, as :func:`host_output` does (``bench/handed_outputs.py``, exp of
+    230,400 floats, 2026-12-01: 366-376 us a call copied, 346-348 us handed over on the
+    2-core Xeon's PoCL; 352 against 291 us on a 16-core Xeon's)."""
     root = d.root
     shape, dtype, nbytes = d.shape, d.dtype, d.nbytes
     sites = frame.root_sites[id(root)]
