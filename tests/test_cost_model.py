@@ -660,3 +660,33 @@ def test_step_0_of_a_run_is_not_measured_as_a_call(monkeypatch):
     assert "input signature 0" in text and _measured(text) is None, text
     np.testing.assert_allclose(got, [g(x) for x in xs], rtol=1e-13)
     assert k.get_value() == kc.get_value() == 5
+
+
+def test_a_signature_measured_and_kept_on_the_device_returns_its_calls_values(monkeypatch):
+    """The device's timed passes read their outputs as calls do (a large one handed over,
+    its buffer bound anew): the call that chose then returns what its own pass computed,
+    not a buffer bound after the last timed pass (it returned such a buffer's garbage
+    once, in about half the functions: where the planning call's outputs were read early
+    the call got those). Every signature measured and kept on the device (margins 0); a
+    1 MiB output with an update, five functions, three calls each against Theano C."""
+    from theano_ocl.runtime import cost
+    monkeypatch.setattr(cost, 'MARGIN', 0.0)
+    monkeypatch.setattr(cost, 'VERIFY', 1e9)
+    monkeypatch.setattr(cost, 'PASSES_MARGIN', 0.0)
+
+    def build(mode):
+        x = T.fvector('x')
+        n = theano.shared(np.float32(0), 'n')
+        return theano.function([x], T.exp(x) * 2 + n, updates=[(n, n + 1)], mode=mode), n
+    g, nc = build('FAST_RUN')
+    v = np.random.RandomState(2).rand(1 << 18).astype('float32')
+    want = [g(v) for _ in range(3)]
+    for k in range(5):
+        f, n = build(theano_ocl.OCLMode(**ON))
+        got = [f(v) for _ in range(3)]
+        for call, (a, b) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(a, b, rtol=1e-6, err_msg='function %d, call %d'
+                                       % (k, call))
+        assert n.get_value() == 3
+        text = _where(f)
+        assert 'input signature 0 on the device' in text and _measured(text) is not None, text
