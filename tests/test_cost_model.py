@@ -594,7 +594,7 @@ def test_a_signature_near_the_line_is_decided_by_measuring_the_device(monkeypatc
 
 
 def test_a_measured_signature_goes_where_its_calls_took_less(monkeypatch):
-    """A million-element exp with an update, measured both ways: wherever it goes, it
+    """An exp of 65,536 floats with an update, measured both ways: wherever it goes, it
     went to the side the report's times say (``PASSES_MARGIN``), its results agree with
     Theano C's, and the passes timed on the device committed nothing."""
     from theano_ocl.runtime import cost
@@ -607,7 +607,10 @@ def test_a_measured_signature_goes_where_its_calls_took_less(monkeypatch):
         return theano.function([x], T.exp(x) * 2, updates=[(n, n + 1)], mode=mode), n
     f, n = build(theano_ocl.OCLMode(**ON))
     g, nc = build('FAST_RUN')
-    v = np.random.RandomState(1).rand(1 << 20).astype('float32')
+    # (256 KiB: reading it on the host takes less than the device's least time, so the host
+    # runs dry and the choice is measured; a million floats skipped both where PoCL's exp
+    # measured as cheap as a copy)
+    v = np.random.RandomState(1).rand(1 << 16).astype('float32')
     for call in range(2):
         np.testing.assert_allclose(f(v), g(v), rtol=1e-6)
         assert n.get_value() == nc.get_value() == call + 1
@@ -668,7 +671,7 @@ def test_a_signature_measured_and_kept_on_the_device_returns_its_calls_values(mo
     not a buffer bound after the last timed pass (it returned such a buffer's garbage
     once, in about half the functions: where the planning call's outputs were read early
     the call got those). Every signature measured and kept on the device (margins 0); a
-    1 MiB output with an update, five functions, three calls each against Theano C."""
+    256 KiB output with an update, five functions, three calls each against Theano C."""
     from theano_ocl.runtime import cost
     monkeypatch.setattr(cost, 'MARGIN', 0.0)
     monkeypatch.setattr(cost, 'VERIFY', 1e9)
@@ -679,7 +682,7 @@ def test_a_signature_measured_and_kept_on_the_device_returns_its_calls_values(mo
         n = theano.shared(np.float32(0), 'n')
         return theano.function([x], T.exp(x) * 2 + n, updates=[(n, n + 1)], mode=mode), n
     g, nc = build('FAST_RUN')
-    v = np.random.RandomState(2).rand(1 << 18).astype('float32')
+    v = np.random.RandomState(2).rand(1 << 16).astype('float32')    # (256 KiB: run dry, measured)
     want = [g(v) for _ in range(3)]
     for k in range(5):
         f, n = build(theano_ocl.OCLMode(**ON))

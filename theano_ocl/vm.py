@@ -539,14 +539,18 @@ class OCLFunction(object):
         def run():
             frame.replays += 1          # (as calls would: its batched plan once hot)
             executor.replay(frame)      # (the inputs uploaded again, as a call does)
-            reads = []
+            reads, got = [], []
             try:
                 # (read as a call reads them: queued, a large one on a CPU device handed
-                # over, runtime/steps.py; one wait, after which the queue's work is done)
+                # over, runtime/steps.py; one wait, after which the queue's work is done.
+                # What they return is kept until then: the queued commands write into it,
+                # or map it. Dropped at once, a handed array was freed under its map, and
+                # a test worker crashed)
                 for fetch in fetches:
-                    fetch.later(reads)
+                    got.append(fetch.later(reads))
             finally:
                 waits.wait(dev, reads or [dev.cl.enqueue_marker(queue)])
+            del got
 
         armed, replays = executor.armed, frame.replays
         executor.armed = False
