@@ -23,7 +23,7 @@ import numpy as np
 from theano.gof.graph import Constant
 
 from .. import darray as da
-from . import faults, pinned, planner, plans, steps, uploads
+from . import faults, pinned, planner, steps, uploads
 from .context import Frame, PlanContext, Replan, RunOnHost, family
 from .loop import once
 from .memory import download
@@ -416,8 +416,7 @@ class FrameBuilder(object):
                 d.offset != 0 or not d.is_c_contiguous() or viewers[id(d.root)] != 1 or \
                 pinned.wanted(rc.settings.pinned, rc.dev):
             return False
-        return rc.batch_after is None or plans.launches(self.frame.steps) < (
-            2 if rc.loop_step else rc.batch_min_launches)
+        return not planner.may_batch(rc, self.frame.steps)
 
     def _commits(self):
         rc, prog, frame, dvals = self.rc, self.prog, self.frame, self.dvals

@@ -667,13 +667,19 @@ def commit_plan(rc, frame):
     return plan if plan.pays() else False
 
 
+def may_batch(rc, steps):
+    """Whether a frame of ``steps`` is one whose hot calls may run a batched plan: enough
+    launches (``batch_min_launches``; 2 for a loop's step, ``rc.loop_step``), batching on."""
+    return rc.batch_after is not None and \
+        plans.launches(steps) >= (2 if rc.loop_step else rc.batch_min_launches)
+
+
 @_planning
 def batched_plan(rc, frame):
     """The frame's steps with independent same-kernel launches merged, or False when that
     does not remove at least a quarter of the launches (on GPUs and for a loop's step,
     ``rc.loop_step``: any; ``BatchedPlan.pays``)."""
-    before = plans.launches(frame.steps)
-    if before < (2 if rc.loop_step else rc.batch_min_launches):
+    if not may_batch(rc, frame.steps):
         return False
     plan = plan_steps(frame.steps, rc.dev, rc.queue, cpu_group=rc.settings.cpu_group,
                       pinned=frame.pinned, urgent=early.producers(frame))
