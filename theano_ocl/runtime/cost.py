@@ -273,30 +273,36 @@ PASSES_MARGIN = 1.0
 class Choice(object):
     """What the model found for one input signature: ``host`` (True: its calls run on the
     host), the seconds measured (``host_s``; None where its inputs were too large to try)
-    and estimated (``device_s``), and ``why``, a sentence for ``report(f)``. ``verify``:
-    the device is measured before the choice is final (``device_run_s``, once it was)."""
+    and estimated (``device_s``), ``detail`` (how they were found) and ``why``, a sentence
+    for ``report(f)``. ``verify``: the device is measured before the choice is final
+    (``measured``: then ``host_run_s`` and ``device_run_s``)."""
 
-    def __init__(self, host_s, device_s, why):
+    def __init__(self, host_s, device_s, detail):
         self.host_s = host_s
         self.device_s = device_s
-        self.device_run_s = None
+        self.detail = detail
         self.reads_s = 0.0          # (of host_s: reading device inputs to the host)
+        self.host_run_s = self.device_run_s = None
         self.host = host_s is not None and host_s < MARGIN * device_s
         self.verify = host_s is not None and not self.host and host_s < VERIFY * device_s
-        self._why = why
-        self.why = '%s: %s' % ('on the host' if self.host else 'on the device', why)
 
     def measured(self, device_run_s, host_s):
         """The device's own calls took ``device_run_s`` and the host's ``host_s`` (their least
         times, measured on the planned frame, then on Theano's VM, before the first call
-        returned): the host where its time is at most ``PASSES_MARGIN`` times the device's."""
+        returned; device inputs' reads are added to the host's): the host where its time is
+        at most ``PASSES_MARGIN`` times the device's."""
+        self.host_run_s = host_s + self.reads_s
         self.device_run_s = device_run_s
         self.verify = False
-        host_s += self.reads_s
-        self.host = host_s <= PASSES_MARGIN * device_run_s
-        self.why = '%s: %s; measured, the host\'s calls took %.0f us, the ' \
-            'device\'s %.0f us' % ('on the host' if self.host else 'on the device', self._why,
-                                   host_s * 1e6, device_run_s * 1e6)
+        self.host = self.host_run_s <= PASSES_MARGIN * device_run_s
+
+    @property
+    def why(self):
+        where = 'on the host' if self.host else 'on the device'
+        if self.device_run_s is None:
+            return '%s: %s' % (where, self.detail)
+        return '%s: %s; measured, the host\'s calls took %.0f us, the device\'s %.0f us' % (
+            where, self.detail, self.host_run_s * 1e6, self.device_run_s * 1e6)
 
 
 def measure(host_run, device_run, bound):
