@@ -333,6 +333,12 @@ class OCLDevice(object):
                 self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         return self._profiling_queue
 
+    @property
+    def base_align(self):
+        """Bytes at which the places this runtime lays out in buffers or host memory start
+        (the device's base-address alignment, 128 at least)."""
+        return max(int(self.device.mem_base_addr_align) // 8, 128)
+
     def flush(self):
         """Submit what this device's queues hold (the profiling queue where one was made)."""
         self.queue.flush()

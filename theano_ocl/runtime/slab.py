@@ -26,7 +26,7 @@ def gather_into_slab(rc, frame):
     dev, queue = rc.dev, rc.queue
     cl = dev.cl
     prog = rc.program
-    align = max(int(dev.device.mem_base_addr_align) // 8, 128)
+    align = dev.base_align
     consts = {id(d.root) for d in rc.const_dvals.values()}
     roots = [(r, None) for r in frame.arena + frame.owned
              + [d.root for d in rc.const_dvals.values()]

@@ -206,20 +206,25 @@ def handed_host_output(dev, queue, frame, d):
     sites = frame.root_sites[id(root)]
     cl = dev.cl
     flags = cl.mem_flags.READ_WRITE | cl.mem_flags.USE_HOST_PTR
-    align = max(int(dev.device.mem_base_addr_align) // 8, 128)
+    align = dev.base_align
     copied = host_output(dev, queue, d)
     held = [None, None]          # the array under the root's buffer, and that buffer
+
+    def let_go():
+        # (host BLAS products queued on the device know buffers by their handles,
+        # ops/blas_queued.py: the one let go here may come back as a later buffer's)
+        known = getattr(dev, 'queued_addresses', None)
+        if known is not None:
+            known.let_go(held[1])
+        return known
 
     def bind_fresh():
         raw = np.empty(root.nbytes + align, np.uint8)
         skip = -raw.ctypes.data % align
         host = raw[skip:skip + root.nbytes]
         buf = cl.Buffer(dev.context, flags, hostbuf=host)
-        known = getattr(dev, 'queued_addresses', None)
+        known = let_go()
         if known is not None:
-            # (host BLAS products queued on the device know buffers by their handles,
-            # ops/blas_queued.py: the one let go here may come back as a later buffer's)
-            known.let_go(held[1])
             known.learn(buf, host.ctypes.data)
         root.move(buf)
         for site in sites:
@@ -239,11 +244,6 @@ def handed_host_output(dev, queue, frame, d):
             out = host[:nbytes].view(dtype).reshape(shape)
         bind_fresh()
         return out
-
-    def let_go():
-        known = getattr(dev, 'queued_addresses', None)
-        if known is not None:
-            known.let_go(held[1])
     frame.releasers.append(let_go)      # (the frame's release lets the last one go)
     return plans.Fetch(copied.run, (root,), later=later)
 
