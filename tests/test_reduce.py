@@ -550,3 +550,56 @@ def test_fast_gpu_knobs(knobs, monkeypatch):
     assert_matches_c([x], outs, [v], device_only=False)
     assert_matches_c([x], _layout_outputs(x) + [T.argmax(x, 1), T.argmax(x, 0)], [w],
                      device_only=False)
+
+
+def _tied_across_accumulators(n_rows, n_cols, dtype, rng):
+    """Rows whose largest value repeats in every pair of vector positions (whichever
+    accumulator and lane reads them first), at the smallest value too, and values equal to
+    the accumulator's identity: the first occurrence must win wherever it sits."""
+    info = np.iinfo(dtype) if dtype.startswith(('int', 'uint')) else None
+    lo, hi = (-50, 50) if info is None or info.min < 0 else (0, 100)
+    v = rng.randint(lo, hi, size=(n_rows, n_cols)).astype(dtype)
+    top = 127 if info is None else min(info.max, 127)
+    for i in range(n_rows):
+        first = (i * 7) % n_cols
+        for j in range(first, n_cols, 16 + i % 17):
+            v[i, j] = top                              # first at `first`, then everywhere
+    v[0] = top                                         # all tied
+    bottom = -np.inf if info is None else info.min     # max's identity
+    v[1] = bottom
+    v[2, 40:] = bottom
+    return v
+
+
+@pytest.mark.parametrize('dtype', ['float32', 'float64', 'int32', 'int8', 'uint16', 'int64'])
+def test_cpu_rows_accumulators_keep_the_first_occurrence(dtype, monkeypatch):
+    """A CPU device reduces cache-sized rows with independent vector accumulators where
+    the combine is exact in any order (reduce_geometry.CPU_ROWS_ACCUMULATORS): argmax's ties
+    go to the first occurrence, max/min/and/or/integer sums equal Theano C's, over row
+    lengths around the accumulators' sweep and unaligned starts (views)."""
+    planned = []
+    real = ocl_reduce.fast_geometry
+
+    def recording(*args, **kwargs):
+        g = real(*args, **kwargs)
+        if g is not None:
+            planned.append(g)
+        return g
+    monkeypatch.setattr(ocl_reduce, 'fast_geometry', recording)
+    monkeypatch.setattr(ocl_reduce, 'device_traits',
+                        lambda dev: reduce_geometry.Traits(True, 2, 4096, 32768))
+    rng = np.random.RandomState(11)
+    x = T.matrix('x', dtype=dtype)
+    for n_cols in (33, 64, 95, 130, 517):
+        v = _tied_across_accumulators(12, n_cols, dtype, rng)
+        outs = []
+        for y in [x, x[:, 1:], x[:, 3:]]:
+            m, i = T.max_and_argmax(y, 1)
+            outs += [m * 1, i, T.argmax(y), T.min(y, 1), T.max(y)]
+            if not dtype.startswith('float'):
+                # (not over the rows holding the type's least value: Theano C's % of it is
+                # not Python's, which the device computes)
+                z = y[3:]
+                outs += [T.sum(z, 1), T.prod(z % 3 + 1, 1), T.all(y > 0, 1), T.any(y > 90, 1)]
+        assert_matches_c([x], outs, [v], device_only=False)
+    assert any(g.mode == 'rows' and g.K > 1 for g in planned), planned

@@ -1,5 +1,6 @@
 ## One reduction kernel per (combine code, dtypes, mode, collapsed kept/reduced ndim and the
-## compile-time geometry: local size L, vector width V, unroll U, lanes T, band NB, tile CX x RY).
+## compile-time geometry: local size L, vector width V, unroll U, lanes T, band NB, tile CX x RY,
+## independent accumulators K).
 ## The input is seen as (kept dims) x (reduced dims), each collapsed (see ops/reduce.py); any
 ## strides, negative included. Three modes:
 ##
@@ -10,7 +11,8 @@
 ##   item = (output o, part p) owns [p*chunk, (p+1)*chunk) of its row; T lanes of a work-group
 ##   share an item (L/T items per group), reading V-element vectors at V-aligned addresses
 ##   (a scalar head and tail around them), U vectors in flight per lane, then a local-memory
-##   tree over the T lanes. CPUs: T = 1, one work-item walks its chunk with V-wide vectors.
+##   tree over the T lanes. CPUs: T = 1, one work-item walks its chunk with V-wide vectors,
+##   K of them at a time into K accumulators where the combine is exact (K > 1 needs T = 1).
 ## cols (the kept elements are contiguous: one kept dim of stride 1):
 ##   a work-item owns NB*V adjacent columns (NB vectors of V) and walks rows
 ##   [p*chunk, (p+1)*chunk) of the reduced range; CX work-items side by side in a group read
@@ -117,6 +119,36 @@ ${absorbv(acc, acci, capture(load1, a), ri)}\
         ${acc} = th_combine(${acc}, ${va}.${c});
 %   endif
 % endfor
+</%def>
+## argmax: fold the lanes of ${va} (values, no NaN) and ${vb} (their offsets) by halves,
+## lane by lane the larger value, ties to the smaller index (the first occurrence, as the
+## scalar fold finds it), then absorb the winner into acc
+<%def name="vfold_argmax(va, vb, vb_off)">\
+<%
+    mask_t = mask_vt.rstrip('0123456789')
+    steps, prev, w = [], (va, vb), V // 2
+    while w >= 1:
+        steps.append((w, prev, ('fa%d' % w, 'fb%d' % w)))
+        prev, w = ('fa%d' % w, 'fb%d' % w), w // 2
+    n = lambda t, w: t + (str(w) if w > 1 else '')
+%>\
+% for w, (pa, pb), (na, nb) in steps:
+        const ${n(acc_t, w)} ${na}l = ${pa}.lo, ${na}h = ${pa}.hi;
+        const ${n(idx_t, w)} ${nb}l = ${pb}.lo, ${nb}h = ${pb}.hi;
+%   if w > 1:
+        const ${n(mask_t, w)} ${na}m = (${na}h > ${na}l) | ((${na}h == ${na}l) & convert_${n(mask_t, w)}(${nb}h < ${nb}l));
+        const ${n(acc_t, w)} ${na} = select(${na}l, ${na}h, ${na}m);
+        const ${n(idx_t, w)} ${nb} = select(${nb}l, ${nb}h, convert_${n(idx_t, w)}(${na}m));
+%   else:
+        const int ${na}m = ${na}h > ${na}l || (${na}h == ${na}l && ${nb}h < ${nb}l);
+        const ${acc_t} ${na} = ${na}m ? ${na}h : ${na}l;
+        const ${idx_t} ${nb} = ${na}m ? ${nb}h : ${nb}l;
+%   endif
+% endfor
+        if (th_better(fa1, (long)fb1 + ${vb_off}, acc, acc_i)) {
+            acc = fa1;
+            acc_i = (long)fb1 + ${vb_off};
+        }
 </%def>
 ## absorb a loaded vector ${v} (acc type) whose lanes have reduced indices ${vi}
 <%def name="vabsorb(va, vb, v, vi, nan_apart=False)">\
@@ -552,6 +584,36 @@ ${absorb1('acc', 'acc_i', 'a', 'a - base')}
 %     endif
 %   endif
         long a = v_lo + t * ${V};
+%   if K > 1:
+        /* K independent accumulators (an exact combine: the same result in any order), so
+           that consecutive vectors do not wait for each other's compare-and-select */
+%     for k in range(1, K):
+        ${acc_vt} va${k} = va;
+%       if argmax:
+        ${idx_vt} vb${k} = vb;
+%       endif
+%     endfor
+        for (; a + ${(K - 1) * V} < v_hi; a += ${K * V}) {
+%     for k in range(K):
+            const ${acc_vt} v${k} = th_vload(a + ${k * V}, x_p);
+%     endfor
+%     for k in range(K):
+${vabsorb('va' if k == 0 else 'va%d' % k, 'vb' if k == 0 else 'vb%d' % k, 'v%d' % k, 'iota + (%s)(a + %d - v_lo)' % (idx_t, k * V), True)}
+%     endfor
+        }
+%     for k in range(1, K):
+%       if argmax:
+        {
+            /* lane by lane the larger value, ties to the smaller index (NaNs: tracked apart) */
+            const ${mask_vt} m_ = (va${k} > va) | ((va${k} == va) & convert_${mask_vt}(vb${k} < vb));
+            va = select(va, va${k}, m_);
+            vb = select(vb, vb${k}, convert_${idx_vt}(m_));
+        }
+%       else:
+        va = th_vabsorb(va, va${k});
+%       endif
+%     endfor
+%   endif
 %   if U > 1:
         for (; a + ${(U - 1) * T * V} < v_hi; a += ${U * T * V}) {
 %     for u in range(U):
@@ -579,7 +641,11 @@ ${vabsorb('va', 'vb', 'v', 'iota + (%s)(a - v_lo)' % idx_t, True)}
 ${absorbv('acc', 'acc_i', 'NAN', 'b - base')}
             } else {
 %     endif
+%     if T == 1:
+${vfold_argmax('va', 'vb', '(v_lo - base)')}
+%     else:
 ${fold('acc', 'acc_i', 'va', 'vb', '(v_lo - base)')}
+%     endif
 %     if is_float:
             }
 %     endif

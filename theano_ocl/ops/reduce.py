@@ -131,16 +131,28 @@ class Combine(object):
             return 'and' if isinstance(op, ts.AND) else 'or'
         return None
 
+    def any_order(self):
+        """Whether this reduction's vector code gives the same result whatever the order in
+        which it combines elements: argmax (ties to the smaller index), max, min, and, or,
+        and integer sums and products (they wrap); not float sums and products (rounding)."""
+        kind = self.vector_kind()
+        return kind in ('argmax', 'max', 'min', 'and', 'or') or \
+            (kind in ('add', 'mul') and not self.acc_dtype.startswith('float'))
+
     @kernels.memoize
     def source(self, mode='generic', kd=0, rd=0, r_contig=True, L=1, V=1, U=1, T=1, NB=1,
-               CX=1, RY=1, aligned=False, idx32=True, sync=None, epi=None):
+               CX=1, RY=1, aligned=False, idx32=True, sync=None, epi=None, K=1):
         """Render (memoized) the kernel; returns (source, kernel name). ``sync`` ('ptx',
         'atomics'; ``reduce_geometry.cross_group_sync``): a rows or cols kernel with parts
         whose last work-group reduces the partials, with that handshake. ``epi``: an
         elementwise consumer of the result computed in its place (generic mode, one part:
         :func:`plan_reduce_epilogue`), as (support, body, input index of the result, input
-        dtypes, output dtype)."""
+        dtypes, output dtype). ``K``: rows mode's independent vector accumulators (T = 1,
+        a combine that gives the same result in any order: :meth:`any_order`)."""
         vkind = self.vector_kind() if V > 1 else None
+        if K > 1 and (mode != 'rows' or T != 1 or not self.any_order()):
+            raise ValueError('K = %d accumulators need rows mode, T = 1 and a combine exact in '
+                             'any order' % K)
         if V > 1 and vkind is None:
             raise ValueError('no vector code for %s' % (self.scalar_op,))
         pre_ins = list(self.pre[2]) if self.pre is not None else []
@@ -169,7 +181,7 @@ class Combine(object):
             half_in=self.in_dtype == 'float16', half_out=self.out_dtype == 'float16',
             is_float=self.acc_dtype.startswith('float'), identity=self.identity,
             argmax=self.argmax, pairs_in=self.pairs_in, mode=mode, kd=kd, rd=rd,
-            r_contig=r_contig, L=L, V=V, U=U, T=T, NB=NB, CX=CX, RY=RY, aligned=aligned,
+            r_contig=r_contig, L=L, V=V, U=U, T=T, NB=NB, CX=CX, RY=RY, K=K, aligned=aligned,
             single=sync is not None, sync=sync, vkind=vkind, vec=V > 1, comps=['s%x' % q for q in range(V)],
             acc_vt='%s%d' % (acc_t, V), load_vt='%s%d' % (load_t, V),
             idx_t='int' if idx32 else 'long', idx_vt='%s%d' % ('int' if idx32 else 'long', V),
@@ -425,7 +437,7 @@ def _launch_fast(ctx, comb, g, x, out, out_idx, kshape, kstrides, rshape, rstrid
         # with one lane per item the code does not depend on L (one build for every L)
         src, name = comb.source('rows', kd=len(kshape), L=g.L if g.T > 1 or single else 1,
                                 V=g.V, U=g.U, T=g.T, aligned=g.aligned, idx32=g.idx32,
-                                sync=sync)
+                                sync=sync, K=g.K)
         args = [np.int64(n_out * g.parts), np.int64(n_out), np.int64(n_red), np.int64(g.chunk)]
         args += [np.int64(s) for s in kshape]
         args.append(x)
