@@ -521,7 +521,8 @@ def _accept_device_arrays():
 
     def filter(self, data, strict=False, allow_downcast=None):
         if is_device_array(data):
-            if str(data.dtype) != self.dtype:
+            # (dtype objects compared: str() of one costs ~2 us, a tenth of a small call)
+            if data.dtype != self.numpy_dtype:
                 raise TypeError('expected a device array of dtype %s, got %s (device arrays are '
                                 'not cast; convert with .astype first)' % (self.dtype, data.dtype))
             if data.ndim != self.ndim:
