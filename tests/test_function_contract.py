@@ -180,8 +180,10 @@ def test_device_arrays_in_and_out():
     assert_close(r2.get(), np.exp(a * 2) + 1)
     g = theano.function([x], x * 2, mode=ocl())
     assert_close(g(d2), a * 4)          # device input, host output
-    with pytest.raises(TypeError, match='dtype float32'):
+    with pytest.raises(TypeError, match='dtype float32, got float64'):
         g(cla.to_device(dev.queue, a.astype('f8')))
+    with pytest.raises(TypeError, match='1 dimensions, got shape'):
+        g(cla.to_device(dev.queue, a.reshape(10, 100)))
 
 
 def test_inputs_with_strides():
