@@ -199,6 +199,11 @@ def traits(request, monkeypatch):
     if request.param != 'device':
         t = TRAITS[request.param]
         monkeypatch.setattr(ocl_reduce, 'device_traits', lambda dev: t)
+    return request.param, _record_geometries(monkeypatch)
+
+
+def _record_geometries(monkeypatch):
+    """The list every fast geometry planned from here on is appended to."""
     planned = []
     real = ocl_reduce.fast_geometry
 
@@ -208,7 +213,7 @@ def traits(request, monkeypatch):
             planned.append(g)
         return g
     monkeypatch.setattr(ocl_reduce, 'fast_geometry', recording)
-    return request.param, planned
+    return planned
 
 
 def _layout_outputs(x):
@@ -577,15 +582,7 @@ def test_cpu_rows_accumulators_keep_the_first_occurrence(dtype, monkeypatch):
     the combine is exact in any order (reduce_geometry.CPU_ROWS_ACCUMULATORS): argmax's ties
     go to the first occurrence, max/min/and/or/integer sums equal Theano C's, over row
     lengths around the accumulators' sweep and unaligned starts (views)."""
-    planned = []
-    real = ocl_reduce.fast_geometry
-
-    def recording(*args, **kwargs):
-        g = real(*args, **kwargs)
-        if g is not None:
-            planned.append(g)
-        return g
-    monkeypatch.setattr(ocl_reduce, 'fast_geometry', recording)
+    planned = _record_geometries(monkeypatch)
     monkeypatch.setattr(ocl_reduce, 'device_traits',
                         lambda dev: reduce_geometry.Traits(True, 2, 4096, 32768))
     rng = np.random.RandomState(11)
