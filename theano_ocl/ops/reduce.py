@@ -133,8 +133,10 @@ class Combine(object):
 
     def any_order(self):
         """Whether this reduction's vector code gives the same result whatever the order in
-        which it combines elements: argmax (ties to the smaller index), max, min, and, or,
-        and integer sums and products (they wrap); not float sums and products (rounding)."""
+        which it combines elements: argmax (ties to the smaller index), max, min (but the
+        sign of a zero among equal zeros, which the vector lanes already take in their own
+        order), and, or, and integer sums and products (they wrap); not float sums and
+        products (rounding)."""
         kind = self.vector_kind()
         return kind in ('argmax', 'max', 'min', 'and', 'or') or \
             (kind in ('add', 'mul') and not self.acc_dtype.startswith('float'))
