@@ -106,6 +106,10 @@ CPU_BAND_BYTES = 32768
 # argmax(x, 1) 512x512 38.8 / 26.6 us, max(x) 26.1 / 18.7 us; but from 2048x2048 (16 MB,
 # memory-bound) two lose: argmax 329 / 388 us, 100x100000 720 / 830 us (1024x1024: noisy).
 CPU_ROWS_ACCUMULATORS = 2
+# the fewest elements a part of a split reduction covers (its partials then cost a second
+# launch): sum(x, 0) of a 32x64 float64 gradient, a scan RNN's bias in its backward loop,
+# took two launches per step where one work-item reduces it in a few microseconds
+CPU_MIN_PART = 16384
 CPU_ROWS_ACCUMULATE_BYTES = 2 << 20
 # GPU: work-group size; vectors in flight per lane (unroll); threads per compute unit the
 # grid aims at before it splits outputs in parts (rows, cols); unrolled sweeps a lane makes
@@ -206,7 +210,7 @@ def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=Non
             target = CPU_ITEMS_PER_CORE * tr.compute_units
             if parts is None:
                 parts = 1 if n_out >= target else \
-                    max(1, min(_cdiv(target, n_out), n_red // 16384))
+                    max(1, min(_cdiv(target, n_out), n_red // CPU_MIN_PART))
             parts, chunk = _chunked(n_red, parts, 64)
             n_items = n_out * parts
             L = _cpu_local(n_items, tr)
@@ -246,7 +250,10 @@ def fast_geometry(tr, comb, kshape, kstrides, rshape, rstrides, x_off, parts=Non
             n_cg = _cdiv(ncv, NB)
             target = CPU_ITEMS_PER_CORE * tr.compute_units
             if parts is None:
-                parts = 1 if n_cg >= target else max(1, min(_cdiv(target, n_cg), n_red // 16))
+                # parts of at least CPU_MIN_PART elements, as rows mode's (a second launch
+                # for less costs more than the split saves)
+                parts = 1 if n_cg >= target else max(1, min(_cdiv(target, n_cg), n_red // 16,
+                                                            n_red * n_out // CPU_MIN_PART))
             parts, chunk = _chunked(n_red, parts, 1)
             return FastGeometry('cols', V, 1, 1, 1, NB, 1, 1, parts, chunk, n_cg, aligned,
                                 gsize=n_cg * parts, lsize=1)
