@@ -433,8 +433,9 @@ ${out_args()}
     if (g >= n_items)
         return;
 % endif
-    const long o = g % n_out;
-    const long p = g / n_out;
+    /* (one part: no 64-bit division, ~40 cycles on a CPU, per item) */
+    const long o = n_items == n_out ? g : g % n_out;
+    const long p = n_items == n_out ? 0 : g / n_out;
 % if fused:
 <% fn = range(len(fused)) %>\
 %   for q in fn:
@@ -554,8 +555,9 @@ ${out_args()}
     long acc_i = LONG_MAX;
 % endif
     if (item < n_items) {
-        const long o = item % n_out;
-        const long p = item / n_out;
+        /* (one part: no 64-bit division, ~40 cycles on a CPU, per row) */
+        const long o = n_items == n_out ? item : item % n_out;
+        const long p = n_items == n_out ? 0 : item / n_out;
         long base = x_off;
 ${kept_offset('o')}
         const long lo = p * chunk;
@@ -759,8 +761,9 @@ ${out_args()}
     const int ry = 0;
 % endif
     const long g = get_group_id(0);
-    const long cg = g % n_cg;
-    const long p = g / n_cg;
+    const long one_part = get_num_groups(0) == n_cg;     /* (then no 64-bit division) */
+    const long cg = one_part ? g : g % n_cg;
+    const long p = one_part ? 0 : g / n_cg;
     const long c0 = (cg * ${CX} + cx) * ${W};
     /* nfull whole vectors from c0, then a partial one of rem lanes */
     long nfull = 0, rem = 0;
