@@ -120,6 +120,13 @@ ${absorbv(acc, acci, capture(load1, a), ri)}\
 %   endif
 % endfor
 </%def>
+## argmax, lane by lane: ${a}, ${ai} := the better of (${xa}, ${xi}) and (${ya}, ${yi}): the
+## larger value, ties to the smaller index (no NaN among them); ${m} the mask, of ${mt}
+<%def name="take_better(a, ai, xa, xi, ya, yi, m, mt, it)">\
+        const ${mt} ${m} = (${ya} > ${xa}) | ((${ya} == ${xa}) & convert_${mt}(${yi} < ${xi}));
+        ${a} = select(${xa}, ${ya}, ${m});
+        ${ai} = select(${xi}, ${yi}, convert_${it}(${m}));
+</%def>
 ## argmax: fold the lanes of ${va} (values, no NaN) and ${vb} (their offsets) by halves,
 ## lane by lane the larger value, ties to the smaller index (the first occurrence, as the
 ## scalar fold finds it), then absorb the winner into acc
@@ -136,9 +143,7 @@ ${absorbv(acc, acci, capture(load1, a), ri)}\
         const ${n(acc_t, w)} ${na}l = ${pa}.lo, ${na}h = ${pa}.hi;
         const ${n(idx_t, w)} ${nb}l = ${pb}.lo, ${nb}h = ${pb}.hi;
 %   if w > 1:
-        const ${n(mask_t, w)} ${na}m = (${na}h > ${na}l) | ((${na}h == ${na}l) & convert_${n(mask_t, w)}(${nb}h < ${nb}l));
-        const ${n(acc_t, w)} ${na} = select(${na}l, ${na}h, ${na}m);
-        const ${n(idx_t, w)} ${nb} = select(${nb}l, ${nb}h, convert_${n(idx_t, w)}(${na}m));
+${take_better('const %s %s' % (n(acc_t, w), na), 'const %s %s' % (n(idx_t, w), nb), na + 'l', nb + 'l', na + 'h', nb + 'h', na + 'm', n(mask_t, w), n(idx_t, w))}\
 %   else:
         const int ${na}m = ${na}h > ${na}l || (${na}h == ${na}l && ${nb}h < ${nb}l);
         const ${acc_t} ${na} = ${na}m ? ${na}h : ${na}l;
@@ -606,10 +611,8 @@ ${vabsorb('va' if k == 0 else 'va%d' % k, 'vb' if k == 0 else 'vb%d' % k, 'v%d' 
 %     for k in range(1, K):
 %       if argmax:
         {
-            /* lane by lane the larger value, ties to the smaller index (NaNs: tracked apart) */
-            const ${mask_vt} m_ = (va${k} > va) | ((va${k} == va) & convert_${mask_vt}(vb${k} < vb));
-            va = select(va, va${k}, m_);
-            vb = select(vb, vb${k}, convert_${idx_vt}(m_));
+            /* (NaNs: tracked apart) */
+${take_better('va', 'vb', 'va', 'vb', 'va%d' % k, 'vb%d' % k, 'm_', mask_vt, idx_vt)}\
         }
 %       else:
         va = th_vabsorb(va, va${k});
