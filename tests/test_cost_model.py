@@ -98,8 +98,11 @@ def test_intermediates_kept_between_host_calls_never_alias_what_a_call_hands_out
 
 
 def test_a_large_function_stays_on_the_device():
+    """A million-element exp against Theano C's loop (``host_math='c'``: with NumPy's
+    vector exp, 0.45 ns an element on the 2-core Xeon, the host is the faster side, 0.8
+    against the device's 1.7-2.0 ms, and is chosen)."""
     x = T.fvector('x')
-    f = theano.function([x], T.exp(x) * 2, mode=theano_ocl.OCLMode(**ON))
+    f = theano.function([x], T.exp(x) * 2, mode=theano_ocl.OCLMode(host_math='c', **ON))
     g = theano.function([x], T.exp(x) * 2)
     v = np.random.RandomState(1).rand(1 << 20).astype('float32')
     np.testing.assert_allclose(f(v), g(v), rtol=1e-6)

@@ -37,6 +37,12 @@ def stats(f):
                           must agree to the bit; 0 where the results cannot depend on
                           where they run, or under ``host_tier='any'``); None: never
                           (``host_tier='off'``, a collective, an input destroyed in place)
+    ``host_math``         where Theano's VM runs calls on the host (the cost model's choice,
+                          the host tier), its elementwise nodes that NumPy's vector
+                          functions compute over 1,024 elements or more (``host_math``
+                          setting, ``runtime/host_math.py``; Scans' inner functions
+                          included): ``nodes``, and ``runs`` of them so far; None before
+                          the host's VM is linked or where NumPy does not compute
     ``host_inputs``       {Apply node: input positions it reads as host values (sizes,
                           indices, shape checks)} for the device nodes that read any
     ``fused``             one ``(node, into, stored)`` per device node with no launch of
@@ -115,6 +121,7 @@ def stats(f):
                     for task in prog.tasks
                     if task.kind == 'dev' and getattr(task.impl, 'last_run', None)]
     out['host_kept_bytes'] = fn.host_kept_bytes
+    out['host_math'] = fn.host_math
     last = fn.last_call
     out['last_call'] = None if last is None else dict(
         steady=last[0], uploads=last[1], upload_bytes=last[2], upload_transfers=last[3])

@@ -386,10 +386,18 @@ class OCLFunction(object):
         """Bytes the host tier's intermediates keep between calls (``theano_ocl.stats``)."""
         return 0 if self._host_tier is None else self._host_tier.held_bytes()
 
+    @property
+    def host_math(self):
+        """``theano_ocl.stats(f)['host_math']``."""
+        tier = self._host_tier
+        if tier is None or not tier.numpy_math:
+            return None
+        return dict(nodes=tier.math_counts[0], runs=tier.math_counts[1])
+
     def _tier(self):
         if self._host_tier is None:
             prog = self._rc.program
-            self._host_tier = HostTier(prog, prog.no_recycling)
+            self._host_tier = HostTier(prog, prog.no_recycling, self._rc.settings.host_math)
         return self._host_tier
 
     def _to_device(self, value):

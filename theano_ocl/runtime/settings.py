@@ -55,6 +55,14 @@ argument           default (environment)   meaning
                                            2.5 ulp), 'builtin' (OpenCL's), 'auto': own on
                                            PoCL's CPU devices (its builtins run one
                                            element at a time), builtin elsewhere
+``host_math``      THEANO_OCL_HOST_MATH    how the host's VM computes elementwise tanh,
+                   =auto                   exp, log ... over 1,024 elements or more:
+                                           'numpy' (NumPy's vector functions, 4-30x
+                                           faster than C's; results within a few ulp
+                                           of Theano C's), 'c' (Theano C's code: its
+                                           bits), 'auto': numpy where NumPy has them
+                                           (AVX-512), c elsewhere
+                                           (``runtime/host_math.py``)
 ``pinned``         THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
                                            into page-locked memory (``runtime/pinned.py``):
                                            'gpu' on GPUs, 'always', 'off'
@@ -195,6 +203,8 @@ SPECS = collections.OrderedDict([
     ('cost_model', Spec('THEANO_OCL_COST_MODEL', 'on', choice('on', 'off', empty='on',
                                                               bools=('on', 'off')))),
     ('functions', Spec('THEANO_OCL_FUNCTIONS', 'auto', choice('auto', 'own', 'builtin',
+                                                              empty='auto'))),
+    ('host_math', Spec('THEANO_OCL_HOST_MATH', 'auto', choice('auto', 'numpy', 'c',
                                                               empty='auto'))),
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
