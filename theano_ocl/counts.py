@@ -43,6 +43,12 @@ def stats(f):
                           setting, ``runtime/host_math.py``; Scans' inner functions
                           included): ``nodes``, and ``runs`` of them so far; None before
                           the host's VM is linked or where NumPy does not compute
+    ``host_scan``         where Theano's VM runs calls on the host, its Scan nodes
+                          (inner functions' included) given theano_ocl's loop
+                          (``runtime/host_scan.py``): ``scans``, the loops it ``runs``,
+                          the ``plain_runs`` left to Theano's ``Scan.execute`` (a
+                          ``while`` condition, updated shared variables ...); None
+                          before the host's VM is linked
     ``host_inputs``       {Apply node: input positions it reads as host values (sizes,
                           indices, shape checks)} for the device nodes that read any
     ``fused``             one ``(node, into, stored)`` per device node with no launch of
@@ -122,6 +128,7 @@ def stats(f):
                     if task.kind == 'dev' and getattr(task.impl, 'last_run', None)]
     out['host_kept_bytes'] = fn.host_kept_bytes
     out['host_math'] = fn.host_math
+    out['host_scan'] = fn.host_scan
     last = fn.last_call
     out['last_call'] = None if last is None else dict(
         steady=last[0], uploads=last[1], upload_bytes=last[2], upload_transfers=last[3])

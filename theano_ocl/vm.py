@@ -394,6 +394,15 @@ class OCLFunction(object):
             return None
         return dict(nodes=tier.math_counts[0], runs=tier.math_counts[1])
 
+    @property
+    def host_scan(self):
+        """``theano_ocl.stats(f)['host_scan']``."""
+        tier = self._host_tier
+        if tier is None:
+            return None
+        scans, runs, plain = tier.scan_counts
+        return dict(scans=scans, runs=runs, plain_runs=plain)
+
     def _tier(self):
         if self._host_tier is None:
             prog = self._rc.program

@@ -28,7 +28,7 @@ import time
 
 import numpy as np
 
-from . import commit, faults, host_math
+from . import commit, faults, host_math, host_scan
 
 # scalar ops of an elementwise node that reproduce bits of their inputs (or round once,
 # as every IEEE implementation does: a cast), whichever side computes them
@@ -123,6 +123,7 @@ class HostTier(object):
         self.prog = prog
         self.numpy_math = host_math.use(math)
         self.math_counts = [0, 0]
+        self.scan_counts = [0, 0, 0]
         destroyed = set()
         for node in fgraph.apply_nodes:
             for js in (getattr(node.op, 'destroy_map', None) or {}).values():
@@ -164,13 +165,12 @@ class HostTier(object):
         fgraph = self.prog.fgraph
         storage_map = dict(zip(fgraph.inputs, self.cells))
         base = predefined_linkers['cvm']          # Theano C's own VM, the C loop where built
-        if self.numpy_math:
-            linker = _numpy_math_linker(type(base))(allow_gc=not keep,
-                                                    use_cloop=base.use_cloop, lazy=base.lazy)
-            self.math_counts[0] = 0                      # (nodes: counted again)
-            linker.math_counts = self.math_counts
-        else:
-            linker = type(base)(allow_gc=not keep, use_cloop=base.use_cloop, lazy=base.lazy)
+        linker = _host_linker(type(base))(allow_gc=not keep, use_cloop=base.use_cloop,
+                                          lazy=base.lazy)
+        linker.numpy_math = self.numpy_math
+        self.math_counts[0] = self.scan_counts[0] = 0     # (counted again)
+        linker.math_counts = self.math_counts
+        linker.scan_counts = self.scan_counts
         linker = linker.accept(fgraph, no_recycling=self.fresh)
         fn, _, _, thunks, order = linker.make_all(input_storage=self.cells,
                                                   output_storage=self.output_cells,
@@ -315,27 +315,32 @@ class HostTier(object):
 
 
 @functools.lru_cache(maxsize=None)
-def _numpy_math_linker(base):
-    """Theano's VM linker ``base`` whose elementwise nodes computing a vector function of
-    NumPy's run NumPy's program over enough elements (``runtime/host_math.py``), and whose
-    Scan nodes run an inner function linked the same way (the tutorial RNN's step is
-    ``tanh(x + y)``: 27 us of Theano C's ~60 a step over 32x64 float64)."""
+def _host_linker(base):
+    """Theano's VM linker ``base`` for the host's VM: with ``numpy_math`` its elementwise
+    nodes computing a vector function of NumPy's run NumPy's program over enough elements
+    (``runtime/host_math.py``); its Scan nodes run a copy of their op whose inner function
+    this linker links and whose loop is ``runtime/host_scan.py``'s."""
     class Linker(base):
+        #: whether NumPy computes (``HostTier`` sets it from the ``host_math`` setting)
+        numpy_math = False
         #: [elementwise nodes given NumPy's program, calls of them it ran] (``HostTier``
         #: sets its own: ``theano_ocl.stats(f)['host_math']``)
         math_counts = [0, 0]
+        #: [Scans given host_scan's loop, loops it ran, loops Scan.execute ran]
+        #: (``theano_ocl.stats(f)['host_scan']``)
+        scan_counts = [0, 0, 0]
 
         def make_vm(self, nodes, thunks, input_storage, output_storage, storage_map,
                     post_thunk_clear, computed, compute_map, updated_vars):
             counts = self.math_counts
             for k, node in enumerate(nodes):
-                program = host_math.plan(node)
+                program = host_math.plan(node) if self.numpy_math else None
                 if program is not None:
                     thunks[k] = host_math.thunk(node, storage_map, compute_map, thunks[k],
                                                 program, counts)
                     counts[0] += 1
                     continue
-                scan = _numpy_math_scan(node.op, Linker, counts)
+                scan = _host_scan(node.op, self)
                 if scan is not None:
                     thunks[k] = scan.make_thunk(node, storage_map, compute_map,
                                                 self.no_recycling)
@@ -345,25 +350,29 @@ def _numpy_math_linker(base):
     return Linker
 
 
-def _numpy_math_scan(op, linker_class, counts):
-    """A copy of Scan ``op`` whose inner function is linked by ``linker_class`` (with the
-    options of the VM linker it had); None for another op, or a Scan
-    whose mode links otherwise (the Python linker, DebugMode's, theano_ocl's). Not kept
-    on ``op``: a function holding it would no longer pickle."""
+def _host_scan(op, outer):
+    """A copy of Scan ``op`` whose inner function is linked as ``outer`` (a linker of
+    :func:`_host_linker`) links, with the options of the VM linker it had, and whose loop
+    is ``host_scan.executor``'s; None for another op, or a Scan whose mode links otherwise
+    (the Python linker, DebugMode's, theano_ocl's). Not kept on ``op``: a function holding
+    it would no longer pickle."""
     if type(op).__name__ != 'Scan':
         return None
     from theano.compile.mode import Mode
     from theano.gof.vm import VM_Linker
     mode = op.mode_instance
     linker = getattr(mode, 'linker', None)
-    if type(linker) is linker_class or not isinstance(linker, VM_Linker):
+    if type(linker) is type(outer) or not isinstance(linker, VM_Linker):
         return None
     made = copy.copy(op)
     made.fn = None                      # (Scan.make_thunk compiles its inner function)
-    inner = linker_class(allow_gc=linker.allow_gc, use_cloop=linker.use_cloop,
-                         lazy=linker.lazy)
-    inner.math_counts = counts
+    inner = type(outer)(allow_gc=linker.allow_gc, use_cloop=linker.use_cloop,
+                        lazy=linker.lazy)
+    inner.numpy_math = outer.numpy_math
+    inner.math_counts = outer.math_counts
+    inner.scan_counts = outer.scan_counts
     made.mode_instance = Mode(linker=inner, optimizer=mode.provided_optimizer)
+    made.execute = host_scan.executor(made, outer.scan_counts)  # (make_thunk binds it)
     return made
 
 
