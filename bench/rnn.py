@@ -86,7 +86,7 @@ def main():
     if args.profile:
         common.profile_scan_steps(f_ocl, (X, y), args.iters, 2 * args.steps)
     rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause, lambda k: (X, y))
-    step, ratio = common.report_rounds(rounds, args.busy, 1.0)
+    step, ratio = common.report_rounds(rounds, args.busy, 1.5)     # (issue 37's target)
     ok = rel < tol
     print('losses over 3 steps agree within %.1e: %s' % (rel, 'OK' if ok else 'MISMATCH'))
     if args.json:

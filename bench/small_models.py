@@ -30,6 +30,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
+#: issue 37's targets, C / OCL on the 2-core CPU (the other cases: every function >= 1.0x)
+TARGETS = {'lenet': 1.2}
+
+
 def quickstart(mode):
     x, t = T.fmatrix('x'), T.ivector('t')
     W = theano.shared(np.zeros((784, 10), 'float32'), name='W')
@@ -133,7 +137,7 @@ def run_case(name, variants, runs, iters, device):
              for lab, v in first.items()}
     rounds = common.alternate_rounds(fns, runs, iters, 0.1, argf)
     print('\n## %s' % name)
-    step, ratio = common.report_rounds(rounds, 0.05, 1.0)
+    step, ratio = common.report_rounds(rounds, 0.05, TARGETS.get(name, 1.0))
     others = {lab: step['Theano C'] / step[lab] for lab in fns if lab not in ('Theano C', 'theano_ocl')}
     for lab, r in others.items():
         print('%s: %.2fx Theano C' % (lab, r))
