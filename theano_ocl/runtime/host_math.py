@@ -78,26 +78,21 @@ def plan(node):
     if len(dtypes) != 1 or not dtypes <= set(_FLOATS):
         return None
     dtype = dtypes.pop()
-    if type(scalar_op).__name__ == 'Composite':
-        fg = scalar_op.fgraph
-        slot = {v: k for k, v in enumerate(fg.inputs)}
-        consts = []
-        steps = []
-        nodes = fg.toposort()
-    else:
-        fg, slot, consts, steps = None, None, [], []
-        nodes = [None]
     n_in = len(node.inputs)
+    if type(scalar_op).__name__ != 'Composite':
+        name = _scalar_name(scalar_op)
+        if name not in FAST:
+            return None
+        return [(name, tuple(range(n_in)), n_in)], [n_in], [], dtype
+    fg = scalar_op.fgraph
+    slot = {v: k for k, v in enumerate(fg.inputs)}
+    consts, steps = [], []
     fast = False
-    for k, snode in enumerate(nodes):
-        sop = scalar_op if snode is None else snode.op
-        name = _scalar_name(sop)
+    for k, snode in enumerate(fg.toposort()):
+        name = _scalar_name(snode.op)
         if name is None or name not in FAST | _PLAIN | {'second', 'identity'}:
             return None
         fast = fast or name in FAST
-        if snode is None:
-            return (([(name, tuple(range(n_in)), n_in)], [n_in], [], dtype)
-                    if fast else None)
         args = []
         for v in snode.inputs:
             if v in slot:

@@ -167,10 +167,8 @@ class HostTier(object):
         base = predefined_linkers['cvm']          # Theano C's own VM, the C loop where built
         linker = _host_linker(type(base))(allow_gc=not keep, use_cloop=base.use_cloop,
                                           lazy=base.lazy)
-        linker.numpy_math = self.numpy_math
         self.math_counts[0] = self.scan_counts[0] = 0     # (counted again)
-        linker.math_counts = self.math_counts
-        linker.scan_counts = self.scan_counts
+        linker.tier = self
         linker = linker.accept(fgraph, no_recycling=self.fresh)
         fn, _, _, thunks, order = linker.make_all(input_storage=self.cells,
                                                   output_storage=self.output_cells,
@@ -321,20 +319,16 @@ def _host_linker(base):
     (``runtime/host_math.py``); its Scan nodes run a copy of their op whose inner function
     this linker links and whose loop is ``runtime/host_scan.py``'s."""
     class Linker(base):
-        #: whether NumPy computes (``HostTier`` sets it from the ``host_math`` setting)
-        numpy_math = False
-        #: [elementwise nodes given NumPy's program, calls of them it ran] (``HostTier``
-        #: sets its own: ``theano_ocl.stats(f)['host_math']``)
-        math_counts = [0, 0]
-        #: [Scans given host_scan's loop, loops it ran, loops Scan.execute ran]
-        #: (``theano_ocl.stats(f)['host_scan']``)
-        scan_counts = [0, 0, 0]
+        #: the ``HostTier`` linking (set on each instance): whether NumPy computes
+        #: (``numpy_math``), and its ``math_counts``, ``scan_counts`` (``stats(f)``)
+        tier = None
 
         def make_vm(self, nodes, thunks, input_storage, output_storage, storage_map,
                     post_thunk_clear, computed, compute_map, updated_vars):
-            counts = self.math_counts
+            tier = self.tier
+            counts = tier.math_counts
             for k, node in enumerate(nodes):
-                program = host_math.plan(node) if self.numpy_math else None
+                program = host_math.plan(node) if tier.numpy_math else None
                 if program is not None:
                     thunks[k] = host_math.thunk(node, storage_map, compute_map, thunks[k],
                                                 program, counts)
@@ -368,11 +362,9 @@ def _host_scan(op, outer):
     made.fn = None                      # (Scan.make_thunk compiles its inner function)
     inner = type(outer)(allow_gc=linker.allow_gc, use_cloop=linker.use_cloop,
                         lazy=linker.lazy)
-    inner.numpy_math = outer.numpy_math
-    inner.math_counts = outer.math_counts
-    inner.scan_counts = outer.scan_counts
+    inner.tier = outer.tier
     made.mode_instance = Mode(linker=inner, optimizer=mode.provided_optimizer)
-    made.execute = host_scan.executor(made, outer.scan_counts)  # (make_thunk binds it)
+    made.execute = host_scan.executor(made, outer.tier.scan_counts)  # (make_thunk binds)
     return made
 
 
