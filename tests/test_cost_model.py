@@ -649,10 +649,11 @@ def test_reading_device_inputs_counts_on_the_hosts_side():
     np.testing.assert_allclose(f(dv), g(v), rtol=1e-5)
     np.testing.assert_allclose(f(dv), g(v), rtol=1e-5)
     text = _where(f)
-    got = re.search(r"Theano's VM took ([0-9.]+) us on the host \(([0-9.]+) us of it reading "
-                    r"its device inputs\)", text)
+    got = re.search(r"Theano's VM took ([0-9.]+) us on the host \(([0-9.]+) us of it moving "
+                    r"device arrays to or from the host\)", text)
     assert got is not None, text
-    assert 0 < float(got.group(2)) <= float(got.group(1)), text
+    # (read in place where the device's buffers are the host's: a microsecond or so)
+    assert 0 <= float(got.group(2)) <= float(got.group(1)), text
 
 
 def test_step_0_of_a_run_is_not_measured_as_a_call(monkeypatch):

@@ -32,7 +32,7 @@ import numpy as np
 from . import darray as da
 from .darray import DArray, Root
 from .device import DeviceTooSmall
-from .runtime import commit, cost, faults, host_tier, steps, waits
+from .runtime import commit, cost, faults, host_tier, host_views, steps, waits
 from .runtime.build import FrameBuilder
 from .runtime.context import BranchFlip, Frame, Replan, RunOnHost
 from .runtime.executor import Executor, RunStepsError
@@ -42,6 +42,11 @@ from .runtime.plans import Fetch
 from .runtime.memory import register_frames, upload
 from .runtime.run_context import RunContext
 from .runtime.settings import Settings, active
+
+
+#: passes of a device-output function's frame timed in a row, as one, where the cost model
+#: measures the device (``_measure_device``)
+IN_ROW = 4
 
 
 def _planning(method):
@@ -122,6 +127,9 @@ class OCLFunction(object):
         self.host_output_cells = list(program.host_output_cells)
         self._output_cells = [(j, cell) for j, cell in enumerate(program.computed_output_cells)
                               if cell is not None]
+        # the input cells consumed on the device (the host's VM reads device arrays there)
+        self._dev_cells = tuple(program.input_cells[i] for i, kind in program.input_plan
+                                if kind == 'dev')
 
     def upload_constants(self):
         rc = self._rc
@@ -308,18 +316,21 @@ class OCLFunction(object):
         up = rc.dev.upload_tally
         rc.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         tier = self._tier()
-        if not steady:      # (the steady guard found host arrays in every keyed input)
-            for i, kind in rc.program.input_plan:
-                cell = rc.program.input_cells[i]
-                if kind == 'dev' and da.is_device_array(cell[0]):
-                    cell[0] = cell[0].get(queue=rc.queue)
+        device_outputs = rc.output_mode == 'device'
+        views = host_views.needed(rc.dev, self._dev_cells, device_outputs) \
+            if rc.dev.is_cpu else None
+        if not steady or views is not None:
+            # (a steady guard found host arrays in every keyed input, or read in place)
+            host_views.read_inputs(self._dev_cells, rc.queue, views)
         try:
             outputs = tier()
         except BaseException:
             rc.position_of_error = tier.error_task()
             raise
-        if rc.output_mode == 'device':
-            outputs = [self._to_device(v) for v in outputs]
+        if device_outputs:
+            if views is not None:
+                views.idle(rc.queue)
+            outputs = [self._to_device(v, views) for v in outputs]
             for j, cell in self._output_cells:
                 cell[0] = outputs[j]
         return outputs
@@ -332,11 +343,19 @@ class OCLFunction(object):
         fault hook set, the guard failing (then ``_pass`` tests it again)."""
         self._hot_guard = guard
         rc, cache = self._rc, self._cache
-        if rc.output_mode != 'host' or rc.profiler is not None:
+        # (a guard passes device arrays only where the host reads them in place)
+        views = host_views.needed(rc.dev, (), rc.output_mode == 'device' or any(
+            type(part) is tuple and part[:1] == ('d',) for part in (frame.key or ())[1:])) \
+            if rc.dev.is_cpu else None
+        if rc.profiler is not None or (rc.output_mode != 'host' and views is None):
             return None
         tier = self._tier()
         run, pending, cells = tier.call, commit.pending, tuple(self.host_output_cells)
         steady = (True, 0, 0, 0)        # rc.last_call: a tier call uploads nothing
+        # device arrays read and written in place (runtime/host_views.py)
+        dev_cells = self._dev_cells if views is not None else ()
+        out_cells = tuple(self._output_cells) if rc.output_mode == 'device' else None
+        read, queue, on_device = host_views.read_inputs, rc.queue, self._to_device
 
         def hot():
             if cache.hot_guard is not guard or pending or faults.hook is not None or \
@@ -346,11 +365,20 @@ class OCLFunction(object):
             rc.last_call = steady
             for cell in cells:
                 cell[0] = None
+            if dev_cells:
+                read(dev_cells, queue, views)
             try:
-                return run()
+                outputs = run()
             except BaseException:
                 rc.position_of_error = tier.error_task()
                 raise
+            if out_cells is None:
+                return outputs
+            views.idle(queue)
+            outputs = [on_device(v, views) for v in outputs]
+            for j, cell in out_cells:
+                cell[0] = outputs[j]
+            return outputs
         return hot
 
     def _tier_probe(self, frame):
@@ -409,15 +437,18 @@ class OCLFunction(object):
             self._host_tier = HostTier(prog, prog.no_recycling, self._rc.settings.host_math)
         return self._host_tier
 
-    def _to_device(self, value):
+    def _to_device(self, value, views=None):
         """A host result as a device array where the device can hold it (the host array
         where it cannot: the call ran on the host for that reason). The copy is queued,
         not waited for (the array reads it in the queue's order; the host array is kept
-        until it is done)."""
+        until it is done); with ``views`` (the device's buffers are the host's, the queue
+        idle) it is written into the buffer's memory at once."""
         rc = self._rc
         dev = rc.dev
         if not isinstance(value, np.ndarray) or value.nbytes > dev.max_alloc:
             return value
+        if views is not None:
+            return views.fill(value, rc.queue)
         import pyopencl.array as cla
         if not value.size:
             return cla.empty(rc.queue, value.shape, value.dtype)
@@ -509,22 +540,18 @@ class OCLFunction(object):
                 return
             # (inputs staged on the device, as run_steps stages them: their host copies,
             # so that its steps choose as calls of the same shapes do)
-            prog = rc.program
-            swapped = [(cell, cell[0]) for cell in (prog.input_cells[i] for i, kind
-                                                     in prog.input_plan if kind == 'dev')
-                       if da.is_device_array(cell[0])]
-            try:
-                t = time.perf_counter()
-                for cell, value in swapped:
-                    cell[0] = value.get(queue=rc.queue)
+            cells, queue = self._dev_cells, rc.queue
+            views = host_views.needed(rc.dev, cells, rc.output_mode == 'device')
+            if views is not None:
+                with host_views.reading(cells, queue, views):
+                    pass            # (each buffer's address learnt, not timed)
+            t = time.perf_counter()
+            with host_views.reading(cells, queue, views) as swapped:
                 reads_s = time.perf_counter() - t
-                choice = cost.choose(prog, rc.dev, self._tier(), self.calibration_mode,
+                choice = cost.choose(rc.program, rc.dev, self._tier(), self.calibration_mode,
                                      None if rc.batch_after is None else rc.batch_min_launches,
                                      rc.run_steps, reads_s if swapped and not rc.run_steps > 1
-                                     else 0.0)
-            finally:
-                for cell, value in swapped:
-                    cell[0] = value
+                                     else 0.0, writes=rc.output_mode == 'device')
             self.cost_choices[key] = choice
         if choice is None or not choice.host:
             return
@@ -553,7 +580,13 @@ class OCLFunction(object):
         dev, queue = rc.dev, rc.queue
         fetches = [f for f in frame.outputs if type(f) is Fetch]
 
+        # (device outputs: passes in a row, as calls in a row overlap; cost.choose)
+        in_row = IN_ROW if rc.output_mode == 'device' else 1
+
         def run():
+            for _ in range(in_row - 1):
+                frame.replays += 1
+                executor.replay(frame)
             frame.replays += 1          # (as calls would: its batched plan once hot)
             executor.replay(frame)      # (the inputs uploaded again, as a call does)
             reads, got = [], []
@@ -572,19 +605,28 @@ class OCLFunction(object):
         armed, replays = executor.armed, frame.replays
         executor.armed = False
         try:
-            host_s, run_s = cost.measure(self._tier().dry_run, run, choice.device_s)
+            host_s, run_s = cost.measure(self._host_dry_run, run, choice.device_s)
         except Exception:
             choice.verify = False       # (the device's call raises, or plans again)
             return
         finally:
             executor.armed, frame.replays = armed, replays
-        choice.measured(run_s, host_s)
+        choice.measured(run_s / in_row, host_s)
         if choice.host:
             self._cache.drop(key)
             self._go_host(key)
         # the call's own pass: a timed pass that handed an output over bound its buffer
         # anew (runtime/steps.py), which no kernel has written since
         executor.run_pass(frame)
+
+    def _host_dry_run(self):
+        """A dry run of Theano's VM (``HostTier.dry_run``) on this call's inputs, device
+        arrays read as a call on the host reads them (in place, or downloaded)."""
+        rc = self._rc
+        cells = self._dev_cells
+        with host_views.reading(cells, rc.queue, host_views.needed(rc.dev, cells, False)
+                                if rc.dev.is_cpu else None):
+            return self._tier().dry_run()
 
     def _on_host(self, key, error):
         """Remember that calls with ``key`` run on the host, warn once, raise RunOnHost."""

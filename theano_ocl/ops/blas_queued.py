@@ -37,6 +37,8 @@ import weakref
 
 import numpy as np
 
+from ..runtime.host_views import Addresses, addresses  # noqa: F401 (the ops' name)
+
 SOURCE = r'''
 #include <stdint.h>
 #ifdef __cplusplus
@@ -158,62 +160,6 @@ def available(dev):
                 ok = False
         dev.queued_blas = ok
     return ok
-
-
-class Addresses(object):
-    """The host address of each of a device's pool buffers, mapped once (a CPU device's
-    map is the buffer itself). Forgotten whenever the pool gave held buffers back to the
-    driver (``OCLDevice.released`` moved on), since a new buffer may then get an old one's
-    handle; each time, ``generation`` moves on, so a command filled with older addresses
-    fills itself again."""
-
-    def __init__(self, dev):
-        self.dev = dev
-        self.known = {}
-        self.released = dev.released
-        self.generation = 0
-
-    def current(self):
-        """The generation of the addresses known now (forgetting them first where the pool
-        gave buffers back since they were mapped)."""
-        if self.dev.released != self.released:
-            self.released = self.dev.released
-            self.forget()
-        return self.generation
-
-    def of(self, buf):
-        self.current()
-        h = buf.int_ptr
-        addr = self.known.get(h)
-        if addr is None:
-            cl = self.dev.cl
-            arr, _ = cl.enqueue_map_buffer(self.dev.queue, buf, cl.map_flags.READ, 0, (1,),
-                                           np.uint8, is_blocking=True)
-            addr = self.known[h] = arr.ctypes.data
-            arr.base.release(self.dev.queue)
-        return addr
-
-    def forget(self):
-        self.known.clear()
-        self.generation += 1
-
-    def learn(self, buf, addr):
-        """``buf`` was made over host memory at ``addr``: known without a map
-        (``runtime.steps.handed_host_output``)."""
-        self.known[buf.int_ptr] = addr
-
-    def let_go(self, buf):
-        """``buf`` is let go outside the pool (its handle may come back as a later
-        buffer's): forgotten."""
-        if buf is not None:
-            self.known.pop(buf.int_ptr, None)
-
-
-def addresses(dev):
-    a = getattr(dev, 'queued_addresses', None)
-    if a is None:
-        a = dev.queued_addresses = Addresses(dev)
-    return a
 
 
 class Status(object):

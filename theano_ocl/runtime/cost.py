@@ -38,9 +38,14 @@ calls, ``verify_grad`` or a line search, sees no move in the last bits):
 Where a call's inputs are device arrays, the time to read them to the host (measured at
 the choice) counts on the host's side: every call on the host reads them.
 
-Functions it leaves alone: those on a GPU, those with device outputs (on the host each
-result would be uploaded: a write of 4 KB or more costs PoCL ~25 us, the device's call
-as much as it saves), profiled ones, and
+Where a call's inputs or outputs are device arrays and the device's buffers are the
+host's memory (``runtime/host_views.py``), the host reads and writes them in place: the
+reads cost nothing more, and results written into device buffers cost a copy each (counted
+at the host's read bandwidth).
+
+Functions it leaves alone: those on a GPU, those with device outputs where the host could
+not write them in place (each result would be uploaded: a write of 4 KB or more costs
+PoCL ~25 us, the device's call as much as it saves), profiled ones, and
 those whose host run could be seen twice (a ``Print``, a random generator's state, a
 collective, an op without a C or Python implementation Theano's VM can run dry). A dry run
 that raises leaves the choice to the device, which raises the same error. The
@@ -49,6 +54,8 @@ that raises leaves the choice to the device, which raises the same error. The
 import time
 
 import numpy as np
+
+from . import host_views
 
 #: the ops whose host run is seen by the outside world (printed, a generator advanced, a
 #: message sent): their functions always run as planned on the device
@@ -225,9 +232,9 @@ def _depths(prog):
 
 def eligible(prog, dev, rc):
     """Whether the cost model may choose for ``prog``'s calls (see the module docstring)."""
-    if not dev.is_cpu or rc.output_mode != 'host' or rc.profile or rc.loop_step:
+    if not dev.is_cpu or rc.profile or rc.loop_step or rc.settings.cost_model != 'on':
         return False
-    if rc.settings.cost_model != 'on':
+    if rc.output_mode != 'host' and host_views.of(dev) is None:
         return False
     ok = prog.cost_eligible
     if ok is None:          # (what the program's graph allows: once per program)
@@ -270,6 +277,16 @@ VERIFY = 3.0
 PASSES_MARGIN = 1.0
 
 
+#: for a function with device outputs (written in place by the host,
+#: ``runtime/host_views.py``) the host is chosen where its measured time is at most this
+#: many times the device's passes in a row. Near a tie the device: in a loop alternating
+#: with other work, the host's calls lose more to the caches than the queue's (2-core Xeon,
+#: 2026-12-01, ``bench --quick``: a*b + c*exp(-d) over 2^16 float32, measured at a tie, ran
+#: 139 us a call on the host, 102 on the device; SGEMM 256, 156 us against 150, ran 223-227
+#: against ~205 us)
+WRITES_MARGIN = 0.8
+
+
 class Choice(object):
     """What the model found for one input signature: ``host`` (True: its calls run on the
     host), the seconds measured (``host_s``; None where its inputs were too large to try)
@@ -282,6 +299,7 @@ class Choice(object):
         self.device_s = device_s
         self.detail = detail
         self.reads_s = 0.0          # (of host_s: reading device inputs to the host)
+        self.writes = False         # (results written into device buffers: WRITES_MARGIN)
         self.host_run_s = self.device_run_s = None
         self.host = host_s is not None and host_s < MARGIN * device_s
         self.verify = host_s is not None and not self.host and host_s < VERIFY * device_s
@@ -294,7 +312,8 @@ class Choice(object):
         self.host_run_s = host_s + self.reads_s
         self.device_run_s = device_run_s
         self.verify = False
-        self.host = self.host_run_s <= PASSES_MARGIN * device_run_s
+        self.host = self.host_run_s <= (WRITES_MARGIN if self.writes else PASSES_MARGIN) * \
+            device_run_s
 
     @property
     def why(self):
@@ -338,13 +357,15 @@ def input_bytes(prog):
     return total
 
 
-def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0):
+def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0, writes=False):
     """The :class:`Choice` for the call now in ``prog``'s cells (``tier``: a ``HostTier``
     of ``prog``); None where the host run raised (the device runs the call and raises its
     own error). ``make_mode``: see :func:`constants`; ``batch_min``: see :func:`launches`;
     ``loop``: the steps of the run (``run_steps``) whose step 0 the call is, 1 for a call;
     ``reads_s``: the seconds it took to read the call's device inputs (device arrays) to
-    the host, which every call on the host does, added to the host's time.
+    the host, which every call on the host does, added to the host's time; ``writes``: the
+    call's results are written into device buffers in place (``runtime/host_views.py``),
+    their bytes at the host's read bandwidth added to the host's time.
 
     The device's least time is ``call + launches * launch``. Where reading the inputs once
     on the host already takes longer, the device is chosen without a host run; otherwise
@@ -371,6 +392,8 @@ def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0):
                       'x %.1f us)' % (nbytes / 1e6, bound * 1e6, call_s * 1e6, n,
                                       launch_s * 1e6))
     try:
+        if writes:
+            reads_s += sum(getattr(v, 'nbytes', 0) for v in tier.dry_run()[0]) / read_bps
         host_s = _settled(tier.dry_run, bound) + reads_s
         seen = {t.node: None for t in prog.tasks if hasattr(t.impl, 'steps_for')}
         times = tier.timed_run(seen)
@@ -390,7 +413,7 @@ def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0):
     choice = Choice(host_s, bound, 'Theano\'s VM took %.0f us on the host%s; the device at '
                     'least %.0f us (a call %.0f us%s%s + %d launches x %.1f us + host work '
                     '%.0f us + elementary functions %.0f us)%s'
-                    % (host_s * 1e6, ' (%.0f us of it reading its device inputs)'
+                    % (host_s * 1e6, ' (%.0f us of it moving device arrays to or from the host)'
                        % (reads_s * 1e6) if reads_s else '', bound * 1e6, call_s * 1e6,
                        ' / %d steps of a run' % loop if loop > 1 else '',
                        ' + %d loop steps x the same' % steps if steps else '', n,
@@ -402,6 +425,15 @@ def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0):
     # each: the Nengo-like step of ``bench``, E=5, measured so went to the device and ran
     # 0.63x Theano C, 2-core Xeon, 2026-12-01; the host 1.05x)
     choice.verify = choice.verify and loop == 1
+    if writes and choice.host_s is not None:
+        # device outputs: the device's calls return before its work is done, and calls
+        # in a row overlap it, so the least time of one call bounds nothing; only passes
+        # measured in a row decide (a*b + c*exp(-d) over 2^16 float32: 134 us a call on
+        # the host, 190 us on the device waited for, ~100 us in a row; 2-core Xeon,
+        # 2026-12-01)
+        choice.verify = loop == 1
+        choice.host = False
+        choice.writes = True
     return choice
 
 

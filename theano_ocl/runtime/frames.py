@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import darray as da
 from ..shared import ResidentTable
-from . import uploads
+from . import host_views, uploads
 
 #: bytes of buffers a function's cached frames (other than the one in use) may keep
 MAX_CACHED_FRAME_BYTES = 256 << 20
@@ -83,6 +83,7 @@ def make_guard(rc, key_plan, frame):
     if frame.key is None or rc.profile:
         return False
     residents, arrays, devarrays = [], [], []
+    on_tier = frame.tiny or frame.on_host
     for (kind, cell, res, i), part in zip(key_plan, frame.key[1:]):
         if kind == 'resident':
             residents.append((res, part, i))
@@ -90,19 +91,20 @@ def make_guard(rc, key_plan, frame):
                 all(type(n) is int for n in part):
             arrays.append((cell, part))
         elif kind == 'dev' and type(part) is tuple and len(part) == 4 and part[0] == 'd' \
-                and i in frame.input_bufs:
+                and (i in frame.input_bufs or on_tier):
             # a device array (a device Scan's inner function takes its staging arrays
-            # every step): the planned layout, in the buffer the kernels are bound to
+            # every step): the planned layout, in the buffer the kernels are bound to (on
+            # the host: in any buffer, read in place)
             devarrays.append((cell, part[1], part[2], part[3], i))
         else:
             return False
     dev, queue = rc.dev, rc.queue
     residents = tuple(residents)
     arrays = tuple(arrays)
-    if frame.tiny or frame.on_host:
-        if devarrays:
+    if on_tier:
+        if devarrays and (not frame.on_host or host_views.of(dev) is None):
             return False
-        return tier_guard(rc, frame, residents, arrays)
+        return tier_guard(rc, frame, residents, arrays, tuple(devarrays))
     devarrays = tuple(devarrays)
     device_array = da.device_array_class() if devarrays else None
     table = ResidentTable([res for res, _, _ in residents])
@@ -149,12 +151,26 @@ def make_guard(rc, key_plan, frame):
         return frame
     return guard
 
-def tier_guard(rc, frame, residents, arrays):
+def tier_guard(rc, frame, residents, arrays, devarrays=()):
     """The steady-state guard of a tiny frame: once the in-thread tier runs its calls,
     the frame when the inputs still have its key's shapes (wherever a shared variable's
-    value is current: its device copy or its host cell), else None."""
+    value is current: its device copy or its host cell) and its device-array inputs their
+    key's layouts (a frame on the host of a device whose buffers the host reads in place,
+    ``runtime/host_views.py``), else None."""
     after = 0 if frame.on_host else rc.host_tier_after
     ndarray = np.ndarray
+    if devarrays:
+        device_array = da.device_array_class()
+        plain = tier_guard(rc, frame, residents, arrays)
+
+        def guard_devarrays():
+            for cell, shape, strides, offset, _ in devarrays:
+                v = cell[0]
+                if type(v) is not device_array or v.shape != shape or \
+                        v.strides != strides or v.offset != offset:
+                    return None
+            return plain()
+        return guard_devarrays
 
     def guard():
         if frame.replays < after or frame.tier_probes:
