@@ -115,7 +115,8 @@ def main():
     ap.add_argument('--json', default=None, help='write the run to this file')
     args = ap.parse_args()
     dev = theano_ocl.get_device(args.device)
-    target = 20.0 if dev.is_gpu else 1.5
+    # (issue 37: at least 2.5x Theano C at batch 128 on a CPU device; a GPU, 20x)
+    target = 20.0 if dev.is_gpu else (2.5 if args.batch == 128 else 1.5)
     print('# LeNet (conv5x5x20, %spool2, conv5x5x50, pool2, dense500, softmax), batch %d, '
           'float32, SGD: %d rounds x %d steps per backend'
           % ('batch norm, ' if args.batchnorm else '', args.batch, args.runs, args.steps))
