@@ -16,6 +16,7 @@ import theano.tensor as T
 
 import theano_ocl
 from theano_ocl import SimulatorOCL
+from theano_ocl.report import ON_HOST_NOTE
 
 pytestmark = pytest.mark.skipif(not theano_ocl.get_device().is_cpu,
                                 reason='the cost model chooses on CPU devices only')
@@ -53,6 +54,7 @@ def test_a_small_function_runs_theano_c_from_its_first_call():
     text = _where(f)
     assert 'input signature 0 on the host' in text, text
     assert 'us on the host; the device at least' in text and 'launches x' in text
+    assert ON_HOST_NOTE in text, text
 
 
 def _kept(mode):
@@ -108,10 +110,13 @@ def test_a_large_function_stays_on_the_device():
     v = np.random.RandomState(1).rand(1 << 20).astype('float32')
     np.testing.assert_allclose(f(v), g(v), rtol=1e-6)
     assert theano_ocl.stats(f)['on_host'] is False
-    assert 'input signature 0 on the device' in _where(f)
+    text = _where(f)
+    assert 'input signature 0 on the device' in text
+    assert ON_HOST_NOTE not in text, text
     # a second signature chooses for itself: 7 elements go to the host
     np.testing.assert_array_equal(f(v[:7]), g(v[:7]))
     assert theano_ocl.stats(f)['on_host'] is True
+    assert ON_HOST_NOTE in _where(f)
 
 
 def _products(mode):

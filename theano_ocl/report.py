@@ -113,7 +113,8 @@ def report(f, file=None, width=WIDTH):
     """Print, per node, where it runs and with which implementation; under a node that
     runs an inner function (a device Scan), that function's placements, indented. On a CPU
     device, a line per input signature says whether its calls run on the host or on the
-    device, and why (the cost model of ``runtime/cost.py``).
+    device, and why (the cost model of ``runtime/cost.py``), and where one runs on the host,
+    a line says that its calls run every node there.
 
     A node's line longer than ``width`` characters is cut, ending in ``...`` (a fused
     kernel's detail can list dozens of producers); ``width=None`` prints every line
@@ -122,11 +123,18 @@ def report(f, file=None, width=WIDTH):
     prog, fn = _program(f)
     rows = placements(f)
     print('theano_ocl: %s  |  %s' % (fn.dev, _counts(prog, rows)), file=file)
-    for k, choice in enumerate(c for c in getattr(fn, 'cost_choices', {}).values()
-                               if c is not None):
+    choices = [c for c in getattr(fn, 'cost_choices', {}).values() if c is not None]
+    for k, choice in enumerate(choices):
         # (runtime/cost.py: a CPU device's choice at each input signature's first call)
         _print(file, width, '  input signature %d %s' % (k, choice.why))
+    if any(c.host for c in choices):
+        _print(file, width, '  %s' % ON_HOST_NOTE)
     _print_rows(f, rows, file, width, '')
+
+
+#: ``report``'s line under the signatures where one runs on the host
+ON_HOST_NOTE = ("(a signature on the host: Theano's VM runs all of its nodes; the placements "
+                "below are where its other signatures' calls run them)")
 
 
 def _print(file, width, line):
