@@ -224,3 +224,24 @@ def test_device_outputs_are_decided_by_the_devices_passes_in_a_row():
     line = cost.WRITES_MARGIN * dev_us
     if abs(host_us - line) > 2:       # (the report rounds to whole microseconds)
         assert on_host == (host_us <= line), text
+
+
+def test_arrays_of_the_callers_own_pool(host_wins):
+    """Device arrays from a memory pool of the caller's own, which gives its buffers back
+    to the driver between calls (a later buffer may get a released one's handle with other
+    memory behind it): every call reads the values of the array it was given."""
+    import pyopencl.array as cla
+    import pyopencl.tools as clt
+    pool = clt.MemoryPool(clt.ImmediateAllocator(DEV.queue))
+    x = T.fmatrix('x')
+    f = theano.function([x], x.sum(1) * 2, mode=theano_ocl.OCLMode(outputs='device', **ON))
+    g = theano.function([x], x.sum(1) * 2, mode='FAST_RUN')
+    spacers = []        # (driver allocations between the calls: the memory moves)
+    for call in range(24):
+        v = _data('float32', (8 + call % 3, 64), seed=call)
+        d = cla.to_device(DEV.queue, v, allocator=pool)
+        np.testing.assert_array_equal(f(d).get(), g(v), err_msg='call %d' % call)
+        del d
+        pool.free_held()
+        spacers.append(cla.empty(DEV.queue, (1024 * (call % 5 + 1),), np.float32))
+    assert theano_ocl.stats(f)['on_host'] is True

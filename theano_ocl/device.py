@@ -305,6 +305,9 @@ class OCLDevice(object):
         # it; a GPU driver does, and then fails later and less clearly)
         self.memory_limit = self.global_mem_size
         self.released = 0            # times the pool gave held buffers back (free_held)
+        # the handles of the buffers the pool made, since it last gave any back: a buffer
+        # of another pool (the caller's own) is not one of them (runtime/host_views.py)
+        self.pool_handles = set()
         self._programs = collections.OrderedDict()   # (source, options) -> Program, LRU
         self.max_programs = MAX_PROGRAMS
         self.program_builds = 0      # memo misses (built from source or the disk cache)
@@ -440,6 +443,7 @@ class OCLDevice(object):
         whatever was keyed by handle (``blas_queued.Addresses``) is stale from then on."""
         self.pool.free_held()
         self.released += 1
+        self.pool_handles.clear()
 
     def _reclaim(self):
         self.free_held()
@@ -486,13 +490,16 @@ class OCLDevice(object):
         pool = self.pool
         held, managed = pool.held_blocks, pool.managed_bytes
         try:
-            return pool.allocate(nbytes)
+            buf = pool.allocate(nbytes)
         finally:
             # one held block taken (managed unchanged) or none (a new one): anything else
             # means the pool let held blocks go itself (its retry after the driver refused)
             after = pool.held_blocks
             if after < held - 1 or (after == held - 1 and pool.managed_bytes != managed):
                 self.released += 1
+                self.pool_handles.clear()
+        self.pool_handles.add(buf.int_ptr)
+        return buf
 
     def memory_info(self):
         return dict(device=self.name, global_mem=self.global_mem_size,

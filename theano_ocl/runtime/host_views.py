@@ -21,7 +21,9 @@ wrote (the queue's enqueue is the ordering point).
 
 Addresses are kept where they cannot go stale: for the device pool's own buffers as the
 queued host BLAS keeps them (:class:`Addresses`: forgotten whenever the pool
-gives buffers back to the driver, whose handles a later buffer may reuse); for any other
+gives buffers back to the driver, whose handles a later buffer may reuse; a buffer is the
+pool's where its handle is one the pool made since, ``OCLDevice.pool_handles``: a
+``PooledBuffer`` of the caller's own pool is not); for any other
 buffer (an array the caller made) with the buffer itself held, the last ``KEEP`` of them,
 each of at most ``KEEP_BYTES`` (a buffer held cannot be released, so its handle cannot come
 back as another's); a larger one is mapped for each call.
@@ -154,7 +156,7 @@ class HostViews(object):
     # ------------------------------------------------------------------ addresses
     def address(self, buf):
         """The host address of ``buf``'s first byte."""
-        if isinstance(buf, self.pooled):
+        if isinstance(buf, self.pooled) and buf.int_ptr in self.dev.pool_handles:
             return self.pool_addresses.of(buf)
         h = buf.int_ptr
         got = self.kept.get(h)

@@ -257,7 +257,7 @@ def donate_output(dev, queue, frame, d):
     root = d.root
     make = da.array_factory(queue, d.shape, d.dtype)
     sites = frame.root_sites[id(root)]
-    allocate = dev.pool.allocate
+    allocate, handles = dev.pool.allocate, dev.pool_handles
 
     def run():
         out = make(root.buf, root.origin)
@@ -266,6 +266,7 @@ def donate_output(dev, queue, frame, d):
         try:
             # the pool directly: this size was allocated (and checked) when planning
             buf = allocate(nbytes)
+            handles.add(buf.int_ptr)
         except Exception:
             buf = dev.alloc(nbytes)     # frees held blocks and retries; else MemoryError
         root.move(buf)
