@@ -316,18 +316,16 @@ class OCLFunction(object):
         up = rc.dev.upload_tally
         rc.last_call = (steady, up[0] - up0[0], up[1] - up0[1], up[2] - up0[2])
         tier = self._tier()
-        device_outputs = rc.output_mode == 'device'
-        views = host_views.needed(rc.dev, self._dev_cells, device_outputs) \
-            if rc.dev.is_cpu else None
-        if not steady or views is not None:
-            # (a steady guard found host arrays in every keyed input, or read in place)
-            host_views.read_inputs(self._dev_cells, rc.queue, views)
+        if not steady or rc.dev.is_cpu:
+            # (a steady guard found host arrays in every keyed input, or one read in place)
+            host_views.read_inputs(self._dev_cells, rc.dev, rc.queue)
         try:
             outputs = tier()
         except BaseException:
             rc.position_of_error = tier.error_task()
             raise
-        if device_outputs:
+        if rc.output_mode == 'device':
+            views = host_views.of(rc.dev)
             if views is not None:
                 views.idle(rc.queue)
             outputs = [self._to_device(v, views) for v in outputs]
@@ -343,19 +341,18 @@ class OCLFunction(object):
         fault hook set, the guard failing (then ``_pass`` tests it again)."""
         self._hot_guard = guard
         rc, cache = self._rc, self._cache
-        # (a guard passes device arrays only where the host reads them in place)
-        views = host_views.needed(rc.dev, (), rc.output_mode == 'device' or any(
-            type(part) is tuple and part[:1] == ('d',) for part in (frame.key or ())[1:])) \
-            if rc.dev.is_cpu else None
+        views = host_views.of(rc.dev) if rc.output_mode == 'device' else None
         if rc.profiler is not None or (rc.output_mode != 'host' and views is None):
             return None
         tier = self._tier()
         run, pending, cells = tier.call, commit.pending, tuple(self.host_output_cells)
         steady = (True, 0, 0, 0)        # rc.last_call: a tier call uploads nothing
-        # device arrays read and written in place (runtime/host_views.py)
-        dev_cells = self._dev_cells if views is not None else ()
-        out_cells = tuple(self._output_cells) if rc.output_mode == 'device' else None
-        read, queue, on_device = host_views.read_inputs, rc.queue, self._to_device
+        # device arrays read and written in place (runtime/host_views.py): inputs where the
+        # key has them (the guard passes them only where the host reads them in place)
+        keyed = any(type(part) is tuple and part[:1] == ('d',) for part in (frame.key or ())[1:])
+        dev_cells = self._dev_cells if keyed else ()
+        out_cells = tuple(self._output_cells) if views is not None else None
+        read, dev, queue, on_device = host_views.read_inputs, rc.dev, rc.queue, self._to_device
 
         def hot():
             if cache.hot_guard is not guard or pending or faults.hook is not None or \
@@ -366,7 +363,7 @@ class OCLFunction(object):
             for cell in cells:
                 cell[0] = None
             if dev_cells:
-                read(dev_cells, queue, views)
+                read(dev_cells, dev, queue)
             try:
                 outputs = run()
             except BaseException:
@@ -540,13 +537,11 @@ class OCLFunction(object):
                 return
             # (inputs staged on the device, as run_steps stages them: their host copies,
             # so that its steps choose as calls of the same shapes do)
-            cells, queue = self._dev_cells, rc.queue
-            views = host_views.needed(rc.dev, cells, rc.output_mode == 'device')
-            if views is not None:
-                with host_views.reading(cells, queue, views):
-                    pass            # (each buffer's address learnt, not timed)
+            cells, dev, queue = self._dev_cells, rc.dev, rc.queue
+            with host_views.reading(cells, dev, queue):
+                pass            # (each buffer's address learnt, not timed)
             t = time.perf_counter()
-            with host_views.reading(cells, queue, views) as swapped:
+            with host_views.reading(cells, dev, queue) as swapped:
                 reads_s = time.perf_counter() - t
                 choice = cost.choose(rc.program, rc.dev, self._tier(), self.calibration_mode,
                                      None if rc.batch_after is None else rc.batch_min_launches,
@@ -623,9 +618,7 @@ class OCLFunction(object):
         """A dry run of Theano's VM (``HostTier.dry_run``) on this call's inputs, device
         arrays read as a call on the host reads them (in place, or downloaded)."""
         rc = self._rc
-        cells = self._dev_cells
-        with host_views.reading(cells, rc.queue, host_views.needed(rc.dev, cells, False)
-                                if rc.dev.is_cpu else None):
+        with host_views.reading(self._dev_cells, rc.dev, rc.queue):
             return self._tier().dry_run()
 
     def _on_host(self, key, error):

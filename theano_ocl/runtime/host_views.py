@@ -110,16 +110,6 @@ def addresses(dev):
     return a
 
 
-def needed(dev, cells, device_outputs):
-    """The device's :class:`HostViews` (or None: :func:`of`) where a call on the host
-    needs them -- a device array in ``cells`` or ``device_outputs`` -- else None without
-    asking (the first ask checks the device, a few commands through its queue: a function
-    of host values never pays for it, nor has them run beside its cost model's timing)."""
-    if device_outputs or any(da.is_device_array(cell[0]) for cell in cells):
-        return of(dev)
-    return None
-
-
 def of(dev):
     """The device's :class:`HostViews`, or None where the host cannot use its buffers in
     place (not a CPU device with unified memory, or the check failed)."""
@@ -239,31 +229,32 @@ class HostViews(object):
 
 
 # ---------------------------------------------------------------------- a call's inputs
-def read_inputs(cells, queue, views):
+def read_inputs(cells, dev, queue):
     """Put host arrays of the device arrays in ``cells`` (a function's device-consumed
-    input cells): views of their memory where ``views`` (the queue waited for first, once),
-    else downloads. Returns whether a cell held a device array."""
-    found = False
+    input cells): views of their memory where the device's buffers are the host's
+    (:func:`of`; the queue waited for first), else downloads. Returns whether a cell held
+    a device array. The device is asked for its views only when one does (the first ask
+    checks it, a few commands through its queue: a function of host values never pays for
+    it, nor has them run beside its cost model's timing)."""
+    views = False
     for cell in cells:
         v = cell[0]
         if da.is_device_array(v):
-            if views is None:
-                cell[0] = v.get(queue=queue)
-            else:
-                if not found:
+            if views is False:
+                views = of(dev)
+                if views is not None:
                     views.idle(queue)
-                cell[0] = views.view(v)
-            found = True
-    return found
+            cell[0] = v.get(queue=queue) if views is None else views.view(v)
+    return views is not False
 
 
 @contextlib.contextmanager
-def reading(cells, queue, views):
+def reading(cells, dev, queue):
     """``read_inputs`` for the length of a ``with`` block (a dry run: the cost model's
     choice), the device arrays put back after it; yields ``read_inputs``' answer."""
     swapped = [(cell, cell[0]) for cell in cells if da.is_device_array(cell[0])]
     try:
-        yield read_inputs(cells, queue, views)
+        yield read_inputs(cells, dev, queue)
     finally:
         for cell, value in swapped:
             cell[0] = value
