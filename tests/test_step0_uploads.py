@@ -7,6 +7,8 @@ Each test steps two copies of one model: Theano C (``mode='FAST_RUN'``) and thea
 (``SimulatorOCL`` or ``theano.function`` with ``OCLMode``, on the device: the host tier
 off), each with shared variables of its own, and does the same things to both.
 """
+import weakref
+
 import numpy as np
 import pytest
 import theano
@@ -170,6 +172,33 @@ def test_set_value_of_the_same_values_again():
         _run(c, d, _xs(rng, 3), 'reset %d' % rep)
         if rep:         # (planned by then: every value set goes to the device, each once)
             assert _last_call(d)['uploads'] == len(full), (rep, _last_call(d))
+
+
+def test_runs_let_go_of_the_values_they_uploaded():
+    """A run's step 0 uploads the values ``set_value`` put in the cells without waiting;
+    once the run has ended, those arrays are the caller's and Theano's alone (a simulator
+    reset in a loop must not keep every value it ever set alive): once values set again
+    replace them on the device, they are freed, as after a call."""
+    rng = np.random.RandomState(8)
+    c, d = _twins(8)
+    for rep in range(3):
+        _run(c, d, _xs(rng, 3), 'warm %d' % rep)
+    big = [k for k, (dt, shape) in enumerate(STATE) if np.prod(shape) > 1]
+    for how in ('run', 'call'):
+        for rep in range(3):
+            for k in big[:2]:                 # (fewer than GROUP_MIN: each uploaded alone)
+                _set((c, d), k, _value(STATE[k][0], STATE[k][1], rng))
+            gone = [weakref.ref(d.state[k].container.storage[0]) for k in big[:2]]
+            if how == 'run':
+                _run(c, d, _xs(rng, 2), '%s %d' % (how, rep))
+                assert _last_call(d)['uploads'] == 2, _last_call(d)
+            else:
+                assert_close(d.f(np.float32(0.3)), c.f(np.float32(0.3)), rtol=1e-6,
+                             atol=1e-6, what='call %d' % rep)
+            for k in big[:2]:
+                _set((c, d), k, _value(STATE[k][0], STATE[k][1], rng))
+            _run(c, d, _xs(rng, 2), '%s %d, then set again' % (how, rep))
+            assert [w() is None for w in gone] == [True, True], (how, rep)
 
 
 def test_set_value_with_another_shape_goes_the_general_path():
