@@ -237,3 +237,46 @@ def test_a_queued_product_into_a_handed_output_over_many_calls_and_frames(monkey
             [cl.Buffer(DEV.context, flags, hostbuf=spare) for _ in range(1 + k % 4)]
     for k, (u, w) in enumerate(zip(got, want)):
         np.testing.assert_allclose(u, w, err_msg='call %d' % k, **TOL['float64'])
+
+
+@pytest.mark.parametrize('how,large', [('queued', False), ('queued', True),
+                                        ('mapped', False)])
+def test_products_over_arrays_of_the_callers_own_pool(monkeypatch, how, large):
+    """Device arrays from a memory pool of the caller's own, which gives its buffers back to
+    the driver between calls: a later buffer may get a released one's handle with other
+    memory behind it, so an address known for a handle is not the caller's buffer's. Such
+    a stale address is planted for each array's handle before the call (a decoy buffer
+    with other values): each call's product reads the arrays it was given, and no call
+    fails. Small products are queued commands; large ones (over ``ONE_THREAD_MACS``) run
+    in this thread on views of the buffers."""
+    import pyopencl.array as cla
+    import pyopencl.tools as clt
+    from theano_ocl.runtime.host_views import mapped_address
+    if not DEV.is_cpu:
+        pytest.skip('the host BLAS serves CPU devices')
+    _host(monkeypatch, how)
+    setting(monkeypatch, 'cost_model', 'off')
+    pool = clt.MemoryPool(clt.ImmediateAllocator(DEV.queue))
+    x, w = T.fmatrix('x'), T.fmatrix('w')
+    f = theano.function([x, w], T.dot(x, w) * 2, mode=theano_ocl.OCLMode(outputs='device'))
+    g = theano.function([x, w], T.dot(x, w) * 2, mode='FAST_RUN')
+    from theano_ocl.ops.blas_host import ONE_THREAD_MACS
+    assert 256 * 256 * 160 > ONE_THREAD_MACS
+    decoy = cla.to_device(DEV.queue, np.full(1 << 17, 7, np.float32))
+    known = blas_queued.addresses(DEV).known
+    for call in range(12):
+        m, k, n = (8 + call % 3, 48, 16) if not large else (256 + call % 3, 256, 160)
+        xv, wv = _vals([(m, k), (k, n)], 'float32', seed=call)
+        xd = cla.to_device(DEV.queue, xv, allocator=pool)
+        wd = cla.to_device(DEV.queue, wv, allocator=pool)
+        planted = [d.base_data.int_ptr for d in (xd, wd)] if call % 2 else []
+        try:
+            for h in planted:
+                known[h] = mapped_address(DEV, decoy.base_data)
+            np.testing.assert_allclose(f(xd, wd).get(), g(xv, wv), rtol=1e-4, atol=1e-4,
+                                       err_msg='call %d' % call)
+        finally:
+            for h in planted:       # (the handles come back as the device pool's buffers')
+                known.pop(h, None)
+        del xd, wd
+        pool.free_held()

@@ -72,7 +72,7 @@ class _Mapped(object):
         events = []
         drained = False
         for buf, a, b, write, members in by_buf.values():
-            if known is not None and blas_queued.is_pool_buffer(buf):
+            if known is not None and blas_queued.is_pool_buffer(buf, self.dev):
                 if not drained:
                     self.queue.finish()     # (returns at once when nothing is queued)
                     drained = True

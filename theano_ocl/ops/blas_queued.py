@@ -37,7 +37,7 @@ import weakref
 
 import numpy as np
 
-from ..runtime.host_views import Addresses, addresses  # noqa: F401 (the ops' name)
+from ..runtime.host_views import Addresses, addresses, mapped_address  # noqa: F401 (the ops' name)
 
 SOURCE = r'''
 #include <stdint.h>
@@ -241,9 +241,13 @@ class Product(object):
                 bufs.append(root.buf)
             a.buf[i] = j
             a.off[i] = root.origin + d.offset
+        pool = self.dev.pool_handles
         for j, b in enumerate(bufs):
             self.mems[j] = b.int_ptr
-            a.want[j] = self.addresses.of(b)
+            # (a buffer the pool did not make, bound since: a call's device-array input of
+            # the caller's, its address looked up now, never kept by handle)
+            a.want[j] = (self.addresses.of(b) if b.int_ptr in pool
+                         else mapped_address(self.dev, b))
         a.nbuf = len(bufs)
         self.bound = tuple(d.root.buf for d in self.ops) + (self.addresses.current(),)
 
@@ -263,9 +267,12 @@ class Product(object):
             return self.dev.cl.Event.from_int_ptr(self.event.value, retain=False)
 
 
-def is_pool_buffer(buf):
-    import pyopencl.tools as clt
-    return isinstance(buf, clt.PooledBuffer)
+def is_pool_buffer(buf, dev):
+    """Whether ``buf`` is a buffer ``dev``'s pool made and has not given back since
+    (``OCLDevice.pool_handles``): its address, learnt once, stays its own. A buffer of
+    another pool (a caller's device arrays) may be given back to the driver by that pool
+    unseen, and its handle come back with other memory behind it."""
+    return buf.int_ptr in dev.pool_handles
 
 
 def plan_queued(ctx, A, B, C, Z, gemm, call, first_is_a, alpha, beta, one):
@@ -273,7 +280,7 @@ def plan_queued(ctx, A, B, C, Z, gemm, call, first_is_a, alpha, beta, one):
     operands' layouts were checked by the caller: ``call`` is ``blas_host.fortran_call``'s
     (flags, sizes, leading dimensions, ldc)). Returns False (nothing recorded) where the
     mapped path must take it."""
-    if not all(is_pool_buffer(d.root.buf) for d in (A, B, C)):
+    if not all(is_pool_buffer(d.root.buf, ctx.dev) for d in (A, B, C)):
         return False
     if Z is not None and Z is not C:
         ctx.copy(C, Z)                  # beta applies to C, which now holds Z
