@@ -56,6 +56,22 @@ def test_a_large_product_is_queued_on_a_device_of_one_compute_unit(monkeypatch):
     assert steps == {2: 2, 1: 1}, steps
 
 
+@needs_queued
+def test_buffers_made_before_the_pool_gave_buffers_back_stay_queued(monkeypatch):
+    """Once the pool gave its held buffers back, the buffers still in use (a shared
+    variable's, placed before) are no longer the pool's by handle; a function planned
+    after it still queues its product over them (one host step: the input's upload), its
+    address looked up where the product binds it: Theano C's values."""
+    _host(monkeypatch, 'queued')
+    x = T.matrix('x', 'float64')
+    W = theano.shared(_vals([(50, 60)], 'float64')[0], 'W')
+    xv, = _vals([(40, 50)], 'float64', seed=3)
+    assert_matches_c([x], [T.dot(x, W).sum()], [xv], calls=1)       # W placed
+    DEV.free_held()
+    f = assert_matches_c([x], [T.tanh(T.dot(T.tanh(x), W))], [xv], calls=3)
+    assert theano_ocl.stats(f)['host_steps'] == 1
+
+
 @pytest.mark.parametrize('how', ['queued', 'mapped'])
 @pytest.mark.parametrize('dtype', DTYPES)
 def test_products_match_c(monkeypatch, how, dtype):

@@ -46,9 +46,9 @@ class _Mapped(object):
     def open(self, regions):
         """Map ``regions``: (root, first byte, end byte, written), one per root.
 
-        A pool buffer of a device whose queued products know its address
-        (``blas_queued.Addresses``: mapped once, a CPU device's map being the buffer itself)
-        is not mapped again: the queue is drained (``finish``, which returns at once when
+        A buffer the device's pool made (``blas_queued.owned``: not a caller's) on a device
+        whose queued products know its address (``blas_queued.Addresses``: mapped once, a
+        CPU device's map being the buffer itself) is not mapped again: the queue is drained (``finish``, which returns at once when
         nothing is queued) and the buffer read in place. A map is a round trip through the
         queue even when it is idle (45 us on the 2-core EPYC's PoCL, 2026-11-30; three maps
         60 us), more than a small product's arithmetic. The ``host_blas`` setting 'mapped'
@@ -72,7 +72,7 @@ class _Mapped(object):
         events = []
         drained = False
         for buf, a, b, write, members in by_buf.values():
-            if known is not None and blas_queued.is_pool_buffer(buf, self.dev):
+            if known is not None and blas_queued.owned(buf, self.dev):
                 if not drained:
                     self.queue.finish()     # (returns at once when nothing is queued)
                     drained = True

@@ -241,12 +241,12 @@ class Product(object):
                 bufs.append(root.buf)
             a.buf[i] = j
             a.off[i] = root.origin + d.offset
-        pool = self.dev.pool_handles
         for j, b in enumerate(bufs):
             self.mems[j] = b.int_ptr
-            # (a buffer the pool did not make, bound since: a call's device-array input of
-            # the caller's, its address looked up now, never kept by handle)
-            a.want[j] = (self.addresses.of(b) if b.int_ptr in pool
+            # (a buffer the pool did not make, or made before it last gave buffers back: a
+            # call's device-array input of the caller's, its address looked up now and
+            # kept while the product stays bound to this buffer, never kept by handle)
+            a.want[j] = (self.addresses.of(b) if owned(b, self.dev)
                          else mapped_address(self.dev, b))
         a.nbuf = len(bufs)
         self.bound = tuple(d.root.buf for d in self.ops) + (self.addresses.current(),)
@@ -267,7 +267,14 @@ class Product(object):
             return self.dev.cl.Event.from_int_ptr(self.event.value, retain=False)
 
 
-def is_pool_buffer(buf, dev):
+def is_pool_buffer(buf):
+    """Whether ``buf`` is a pooled buffer: of the device's pool, or of a caller's own (a
+    device-array input), whose address :meth:`Product.bind` looks up by a map."""
+    import pyopencl.tools as clt
+    return isinstance(buf, clt.PooledBuffer)
+
+
+def owned(buf, dev):
     """Whether ``buf`` is a buffer ``dev``'s pool made and has not given back since
     (``OCLDevice.pool_handles``): its address, learnt once, stays its own. A buffer of
     another pool (a caller's device arrays) may be given back to the driver by that pool
@@ -280,7 +287,7 @@ def plan_queued(ctx, A, B, C, Z, gemm, call, first_is_a, alpha, beta, one):
     operands' layouts were checked by the caller: ``call`` is ``blas_host.fortran_call``'s
     (flags, sizes, leading dimensions, ldc)). Returns False (nothing recorded) where the
     mapped path must take it."""
-    if not all(is_pool_buffer(d.root.buf, ctx.dev) for d in (A, B, C)):
+    if not all(is_pool_buffer(d.root.buf) for d in (A, B, C)):
         return False
     if Z is not None and Z is not C:
         ctx.copy(C, Z)                  # beta applies to C, which now holds Z
