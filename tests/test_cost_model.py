@@ -554,6 +554,7 @@ def test_a_product_on_openblas_threads_counts_as_host_work():
     256, 2-core Xeon: 400 against 193 us, 2026-12-01)."""
     import re
     from theano_ocl.ops import blas_host
+    from theano_ocl.runtime import cost
     n = 256
     assert n ** 3 > blas_host.ONE_THREAD_MACS
     a, b = T.fmatrix('a'), T.fmatrix('b')
@@ -569,8 +570,21 @@ def test_a_product_on_openblas_threads_counts_as_host_work():
     work = re.search(r'host work ([0-9.]+) us', text)
     assert work is not None, text
     assert float(work.group(1)) * 1e-6 >= 0.5 * timed, (text, timed)
-    assert 'input signature 0 on the host' in text, text
-    assert theano_ocl.stats(f)['on_host'] is True
+    # counted so, the host is chosen from the bound, unless its dry runs took MARGIN times
+    # the device's least time (a busy many-core host's OpenBLAS: SGEMM 256 took 1.6-7.8 ms
+    # on the H200 host's 16 cores, 2026-12-01); then both sides were measured and the
+    # choice follows those times
+    on_host = 'input signature 0 on the host' in text
+    measured = _measured(text)
+    if not on_host and measured is None:
+        took = re.search(r"Theano's VM took ([0-9.]+) us on the host; the device at least "
+                         r"([0-9.]+) us", text)
+        # (the report rounds to 1 us)
+        assert took is not None and float(took.group(1)) + 0.5 >= cost.VERIFY * (
+            float(took.group(2)) - 0.5), text
+    elif not on_host:
+        assert measured[0] > cost.PASSES_MARGIN * measured[1], text
+    assert theano_ocl.stats(f)['on_host'] is on_host
 
 
 def _measured(text):
