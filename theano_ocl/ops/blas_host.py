@@ -48,11 +48,11 @@ class _Mapped(object):
 
         A buffer the device's pool made (``blas_queued.owned``: not a caller's) on a device
         whose queued products know its address (``blas_queued.Addresses``: mapped once, a
-        CPU device's map being the buffer itself) is not mapped again: the queue is drained (``finish``, which returns at once when
-        nothing is queued) and the buffer read in place. A map is a round trip through the
-        queue even when it is idle (45 us on the 2-core EPYC's PoCL, 2026-11-30; three maps
-        60 us), more than a small product's arithmetic. The ``host_blas`` setting 'mapped'
-        maps every time."""
+        CPU device's map being the buffer itself) is not mapped again: the queue is drained
+        (``finish``, which returns at once when nothing is queued) and the buffer read in
+        place. A map is a round trip through the queue even when it is idle (45 us on the
+        2-core EPYC's PoCL, 2026-11-30; three maps 60 us), more than a small product's
+        arithmetic. The ``host_blas`` setting 'mapped' maps every time."""
         cl = self.dev.cl
         by_buf = {}
         for root, lo, hi, write in regions:

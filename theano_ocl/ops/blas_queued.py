@@ -37,7 +37,8 @@ import weakref
 
 import numpy as np
 
-from ..runtime.host_views import Addresses, addresses, mapped_address  # noqa: F401 (the ops' name)
+from ..runtime.host_views import (  # noqa: F401 (the ops' names)
+    Addresses, addresses, mapped_address)
 
 SOURCE = r'''
 #include <stdint.h>
