@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from ..darray import span
-from ..runtime import settings, waits
+from ..runtime import host_views, settings, waits
 from . import blas_queued
 from .blas_operands import fortran_call, gemm_pointer, matrix_layout
 
@@ -46,7 +46,7 @@ class _Mapped(object):
     def open(self, regions):
         """Map ``regions``: (root, first byte, end byte, written), one per root.
 
-        A buffer the device's pool made (``blas_queued.owned``: not a caller's) on a device
+        A buffer the device's pool made (``host_views.owned``: not a caller's) on a device
         whose queued products know its address (``blas_queued.Addresses``: mapped once, a
         CPU device's map being the buffer itself) is not mapped again: the queue is drained
         (``finish``, which returns at once when nothing is queued) and the buffer read in
@@ -72,7 +72,7 @@ class _Mapped(object):
         events = []
         drained = False
         for buf, a, b, write, members in by_buf.values():
-            if known is not None and blas_queued.owned(buf, self.dev):
+            if known is not None and host_views.owned(buf, self.dev):
                 if not drained:
                     self.queue.finish()     # (returns at once when nothing is queued)
                     drained = True

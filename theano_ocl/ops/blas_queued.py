@@ -38,7 +38,7 @@ import weakref
 import numpy as np
 
 from ..runtime.host_views import (  # noqa: F401 (the ops' names)
-    Addresses, addresses, mapped_address)
+    Addresses, addresses, mapped_address, owned)
 
 SOURCE = r'''
 #include <stdint.h>
@@ -273,14 +273,6 @@ def is_pool_buffer(buf):
     device-array input), whose address :meth:`Product.bind` looks up by a map."""
     import pyopencl.tools as clt
     return isinstance(buf, clt.PooledBuffer)
-
-
-def owned(buf, dev):
-    """Whether ``buf`` is a buffer ``dev``'s pool made and has not given back since
-    (``OCLDevice.pool_handles``): its address, learnt once, stays its own. A buffer of
-    another pool (a caller's device arrays) may be given back to the driver by that pool
-    unseen, and its handle come back with other memory behind it."""
-    return buf.int_ptr in dev.pool_handles
 
 
 def plan_queued(ctx, A, B, C, Z, gemm, call, first_is_a, alpha, beta, one):

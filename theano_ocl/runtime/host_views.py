@@ -91,6 +91,14 @@ class Addresses(object):
             self.known.pop(buf.int_ptr, None)
 
 
+def owned(buf, dev):
+    """Whether ``buf`` is a buffer ``dev``'s pool made and has not given back since
+    (``OCLDevice.pool_handles``): its address, learnt once (:class:`Addresses`), stays its
+    own. A buffer of another pool (a caller's device arrays) may be given back to the
+    driver by that pool unseen, and its handle come back with other memory behind it."""
+    return buf.int_ptr in dev.pool_handles
+
+
 def mapped_address(dev, buf):
     """The host address a map of ``buf`` hands back (the map released at once: on a CPU
     device it is the buffer's own memory)."""
@@ -129,9 +137,7 @@ class HostViews(object):
 
     def __init__(self, dev):
         import pyopencl.array as cla
-        import pyopencl.tools as clt
         self.dev = dev
-        self.pooled = clt.PooledBuffer
         self.empty = cla.empty
         self.pool_addresses = addresses(dev)
         self.kept = collections.OrderedDict()   # handle: (buffer, address), oldest first
@@ -146,7 +152,7 @@ class HostViews(object):
     # ------------------------------------------------------------------ addresses
     def address(self, buf):
         """The host address of ``buf``'s first byte."""
-        if isinstance(buf, self.pooled) and buf.int_ptr in self.dev.pool_handles:
+        if owned(buf, self.dev):
             return self.pool_addresses.of(buf)
         h = buf.int_ptr
         got = self.kept.get(h)
