@@ -392,9 +392,15 @@ def choose(prog, dev, tier, make_mode, batch_min=None, loop=1, reads_s=0.0, writ
                       'x %.1f us)' % (nbytes / 1e6, bound * 1e6, call_s * 1e6, n,
                                       launch_s * 1e6))
     try:
+        run, outputs = tier.dry_run, []
         if writes:
-            reads_s += sum(getattr(v, 'nbytes', 0) for v in tier.dry_run()[0]) / read_bps
-        host_s = _settled(tier.dry_run, bound) + reads_s
+            def run():
+                # (the results' bytes, for their copies into device buffers: any run's)
+                outputs[:] = tier.dry_run()[0]
+        host_s = _settled(run, bound)
+        if writes:
+            reads_s += sum(getattr(v, 'nbytes', 0) for v in outputs) / read_bps
+        host_s += reads_s
         seen = {t.node: None for t in prog.tasks if hasattr(t.impl, 'steps_for')}
         times = tier.timed_run(seen)
         if times:
