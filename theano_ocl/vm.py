@@ -288,17 +288,17 @@ class OCLFunction(object):
         no host round trip where the frame has no host steps (``runtime.executor.Executor.run``:
         ``feeds`` {input index: array with leading axis n}, ``probes`` output indices)."""
         with self._lock:
-            try:
-                return self.executor.run(self.__call__, n, feeds=feeds, probes=probes,
-                                         probe_every=probe_every, batch=batch, feed=feed,
-                                         probes_on=probes_on, carry=carry, stats=stats,
-                                         what=what, error=error, stacklevel=stacklevel + 1)
-            finally:
-                # the host arrays of the run's uploads (step 0's, after set_value) are let
-                # go, as a call's are (else their events held them until 256 more uploads)
-                dev = self._rc.dev
-                if dev.pending_uploads:
-                    dev.settle_uploads()
+            out = self.executor.run(self.__call__, n, feeds=feeds, probes=probes,
+                                    probe_every=probe_every, batch=batch, feed=feed,
+                                    probes_on=probes_on, carry=carry, stats=stats,
+                                    what=what, error=error, stacklevel=stacklevel + 1)
+            # the host arrays of the run's uploads (step 0's, after set_value) are let go, as
+            # a call's are (else their events held them until 256 more uploads); a run that
+            # raised leaves them to the next call, as a call that raised does
+            dev = self._rc.dev
+            if dev.pending_uploads:
+                dev.settle_uploads()
+            return out
 
     def _run_or_replan(self, frame, run):
         """``run(frame)``; the frame that ran: ``frame``, another IfElse branch's frame of
