@@ -268,3 +268,73 @@ def test_a_run_whose_step_0_replays_the_last_frame_runs_it_in_its_loop():
             assert_close(d.get_value(), c.get_value(), what='run %d: %s' % (run, c.name))
         if run:
             assert sim.stats['loop_steps'] == n, (run, sim.stats)
+
+
+@pytest.mark.parametrize('batched', [True, False], ids=['batched', 'unbatched'])
+def test_runs_alike_take_the_last_runs_loop_and_agree_with_calls(batched):
+    """A run like the one before it (same steps and probes, nothing fed per step) takes the
+    loop that run declared, its probe buffers included (``stats['loop_kept']``); across
+    runs of one and of several steps, values set between them (the same shape: uploaded
+    into place; another shape: a new frame), a plain call between them and probes taken
+    every other step, every probed value and every shared value is Theano C's, and a run
+    after any of those that moves a variable declares its loop afresh."""
+    mode = theano_ocl.OCLMode(batch_after=1, batch_min_launches=2) if batched else \
+        theano_ocl.OCLMode(batch_after='never')
+    rng = np.random.RandomState(11)
+    a0 = rng.uniform(-1, 1, (4, 5)).astype('float32')
+    b0 = rng.uniform(-1, 1, 5).astype('float32')
+
+    def build(mode):
+        a = theano.shared(a0.copy(), name='a')
+        b = theano.shared(b0.copy(), name='b')
+        k = theano.shared(np.int32(0), name='k')
+        a1 = T.tanh(a * np.float32(0.9) + b)
+        b1 = b * np.float32(0.5) + a1.sum(axis=0) * np.float32(0.1)
+        # a strided probe (a1.T), a state probed in place (b1), a counter read on the device
+        outs = [a1.T, b1, T.cast(k, 'float32') * b1.sum()]
+        f = theano.function([], outs, updates=[(a, a1), (b, b1), (k, k + 1)], mode=mode)
+        return f, (a, b, k)
+    g, cs = build('FAST_RUN')
+    f, ds = build(mode)
+    sim = theano_ocl.SimulatorOCL(f)
+    kept = []
+    # (steps, probe_every, what happens before the run)
+    plan = [(1, 1, None), (1, 1, None), (1, 1, 'set'), (1, 1, None), (3, 1, None),
+            (3, 1, None), (3, 1, 'call'), (3, 1, None), (4, 2, None), (4, 2, 'set'),
+            (1, 1, 'reshape'), (1, 1, None), (1, 1, None)]
+    for run, (n, every, before) in enumerate(plan):
+        if before == 'set':
+            value = rng.uniform(-1, 1, 5).astype('float32')
+            for shared in (cs[1], ds[1]):
+                shared.set_value(value)
+        elif before == 'reshape':
+            value = rng.uniform(-1, 1, (2, 5)).astype('float32')
+            for shared in (cs[0], ds[0]):
+                shared.set_value(value)
+        elif before == 'call':
+            for want, got in zip(g(), f()):
+                assert_close(got, want, what='run %d: the call before it' % run)
+        want = [g() for _ in range(n)]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')         # (the counter's host steps)
+            got = sim.run_steps(n, probes=[0, 1, 2], probe_every=every)
+        for j in range(3):
+            assert_close(got[j], np.array([w[j] for w in want])[every - 1::every],
+                         what='run %d: output %d' % (run, j))
+        for c, d in zip(cs, ds):
+            assert_close(d.get_value(), c.get_value(), what='run %d: %s' % (run, c.name))
+        kept.append(sim.stats['loop_kept'])
+    # the second of each pair of alike runs, after nothing, a value set in place or a call
+    for run in (1, 2, 3, 5, 6, 7, 9, 12):
+        assert kept[run], (run, kept)
+    # the first run, the first of another length or probe rate, the first of a new frame
+    for run in (0, 4, 8, 10):
+        assert not kept[run], (run, kept)
+    # probes left on the device (the executor's ``probes_on``, as test_executor.py runs it)
+    # are the caller's arrays: a run alike after them writes into other buffers
+    runs = [f.fn.run(2, probes=[0, 1, 2], probes_on='device') for _ in range(2)]
+    want = [g() for _ in range(4)]
+    for r, got in enumerate(runs):
+        for j in range(3):
+            assert_close(got[j].get(), np.array([w[j] for w in want[2 * r:2 * r + 2]]),
+                         what='device probes, run %d of 2: output %d' % (r, j))

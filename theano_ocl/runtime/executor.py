@@ -33,7 +33,12 @@ from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .loop_plans import LoopPlans
 from .memory import buffer_copier
+from .. import darray as da
+from .. import shared
 from ..darray import DArray, Root
+
+#: the most bytes of probe buffers a run keeps for the next run like it (``Executor.run``)
+KEEP_PROBE_BYTES = 8 << 20
 
 
 class RunStepsError(ValueError):
@@ -50,6 +55,9 @@ class Executor(object):
         self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
         self.loop_plans = LoopPlans(rc)   # run's batched plans (runtime/loop_plans.py)
+        # (key, darray.moves.n, shared.tally.moves, what run declared) of the last run whose
+        # loop the next run like it takes as it is (see run)
+        self.kept_loop = None
         # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
         self.armed = False
@@ -345,93 +353,62 @@ class Executor(object):
             feed_mode = self.feed_mode(feed, frame, copies, what, error)
             if feed_mode == 'rebind':
                 batch = False     # batched kernels bind the input buffer itself
+            # a run as the last one (its frame, steps and probes, nothing fed or carried, no
+            # root moved and no shared variable placed anew since it ended) takes the loop
+            # that run declared: its probe buffers, plans and sinks (~30 us of a run_steps(1)
+            # on the H200's host); the probes' values are downloaded before a run returns
+            key = (frame, first, n, k, tuple(probe_idx), batch) if not (
+                copies or carried or host_feeds or probes_on != 'host' or rc.profile) else None
+            kept = self.kept_loop
+            if kept is not None and (kept[0] != key or kept[1] != da.moves.n or
+                                     kept[2] != shared.tally.moves):
+                kept = self.kept_loop = None
             # ---------------------------------------------------- probes
             # (written into their slots by their kernels where the frame allows it)
-            placed, pinned = probe_places.choose(self, frame, probe_idx, carried, batch)
-            probe_bufs = []
-            for j in probe_idx:
-                d = frame.dvals.get(prog.fgraph.outputs[j])
-                if d is None:
-                    host_probes[j] = []
-                    probe_bufs.append(None)
-                    continue
-                buf = dev.alloc(max(d.nbytes * (probe_places.slots(n, k) if j in placed
-                                                else n_slots), 1))
-                strided = None
-                if d.nbytes and not d.is_c_contiguous():
-                    # one copy kernel per probe, its destination moved slot by slot
-                    slot_root = Root(buf, d.nbytes)
-                    strided = (slot_root, family('strided_copy_later')(
-                        dev, queue, DArray(slot_root, d.shape, d.dtype), d))
-                probe_bufs.append((buf, d, strided))
-                if k == 1 and d.nbytes and first:
-                    v0 = outs0[j]
-                    if hasattr(v0, 'base_data'):
-                        cl.enqueue_copy(queue, buf, v0.base_data, byte_count=d.nbytes,
-                                        src_offset=v0.offset)
-                    else:
-                        cl.enqueue_copy(queue, buf, np.ascontiguousarray(v0, dtype=d.dtype),
-                                        dst_offset=0)
+            if kept is None:
+                placed, pinned = probe_places.choose(self, frame, probe_idx, carried, batch)
+                probe_bufs = []
+                for j in probe_idx:
+                    d = frame.dvals.get(prog.fgraph.outputs[j])
+                    if d is None:
+                        host_probes[j] = []
+                        probe_bufs.append(None)
+                        continue
+                    buf = dev.alloc(max(d.nbytes * (probe_places.slots(n, k) if j in placed
+                                                    else n_slots), 1))
+                    strided = None
+                    if d.nbytes and not d.is_c_contiguous():
+                        # one copy kernel per probe, its destination moved slot by slot
+                        slot_root = Root(buf, d.nbytes)
+                        strided = (slot_root, family('strided_copy_later')(
+                            dev, queue, DArray(slot_root, d.shape, d.dtype), d))
+                    probe_bufs.append((buf, d, strided))
+            else:
+                placed, probe_bufs, loop, prologue, info, n_swaps = kept[3]
             if k == 1 and first:
-                for j in host_probes:
-                    host_probes[j].append(np.array(outs0[j], copy=True))
-            # ---------------------------------------------------- the loop, declared
-            feeds = []
-            for i, stage, big, nbytes, src0 in copies:
-                rows = Rows(big.base_data, src0, nbytes)
-                if feed_mode == 'rebind':
-                    # the kernels follow the step's slice in place of a copy
-                    feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()),
-                                        rows))
-                else:
-                    feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
-            feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
-            # (the frame's small buffers may move into a slab: the places below after it)
-            t_plan = time.perf_counter()
-            # state double-buffered where the frame allows it (runtime/state_swap.py): not
-            # the roots a sink of the loop reads where they were planned
-            sink_roots = {id(d.root) for _, d, _ in carries} | {
-                id(pb[1].root) for j, pb in zip(probe_idx, probe_bufs)
-                if pb is not None and j not in placed}
-            swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots,
-                                                    n - first)
-            step_fns, commit_actions, info, kept_actions, prologue = self.loop_plans.get(
-                frame, batch, pinned, skip)
-            t_plan = time.perf_counter() - t_plan
-            feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
-                                                          zip(probe_idx, probe_bufs)
-                                                          if j in placed}, k)
-            if swaps:
-                feeds += swaps
-                commit_actions, kept_actions = _with_swaps(commit_actions, kept_actions, swaps)
-            sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
-                     for dst, d, nbytes in carries]
-            for j, pb in zip(probe_idx, probe_bufs):
-                if pb is None:
-                    sinks.append(HostRow(fetch=_host_copy(frame.outputs[j]),
-                                         into=host_probes[j], every=k))
-                elif pb[1].nbytes and j not in placed:
-                    buf, d, strided = pb
-                    slots = Rows(buf, 0, d.nbytes, every=k)
-                    sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
-                                 if strided is None else Strided(strided[1], strided[0], slots))
+                for j, pb in zip(probe_idx, probe_bufs):
+                    if pb is None:
+                        host_probes[j].append(np.array(outs0[j], copy=True))
+                    elif pb[1].nbytes:
+                        v0 = outs0[j]
+                        if hasattr(v0, 'base_data'):
+                            cl.enqueue_copy(queue, pb[0], v0.base_data,
+                                            byte_count=pb[1].nbytes, src_offset=v0.offset)
+                        else:
+                            cl.enqueue_copy(queue, pb[0], np.ascontiguousarray(
+                                v0, dtype=pb[1].dtype), dst_offset=0)
             n_host = self._warn_host_steps(frame, what, stacklevel + 3)
-            if n_host:
-                kept_actions = commit_actions   # a host step may sync a resident's cell
-            stats.update(info, host_steps=n_host, feed=feed_mode, steps=n,
-                         probes_in_place=len(placed), states_swapped=len(swaps),
+            t_plan = time.perf_counter()
+            if kept is None:
+                loop, prologue, info, n_swaps = self._declare(
+                    frame, first, n, k, probe_idx, probe_bufs, host_probes, placed, pinned,
+                    copies, host_feeds, carries, staged, batch, feed_mode, n_host)
+            t_plan = time.perf_counter() - t_plan
+            stats.update(info, host_steps=n_host, feed=feed_mode, steps=n, loop_kept=bool(kept),
+                         probes_in_place=len(placed), states_swapped=n_swaps,
                          first_step_s=t_first - t_start, plan_s=t_plan, steps_done=first,
                          loop_steps=n - first)
-            inputs = cache.input_slots
-            # each step starts as a call does: host output cells cleared (a host thunk must
-            # not write into an array an earlier step handed on), fed inputs back in their
-            # staging arrays, and shared variables whose update the frame computes on the
-            # host (integer counters: host shape arithmetic) brought to the device
-            loop = Loop(frame, step_fns, 'run_steps', dev, queue, feeds=feeds, sinks=sinks,
-                        cells=staged, clear=prog.host_output_cells,
-                        restage=[(i, root, inputs[i]) for i, root in self.host_committed(frame)],
-                        commit=(commit_actions, kept_actions),
-                        checks=lambda t: self._checked(frame, t))
+            loop.replan = None
             copy = buffer_copier(cl)
             t_loop = time.perf_counter()
             for fn in prologue:
@@ -499,11 +476,18 @@ class Executor(object):
                             slot += 1
                         stats['steps_done'] = step + 1
             except BaseException as e:
+                self.kept_loop = None
                 if not isinstance(e, Exception):
                     cache.drop(frame.key)     # interrupted mid-way: plan afresh next time
                 raise
             finally:
                 home(loop)      # the frame's kernels point at its input buffers again
+            if key is not None and stop == n and None not in probe_bufs and n_slots * sum(
+                    pb[1].nbytes for pb in probe_bufs) <= KEEP_PROBE_BYTES:
+                self.kept_loop = (key, da.moves.n, shared.tally.moves,
+                                  (placed, probe_bufs, loop, prologue, info, n_swaps))
+            else:
+                self.kept_loop = None
             if results is None:
                 results = self._results(probe_idx, probe_bufs, host_probes, n_slots,
                                         probes_on)
@@ -513,6 +497,64 @@ class Executor(object):
                 c[0] = v
 
     # ------------------------------------------------------------------ parts of run
+    def _declare(self, frame, first, n, k, probe_idx, probe_bufs, host_probes, placed, pinned,
+                 copies, host_feeds, carries, staged, batch, feed_mode, n_host):
+        """``run``'s loop over ``frame`` (``runtime.loop.Loop``): what each step feeds, its
+        plans (batched, state double-buffered where that pays), its sinks (probes, carries)
+        and commits; with the copies to make once before the passes, the plans' launch
+        counts and how many states it double-buffers (``n_host``: the frame's host steps)."""
+        rc = self.rc
+        prog = rc.program
+        feeds = []
+        for i, stage, big, nbytes, src0 in copies:
+            rows = Rows(big.base_data, src0, nbytes)
+            if feed_mode == 'rebind':
+                # the kernels follow the step's slice in place of a copy
+                feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()), rows))
+            else:
+                feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
+        feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
+        # (the frame's small buffers may move into a slab: the places below after it)
+        # state double-buffered where the frame allows it (runtime/state_swap.py): not
+        # the roots a sink of the loop reads where they were planned
+        sink_roots = {id(d.root) for _, d, _ in carries} | {
+            id(pb[1].root) for j, pb in zip(probe_idx, probe_bufs)
+            if pb is not None and j not in placed}
+        swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots,
+                                                n - first)
+        step_fns, commit_actions, info, kept_actions, prologue = self.loop_plans.get(
+            frame, batch, pinned, skip)
+        feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
+                                                      zip(probe_idx, probe_bufs)
+                                                      if j in placed}, k)
+        if swaps:
+            feeds += swaps
+            commit_actions, kept_actions = _with_swaps(commit_actions, kept_actions, swaps)
+        sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
+                 for dst, d, nbytes in carries]
+        for j, pb in zip(probe_idx, probe_bufs):
+            if pb is None:
+                sinks.append(HostRow(fetch=_host_copy(frame.outputs[j]),
+                                     into=host_probes[j], every=k))
+            elif pb[1].nbytes and j not in placed:
+                buf, d, strided = pb
+                slots = Rows(buf, 0, d.nbytes, every=k)
+                sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
+                             if strided is None else Strided(strided[1], strided[0], slots))
+        if n_host:
+            kept_actions = commit_actions   # a host step may sync a resident's cell
+        inputs = self.cache.input_slots
+        # each step starts as a call does: host output cells cleared (a host thunk must
+        # not write into an array an earlier step handed on), fed inputs back in their
+        # staging arrays, and shared variables whose update the frame computes on the
+        # host (integer counters: host shape arithmetic) brought to the device
+        loop = Loop(frame, step_fns, 'run_steps', rc.dev, rc.queue, feeds=feeds, sinks=sinks,
+                    cells=staged, clear=prog.host_output_cells,
+                    restage=[(i, root, inputs[i]) for i, root in self.host_committed(frame)],
+                    commit=(commit_actions, kept_actions),
+                    checks=lambda t: self._checked(frame, t))
+        return loop, prologue, info, len(swaps)
+
     def _steady_frame(self):
         """The last call's frame where its steady-state guard holds for the inputs now in
         the cells (the stale shared variables' values then uploaded, as a call would),
