@@ -32,6 +32,7 @@ from . import (commit, early, faults, host_steps, planner, plans, probe_places,
 from .context import family
 from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
 from .loop_plans import LoopPlans
+from . import memory
 from .memory import buffer_copier
 from .. import darray as da
 from .. import shared
@@ -612,7 +613,7 @@ class Executor(object):
                 continue
             host = np.empty((n_slots,) + d.shape, d.dtype)
             if host.size:
-                reads.append(dev.cl.enqueue_copy(queue, host, buf, is_blocking=False))
+                reads.append(memory.read_later(dev, queue, buf, host))
             results.append(host)
         if reads:
             waits.wait(dev, reads)

@@ -35,6 +35,7 @@ numpy. Every upload of a shared variable's value is counted on its device
 """
 import numpy as np
 
+from . import memory
 from .. import kernels
 
 #: a value larger than this (bytes) is uploaded on its own
@@ -84,7 +85,7 @@ def send(dev, queue, buf, values, offsets, sizes):
     big = sizes > VALUE_MAX
     if big.any():
         for k in np.flatnonzero(big).tolist():
-            _single(dev, queue, buf, offsets[k], values[k])
+            single(dev, queue, buf, offsets[k], values[k])
         keep = np.flatnonzero(~big)
         values = [values[k] for k in keep.tolist()]
         offsets, sizes = offsets[keep], sizes[keep]
@@ -92,12 +93,13 @@ def send(dev, queue, buf, values, offsets, sizes):
         _scatter(dev, queue, buf, values, offsets, sizes)
     else:
         for value, offset in zip(values, offsets.tolist()):
-            _single(dev, queue, buf, offset, value)
+            single(dev, queue, buf, offset, value)
 
 
-def _single(dev, queue, buf, offset, value):
-    ev = dev.cl.enqueue_copy(queue, buf, np.ascontiguousarray(value), dst_offset=offset,
-                             is_blocking=False)
+def single(dev, queue, buf, offset, value):
+    """Upload the host array ``value`` into ``buf`` at byte ``offset`` on its own, without
+    waiting (the device settles it, ``OCLDevice.pending_upload``), counted."""
+    ev = memory.write_later(dev, queue, buf, np.ascontiguousarray(value), int(offset))
     dev.pending_upload(ev)
     counted(dev, 1, value.nbytes, 1)
 
