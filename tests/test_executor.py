@@ -150,3 +150,24 @@ def test_run_probes_a_strided_output_as_n_calls_would():
     # the case under test: a strided device value (a layout no public number gives)
     vm = sim.function.fn
     assert not vm.last_frame.dvals[vm.program.fgraph.outputs[0]].is_c_contiguous()
+
+
+@pytest.mark.parametrize('where', ['host', 'device'])
+def test_runs_alike_carry_each_runs_own_initial_state(where):
+    """Runs alike with a carried state, on the device (the cost model off: these are
+    small), take the last run's loop (``stats['loop_kept']``) and start from their own
+    initial value and per-step inputs (host or device arrays): Theano C's histories."""
+    n = 6
+    inputs, outputs = _recurrence('float32')
+    f_o = theano.function(inputs, outputs, mode=theano_ocl.OCLMode(cost_model='off'))
+    for run in range(4):
+        xs, h0, want_h, want_y, _ = _case('float32', n, 7, 40 + run)
+        if where == 'device':
+            xs = cla.to_device(theano_ocl.get_device().queue, xs)
+        stats = {}
+        got_h, got_y = f_o.fn.run(n, feeds={0: xs}, probes=[0, 1], carry={1: (0, h0)},
+                                  stats=stats)
+        assert_close(got_h, want_h, what='run %d: h history' % run)
+        assert_close(got_y, want_y, what='run %d: y history' % run)
+        # (the first run's step 0 is a call, the second's a step of its loop: another loop)
+        assert stats['loop_kept'] == (run >= 2), (run, stats)

@@ -338,3 +338,40 @@ def test_runs_alike_take_the_last_runs_loop_and_agree_with_calls(batched):
         for j in range(3):
             assert_close(got[j].get(), np.array([w[j] for w in want[2 * r:2 * r + 2]]),
                          what='device probes, run %d of 2: output %d' % (r, j))
+
+
+@pytest.mark.parametrize('feed', ['copy', 'rebind'])
+def test_runs_alike_with_per_step_inputs_read_each_runs_own(feed):
+    """Runs alike with per-step inputs (a vector the kernels read; an integer that decides
+    a shape, read on the host) take the last run's loop and step through their own
+    arrays, copied into the staging buffer or with the kernels pointed at each row: every
+    step's output and the state are Theano C's (on the device: the cost model off, these
+    are small). (Device arrays fed: test_executor.py.)"""
+    n, m = 3, 5
+    rng = np.random.RandomState(12)
+
+    def build(mode):
+        s = theano.shared(np.zeros(m, 'float32'), name='s')
+        x = T.fvector('x')
+        j = T.iscalar('j')
+        s1 = T.tanh(s * np.float32(0.5) + x)
+        out = T.concatenate([s1, T.zeros((j,), 'float32')]).sum() + s1[0]
+        return theano.function([x, j], [s1, out], updates=[(s, s1)], mode=mode), s
+    g, cs = build('FAST_RUN')
+    f, ds = build(theano_ocl.OCLMode(cost_model='off'))
+    sim = theano_ocl.SimulatorOCL(f)
+    kept = []
+    for run in range(6):
+        xs = rng.uniform(-1, 1, (n, m)).astype('float32')
+        js = np.full(n, 2 + run // 3, 'int32')      # (from run 3 on another shape decided)
+        want = [g(x, j) for x, j in zip(xs, js)]
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            got = sim.run_steps(n, inputs={'x': xs, 'j': js}, probes=[0, 1], feed=feed)
+        for o in range(2):
+            assert_close(got[o], np.array([w[o] for w in want]),
+                         what='run %d: output %d' % (run, o))
+        assert_close(ds.get_value(), cs.get_value(), what='run %d: s' % run)
+        kept.append(sim.stats['loop_kept'])
+    # the first run of each frame declares its loop; the third takes the second's
+    assert not kept[0] and not kept[3] and kept[2] and kept[5], kept

@@ -22,6 +22,7 @@ methods are thin public API over ``OCLFunction.run``. The executor sees the func
 ``RunContext`` and ``FrameCache`` (``runtime/run_context.py``, ``runtime/frames.py``), and
 calls it back only through the ``call`` that ``run`` is handed.
 """
+import operator
 import time
 import warnings
 
@@ -37,6 +38,8 @@ from .memory import buffer_copier
 from .. import darray as da
 from .. import shared
 from ..darray import DArray, Root
+
+_is = operator.is_
 
 #: the most bytes of probe buffers a run keeps for the next run like it (``Executor.run``)
 KEEP_PROBE_BYTES = 8 << 20
@@ -354,15 +357,19 @@ class Executor(object):
             feed_mode = self.feed_mode(feed, frame, copies, what, error)
             if feed_mode == 'rebind':
                 batch = False     # batched kernels bind the input buffer itself
-            # a run as the last one (its frame, steps and probes, nothing fed or carried, no
-            # root moved and no shared variable placed anew since it ended) takes the loop
-            # that run declared: its probe buffers, plans and sinks (~30 us of a run_steps(1)
-            # on the H200's host); the probes' values are downloaded before a run returns
-            key = (frame, first, n, k, tuple(probe_idx), batch) if not (
-                copies or carried or host_feeds or probes_on != 'host' or rc.profile) else None
+            # a run as the last one (its frame, steps, probes, inputs fed and carried, the
+            # same staging buffers; no root moved and no shared variable placed anew since
+            # it ended) takes the loop that run declared: its probe buffers, plans and sinks
+            # (~30 us of a run_steps(1) on the H200's host), fed from this run's arrays; the
+            # probes' values are downloaded before a run returns
+            key = None if probes_on != 'host' or rc.profile else (
+                frame, first, n, k, tuple(probe_idx), batch, feed_mode,
+                tuple(c[0] for c in copies), tuple(id(c) for c, _ in host_feeds),
+                tuple(c[:2] for c in carried))
             kept = self.kept_loop
             if kept is not None and (kept[0] != key or kept[1] != da.moves.n or
-                                     kept[2] != shared.tally.moves):
+                                     kept[2] != shared.tally.moves or not all(
+                                         map(_is, kept[3][-1], [s for _, s in staged]))):
                 kept = self.kept_loop = None
             # ---------------------------------------------------- probes
             # (written into their slots by their kernels where the frame allows it)
@@ -385,7 +392,9 @@ class Executor(object):
                             dev, queue, DArray(slot_root, d.shape, d.dtype), d))
                     probe_bufs.append((buf, d, strided))
             else:
-                placed, probe_bufs, loop, prologue, info, n_swaps = kept[3]
+                placed, probe_bufs, loop, prologue, info, n_swaps, _ = kept[3]
+                if copies or host_feeds:
+                    loop.feed_anew(self._input_feeds(frame, copies, host_feeds, feed_mode))
             if k == 1 and first:
                 for j, pb in zip(probe_idx, probe_bufs):
                     if pb is None:
@@ -486,7 +495,8 @@ class Executor(object):
             if key is not None and stop == n and None not in probe_bufs and n_slots * sum(
                     pb[1].nbytes for pb in probe_bufs) <= KEEP_PROBE_BYTES:
                 self.kept_loop = (key, da.moves.n, shared.tally.moves,
-                                  (placed, probe_bufs, loop, prologue, info, n_swaps))
+                                  (placed, probe_bufs, loop, prologue, info, n_swaps,
+                                   [stage for _, stage in staged]))
             else:
                 self.kept_loop = None
             if results is None:
@@ -506,15 +516,7 @@ class Executor(object):
         counts and how many states it double-buffers (``n_host``: the frame's host steps)."""
         rc = self.rc
         prog = rc.program
-        feeds = []
-        for i, stage, big, nbytes, src0 in copies:
-            rows = Rows(big.base_data, src0, nbytes)
-            if feed_mode == 'rebind':
-                # the kernels follow the step's slice in place of a copy
-                feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()), rows))
-            else:
-                feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
-        feeds += [HostRow(cell, arr) for cell, arr in host_feeds]
+        feeds = self._input_feeds(frame, copies, host_feeds, feed_mode)
         # (the frame's small buffers may move into a slab: the places below after it)
         # state double-buffered where the frame allows it (runtime/state_swap.py): not
         # the roots a sink of the loop reads where they were planned
@@ -555,6 +557,21 @@ class Executor(object):
                     commit=(commit_actions, kept_actions),
                     checks=lambda t: self._checked(frame, t))
         return loop, prologue, info, len(swaps)
+
+    @staticmethod
+    def _input_feeds(frame, copies, host_feeds, feed_mode):
+        """A loop's first feeds: each step's rows of a run's inputs (``copies``: device
+        arrays, a copy into the staging array or the kernels pointed at the row; then
+        ``host_feeds``: host arrays, a row into the cell)."""
+        feeds = []
+        for i, stage, big, nbytes, src0 in copies:
+            rows = Rows(big.base_data, src0, nbytes)
+            if feed_mode == 'rebind':
+                # the kernels follow the step's slice in place of a copy
+                feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()), rows))
+            else:
+                feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
+        return feeds + [HostRow(cell, arr) for cell, arr in host_feeds]
 
     def _steady_frame(self):
         """The last call's frame where its steady-state guard holds for the inputs now in

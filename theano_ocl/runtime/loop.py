@@ -179,6 +179,12 @@ class Loop(object):
                           self.restage)
         self.replan = None       # the Replan that ended the last drive early
 
+    def feed_anew(self, head):
+        """The loop's first ``len(head)`` feeds replaced by ``head`` (a run like the one it
+        was declared for, its inputs in other arrays)."""
+        self.feeds[:len(head)] = head
+        self.follows = [f for f in self.feeds if type(f) is Follow]
+
 
 def bind_input(dev, queue, frame, i, root, cell_res, batch=None):
     """Bring input ``i`` of ``frame`` to the device as a pass reads it: a shared
