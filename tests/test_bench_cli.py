@@ -214,6 +214,26 @@ def test_render_shows_script_and_torch_records(tmp_path):
     assert '| 2026-01-02T00_dev_torch | Dev A | torch 9.9 | lenet: step | 1.50 ms (1.40 ms..' \
         '2.10 ms) |' in index
 
+def test_render_shows_step0_records(tmp_path):
+    # bench/step0.py's --json records: per run the range over its rounds of a later step,
+    # and of run_steps(1) after set_value and with nothing set over that round's later step
+    data, scripts, out = tmp_path / 'data', tmp_path / 'scripts', tmp_path / 'out'
+    data.mkdir()
+    scripts.mkdir()
+    record.save(_sample('Dev A', 1.0, '2026-01-02T00:00:00Z'), str(data / 'a.json'))
+    with open(str(scripts / '2026-01-02T00_dev_step0.json'), 'w') as f:
+        json.dump(dict(bench='step0', device='Dev A', host='CPU B', ensembles=500,
+                       commit=dict(commit='abcdef123', dirty=False), rounds=[
+                           dict(later_step_s=50e-6, after_set_value_s=200e-6,
+                                nothing_set_s=100e-6),
+                           dict(later_step_s=40e-6, after_set_value_s=200e-6,
+                                nothing_set_s=60e-6)]), f)
+    assert main(['render', '--data', str(data), '--out', str(out)]) == 0
+    index = (out / 'index.md').read_text()
+    assert '| 2026-01-02T00_dev_step0 | Dev A | CPU B | abcdef1 | 500 | 40.0 us..50.0 us | ' \
+        '4.00..5.00x | 1.50..2.00x |' in index
+
+
 @needs_matplotlib
 def test_docs_benchmark_pages_are_rendered_from_the_stored_runs(tmp_path):
     """The tables under docs/_generated/benchmarks are what the stored runs render to:

@@ -294,7 +294,7 @@ def render(data_dir=None, out_dir=None, plots=True):
     scripts = os.path.join(os.path.dirname(data_dir), 'scripts')
     index += _script_runs(scripts) + _small_model_runs(scripts) + _torch_runs(scripts) + \
         _keras_runs(scripts) + _data_parallel_runs(scripts) + _nengo_compare_runs(scripts) + \
-        _gemm_runs(scripts)
+        _step0_runs(scripts) + _gemm_runs(scripts)
     records = [r for _, r in runs]
     if plots:
         written.append(plot(latest_per_device(records), os.path.join(out_dir, 'ratios.png')))
@@ -444,6 +444,35 @@ def _data_parallel_runs(scripts_dir):
             '| run | device | commit | model | batch per rank | ranks | one rank, ms / step | '
             'K ranks, ms / step | exchange alone | speedup (range) | efficiency |',
             '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|'] + rows + ['']
+
+
+def _step0_runs(scripts_dir):
+    """A table of ``bench/step0.py --json`` records (``run_steps(1)`` of the Nengo-like
+    step after ``set_value`` on every state variable and with nothing set, against a later
+    step, in one process), newest first: the lines of index.md's last part."""
+    rows = []
+    for name, rec in _scripts(scripts_dir, ('step0',)):
+        rounds = rec.get('rounds') or []
+        if not rounds:
+            continue
+        after = [r['after_set_value_s'] / r['later_step_s'] for r in rounds]
+        still = [r['nothing_set_s'] / r['later_step_s'] for r in rounds]
+        rows.append('| %s | %s | %s | %s | %d | %s..%s | %.2f..%.2fx | %.2f..%.2fx |' % (
+            name, rec['device'], rec.get('host', '?'), _commit_label(rec), rec['ensembles'],
+            _us(min(r['later_step_s'] for r in rounds)),
+            _us(max(r['later_step_s'] for r in rounds)),
+            min(after), max(after), min(still), max(still)))
+    if not rows:
+        return []
+    return ['## Step 0 after set_value', '',
+            'The `--json` records of `bench/step0.py` (the Nengo-like step of the `nengo_ocl` '
+            'case, E ensembles of 100 LIF neurons, its parameters drawn at random): a whole '
+            '`run_steps(1)` after `set_value` on every state variable, and with nothing set, '
+            'over a later step (a run of 200 steps over 200), each round in one process; the '
+            'range over its rounds.', '',
+            '| run | device | host | commit | E | a later step | after set_value | '
+            'nothing set |',
+            '|---|---|---|---|---:|---:|---:|---:|'] + rows + ['']
 
 
 def _nengo_compare_runs(scripts_dir):
