@@ -201,6 +201,21 @@ def test_runs_let_go_of_the_values_they_uploaded():
             assert [w() is None for w in gone] == [True, True], (how, rep)
 
 
+def test_runs_let_go_of_their_per_step_inputs():
+    """A run uploads its per-step host inputs without waiting (the kernels read them on
+    the device); once the run has returned, the arrays are the caller's alone."""
+    rng = np.random.RandomState(9)
+    c, d = _twins(9)
+    for rep in range(3):
+        _run(c, d, _xs(rng, 3), 'warm %d' % rep)
+    for rep in range(3):
+        xs = _xs(rng, 3)
+        gone = weakref.ref(xs)
+        _run(c, d, xs, 'run %d' % rep)
+        del xs
+        assert gone() is None, rep
+
+
 def test_set_value_with_another_shape_goes_the_general_path():
     rng = np.random.RandomState(3)
     c, d = _twins(3)
