@@ -400,3 +400,54 @@ def test_values_set_after_the_state_moved_into_a_slab():
         for k in range(len(STATE)):
             _set((c, d), k, _value(STATE[k][0], STATE[k][1], rng))
         run(_xs(rng, 3), True, 'set, then batched %d' % rep)
+
+
+@pytest.mark.parametrize('dt', ['float32', 'int64'])
+def test_set_value_sends_a_large_value_at_once(dt):
+    """``set_value`` without ``borrow`` of a value over ``uploads.VALUE_MAX`` that fits its
+    place sends it to the device at once: the next call finds it there (no upload of its
+    own); with ``borrow=True`` the array waits for the next call, which uploads it as it
+    is then (written in place after ``set_value``, as Theano C sees it). A profiled
+    function (its own queue) reading the variable right after ``set_value`` gets the
+    value sent. Every result and value is Theano C's."""
+    n = 40000                                  # (160 or 320 KB: over VALUE_MAX)
+    rng = np.random.RandomState(21)
+
+    def build(mode):
+        s = theano.shared(np.zeros(n, dt), name='s')
+        x = T.scalar('x', dtype=dt)
+        f = theano.function([x], [(s * x).sum(), s[::997]], updates=[(s, s + x)], mode=mode)
+        return f, s
+    g, cs = build('FAST_RUN')
+    f, ds = build(theano_ocl.OCLMode(host_tier='off', cost_model='off'))
+
+    def both(x, what):
+        for want, got in zip(g(x), f(x)):
+            assert_close(got, want, what=what)
+        assert_close(ds.get_value(), cs.get_value(), what='%s: s' % what)
+        return theano_ocl.stats(f)['last_call']
+    for rep in range(3):
+        both(np.asarray(rep, dt), 'warm %d' % rep)
+    for rep in range(3):
+        value = (rng.uniform(-100, 100, n)).astype(dt)
+        cs.set_value(value)
+        ds.set_value(value)
+        last = both(np.asarray(2, dt), 'set_value %d' % rep)
+        assert last['uploads'] == 0 and last['steady'], last
+    value = (rng.uniform(-100, 100, n)).astype(dt)
+    mine, theirs = value.copy(), value.copy()
+    cs.set_value(mine, borrow=True)
+    ds.set_value(theirs, borrow=True)
+    mine *= 3
+    theirs *= 3                                 # (after set_value: the next call sees it)
+    last = both(np.asarray(1, dt), 'borrowed, written in place')
+    assert last['uploads'] == 1, last
+    # a profiled function on the same variable (the device's profiling queue)
+    p_c = theano.function([], (cs * 2).sum(), mode='FAST_RUN')
+    p_o = theano.function([], (ds * 2).sum(), profile=True,
+                          mode=theano_ocl.OCLMode(host_tier='off', cost_model='off'))
+    for rep in range(3):
+        value = (rng.uniform(-100, 100, n)).astype(dt)
+        cs.set_value(value)
+        ds.set_value(value)
+        assert_close(p_o(), p_c(), what='profiled, after set_value %d' % rep)

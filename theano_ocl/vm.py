@@ -168,6 +168,8 @@ class OCLFunction(object):
         hooked = faults.hook is not None
         rc, cache, executor = self._rc, self._cache, self.executor
         dev = rc.dev
+        if rc.queue is not dev.queue:
+            dev.queue.finish()   # (a profiled call: after what set_value sent, shared.py)
         up0 = tuple(dev.upload_tally)
         guard = cache.hot_guard
         frame = guard() if guard is not None else None
