@@ -192,14 +192,20 @@ def _png_size(path):
     return struct.unpack('>II', head[16:24])
 
 
-@needs_matplotlib
-def test_render_shows_script_and_torch_records(tmp_path):
-    # the training scripts' --json records and torch_ref.py's, kept in scripts/ beside the
-    # data folder, become two tables of index.md (torch's rows: its median and range)
+def _script_dirs(tmp_path):
+    """(data, scripts, out) folders for a render: one stored run in data, scripts empty."""
     data, scripts, out = tmp_path / 'data', tmp_path / 'scripts', tmp_path / 'out'
     data.mkdir()
     scripts.mkdir()
     record.save(_sample('Dev A', 1.0, '2026-01-02T00:00:00Z'), str(data / 'a.json'))
+    return data, scripts, out
+
+
+@needs_matplotlib
+def test_render_shows_script_and_torch_records(tmp_path):
+    # the training scripts' --json records and torch_ref.py's, kept in scripts/ beside the
+    # data folder, become two tables of index.md (torch's rows: its median and range)
+    data, scripts, out = _script_dirs(tmp_path)
     with open(str(scripts / '2026-01-02T00_dev_lenet.json'), 'w') as f:
         json.dump(dict(bench='lenet', device='Dev A', commit=dict(commit='abcdef123'),
                        ms_per_step={'Theano C': 120.0, 'theano_ocl': 3.0}, ratio=40.0,
@@ -214,13 +220,11 @@ def test_render_shows_script_and_torch_records(tmp_path):
     assert '| 2026-01-02T00_dev_torch | Dev A | torch 9.9 | lenet: step | 1.50 ms (1.40 ms..' \
         '2.10 ms) |' in index
 
+@needs_matplotlib
 def test_render_shows_step0_records(tmp_path):
     # bench/step0.py's --json records: per run the range over its rounds of a later step,
     # and of run_steps(1) after set_value and with nothing set over that round's later step
-    data, scripts, out = tmp_path / 'data', tmp_path / 'scripts', tmp_path / 'out'
-    data.mkdir()
-    scripts.mkdir()
-    record.save(_sample('Dev A', 1.0, '2026-01-02T00:00:00Z'), str(data / 'a.json'))
+    data, scripts, out = _script_dirs(tmp_path)
     with open(str(scripts / '2026-01-02T00_dev_step0.json'), 'w') as f:
         json.dump(dict(bench='step0', device='Dev A', host='CPU B', ensembles=500,
                        commit=dict(commit='abcdef123', dirty=False), rounds=[
