@@ -256,3 +256,29 @@ def test_input_shapes_cycling_keep_their_plans():
             assert planning and theano_ocl.stats(f_o)['frames'] == 12, theano_ocl.stats(f_o)
     assert not planning, planning           # none re-planned
     assert theano_ocl.stats(f_o)['frames'] == 12
+
+
+def test_a_runs_kept_probe_buffers_go_back_when_the_device_needs_memory(monkeypatch):
+    """The probe buffers a run keeps for the next run like it (``stats['loop_kept']``)
+    are let go with the cached frames when an allocation would not fit: another
+    function's call then gets their memory, and the simulator runs again after it."""
+    dev = _dev()
+    s = theano.shared(np.zeros(1024, 'float32'), 's')
+    step = theano.function([], s + 1, updates=[(s, s + 1)],
+                           mode=theano_ocl.OCLMode(cost_model='off', host_tier='off'))
+    sim = theano_ocl.SimulatorOCL(step)
+    for _ in range(3):
+        got = sim.run_steps(1000, probes=[0])[0]        # 4 MiB of probe buffer, kept
+    assert sim.stats['loop_kept'], sim.stats
+    assert_close(got[-1], np.full(1024, 3000, 'float32'))
+    x = T.fvector('x')
+    f = theano.function([x], T.exp(x) + 1, mode=theano_ocl.OCLMode())
+    f(np.ones(4, 'float32'))
+    limit = dev.pool.active_bytes + 1 * MiB
+    monkeypatch.setattr(dev, 'memory_limit', limit)
+    dev.free_held()
+    assert_close(f(np.ones(MiB // 2, 'float32')), np.exp(np.ones(MiB // 2, 'float32')) + 1)
+    monkeypatch.undo()
+    got = sim.run_steps(1000, probes=[0])[0]
+    assert_close(got[-1], np.full(1024, 4000, 'float32'))
+    assert not sim.stats['loop_kept'], sim.stats

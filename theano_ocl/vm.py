@@ -525,6 +525,7 @@ class OCLFunction(object):
             return None             # mid-call in another thread: leave it
         try:
             self._cache.release_cached()
+            self.executor.kept_loop = None      # (its probe buffers: Executor.run)
         finally:
             self._lock.release()
         return None
@@ -661,8 +662,10 @@ class OCLFunction(object):
         return self._rc
 
     def free(self):
-        """Drop every frame (their buffers go back to the device)."""
+        """Drop every frame (their buffers go back to the device), and the loop the last
+        run kept."""
         self._cache.free()
+        self.executor.kept_loop = None
 
     def cached_bytes(self):
         return self._cache.cached_bytes()
