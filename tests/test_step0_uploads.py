@@ -449,3 +449,39 @@ def test_set_value_sends_a_large_value_at_once(dt):
         cs.set_value(value)
         ds.set_value(value)
         assert_close(p_o(), p_c(), what='profiled, after set_value %d' % rep)
+
+
+def test_set_value_while_another_thread_holds_the_device_waits_for_the_next_call():
+    """While a call in another thread holds the device (its ``call_lock``), ``set_value``
+    of a large value does not enqueue on the device's queue: the next call uploads it,
+    and gives Theano C's values."""
+    import threading
+    n = 40000
+    rng = np.random.RandomState(22)
+
+    def build(mode):
+        s = theano.shared(np.zeros(n, 'float32'), name='s')
+        return theano.function([], (s * 2).sum(), updates=[(s, s + 1)], mode=mode), s
+    g, cs = build('FAST_RUN')
+    f, ds = build(theano_ocl.OCLMode(host_tier='off', cost_model='off'))
+    for _ in range(3):
+        assert_close(f(), g(), what='warm')
+    held, done = threading.Event(), threading.Event()
+
+    def call_in_flight():
+        with theano_ocl.get_device().call_lock:
+            held.set()
+            done.wait(30)
+    t = threading.Thread(target=call_in_flight)
+    t.start()
+    try:
+        assert held.wait(30)
+        value = rng.uniform(-1, 1, n).astype('float32')
+        cs.set_value(value)
+        ds.set_value(value)
+    finally:
+        done.set()
+        t.join()
+    assert_close(f(), g(), what='after set_value')
+    assert theano_ocl.stats(f)['last_call']['uploads'] == 1, theano_ocl.stats(f)['last_call']
+    assert_close(ds.get_value(), cs.get_value(), what='s')

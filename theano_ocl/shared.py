@@ -143,8 +143,9 @@ class Resident(object):
         while the host goes on, where the next call would have started it and waited for it
         (on the H200, step 0 of a run after ``set_value`` on two 200 KB states: 226-260 ->
         177-247 us, set_value and the run together 274-303 -> 261-353 us, one process).
-        Values up to ``uploads.VALUE_MAX`` wait for the next call, which packs them. (On
-        the device's queue: a profiled function's call, on the profiling queue, first
+        Values up to ``uploads.VALUE_MAX`` wait for the next call, which packs them, as
+        does every value while another thread's call holds the device (its ``call_lock``).
+        (On the device's queue: a profiled function's call, on the profiling queue, first
         waits for it, ``OCLFunction._pass``.)"""
         v = self.cell[0]
         dev = self.dev
@@ -152,8 +153,14 @@ class Resident(object):
                 not v.flags.c_contiguous or self.root.buf is None or \
                 not self.refillable(dev, v.shape, self.root.buf):
             return
-        uploads.single(dev, dev.queue, self.root.buf, self.root.origin, v)
-        self.uploaded(v)
+        lock = dev.call_lock
+        if not lock.acquire(blocking=False):
+            return      # a call in another thread holds the queue: the next call sends it
+        try:
+            uploads.single(dev, dev.queue, self.root.buf, self.root.origin, v)
+            self.uploaded(v)
+        finally:
+            lock.release()
 
     def device_shape(self, dev):
         d = self.current(dev)
