@@ -22,27 +22,18 @@ methods are thin public API over ``OCLFunction.run``. The executor sees the func
 ``RunContext`` and ``FrameCache`` (``runtime/run_context.py``, ``runtime/frames.py``), and
 calls it back only through the ``call`` that ``run`` is handed.
 """
-import operator
 import time
 import warnings
 
 import numpy as np
 
-from . import (commit, early, faults, host_steps, planner, plans, probe_places,
-               state_swap, uploads, waits)
+from . import (commit, early, faults, host_steps, memory, planner, plans, probe_places,
+               run_loop, uploads, waits)
 from .context import family
-from .loop import Copy, Follow, HostRow, Loop, Rows, Strided, bind_input, drive, home, once
+from .loop import Loop, bind_input, drive, home, once
 from .loop_plans import LoopPlans
-from . import memory
 from .memory import buffer_copier
-from .. import darray as da
-from .. import shared
 from ..darray import DArray, Root
-
-_is = operator.is_
-
-#: the most bytes of probe buffers a run keeps for the next run like it (``Executor.run``)
-KEEP_PROBE_BYTES = 8 << 20
 
 
 class RunStepsError(ValueError):
@@ -59,8 +50,7 @@ class Executor(object):
         self.cache = cache
         self.stages = {}           # input index -> pyopencl array a frame reads step inputs from
         self.loop_plans = LoopPlans(rc)   # run's batched plans (runtime/loop_plans.py)
-        # (key, darray.moves.n, shared.tally.moves, what run declared) of the last run whose
-        # loop the next run like it takes as it is (see run)
+        # what the last run declared, for the next run like it (runtime/run_loop.py)
         self.kept_loop = None
         # a call's pass (the function's call sets it): its host outputs and flags are read as
         # soon as they are final (runtime/early.py); the passes of run(n) read none
@@ -355,20 +345,12 @@ class Executor(object):
             feed_mode = self.feed_mode(feed, frame, copies, what, error)
             if feed_mode == 'rebind':
                 batch = False     # batched kernels bind the input buffer itself
-            # a run as the last one (its frame, steps, probes, inputs fed and carried, the
-            # same staging buffers; no root moved and no shared variable placed anew since
-            # it ended) takes the loop that run declared: its probe buffers, plans and sinks
-            # (~30 us of a run_steps(1) on the H200's host), fed from this run's arrays; the
-            # probes' values are downloaded before a run returns
-            key = None if probes_on != 'host' or rc.profile else (
-                frame, first, n, k, tuple(probe_idx), batch, feed_mode,
-                tuple(c[0] for c in copies), tuple(id(c) for c, _ in host_feeds),
-                tuple(c[:2] for c in carried))
-            kept = self.kept_loop
-            if kept is not None and (kept[0] != key or kept[1] != da.moves.n or
-                                     kept[2] != shared.tally.moves or not all(
-                                         map(_is, kept[3][-1], [s for _, s in staged]))):
-                kept = self.kept_loop = None
+            # a run like the last one takes the loop that run declared (runtime/run_loop.py)
+            key = run_loop.key(frame, first, n, k, probe_idx, batch, feed_mode, copies,
+                               host_feeds, carried, probes_on, rc.profile)
+            kept = run_loop.take(self.kept_loop, key, staged)
+            if kept is None:
+                self.kept_loop = None
             # ---------------------------------------------------- probes
             # (written into their slots by their kernels where the frame allows it)
             if kept is None:
@@ -390,9 +372,9 @@ class Executor(object):
                             dev, queue, DArray(slot_root, d.shape, d.dtype), d))
                     probe_bufs.append((buf, d, strided))
             else:
-                placed, probe_bufs, loop, prologue, info, n_swaps, _ = kept[3]
+                placed, probe_bufs, loop, prologue, info, n_swaps, _ = kept
                 if copies or host_feeds:
-                    loop.feed_anew(self._input_feeds(frame, copies, host_feeds, feed_mode))
+                    loop.feed_anew(run_loop.input_feeds(frame, copies, host_feeds, feed_mode))
             if k == 1 and first:
                 for j, pb in zip(probe_idx, probe_bufs):
                     if pb is None:
@@ -408,9 +390,10 @@ class Executor(object):
             n_host = self._warn_host_steps(frame, what, stacklevel + 3)
             t_plan = time.perf_counter()
             if kept is None:
-                loop, prologue, info, n_swaps = self._declare(
-                    frame, first, n, k, probe_idx, probe_bufs, host_probes, placed, pinned,
-                    copies, host_feeds, carries, staged, batch, feed_mode, n_host)
+                loop, prologue, info, n_swaps = run_loop.declare(
+                    self, frame, first, n, k, probe_idx, probe_bufs, host_probes, placed,
+                    pinned, copies, host_feeds, carries, staged, batch, feed_mode, n_host,
+                    checks=lambda t: self._checked(frame, t))
             t_plan = time.perf_counter() - t_plan
             stats.update(info, host_steps=n_host, feed=feed_mode, steps=n, loop_kept=bool(kept),
                          probes_in_place=len(placed), states_swapped=n_swaps,
@@ -490,13 +473,8 @@ class Executor(object):
                 raise
             finally:
                 home(loop)      # the frame's kernels point at its input buffers again
-            if key is not None and stop == n and None not in probe_bufs and n_slots * sum(
-                    pb[1].nbytes for pb in probe_bufs) <= KEEP_PROBE_BYTES:
-                self.kept_loop = (key, da.moves.n, shared.tally.moves,
-                                  (placed, probe_bufs, loop, prologue, info, n_swaps,
-                                   [stage for _, stage in staged]))
-            else:
-                self.kept_loop = None
+            self.kept_loop = run_loop.keep(key, stop, n, n_slots, probe_bufs, staged, (
+                placed, probe_bufs, loop, prologue, info, n_swaps))
             if results is None:
                 results = self._results(probe_idx, probe_bufs, host_probes, n_slots,
                                         probes_on)
@@ -506,71 +484,6 @@ class Executor(object):
                 c[0] = v
 
     # ------------------------------------------------------------------ parts of run
-    def _declare(self, frame, first, n, k, probe_idx, probe_bufs, host_probes, placed, pinned,
-                 copies, host_feeds, carries, staged, batch, feed_mode, n_host):
-        """``run``'s loop over ``frame`` (``runtime.loop.Loop``): what each step feeds, its
-        plans (batched, state double-buffered where that pays), its sinks (probes, carries)
-        and commits; with the copies to make once before the passes, the plans' launch
-        counts and how many states it double-buffers (``n_host``: the frame's host steps)."""
-        rc = self.rc
-        prog = rc.program
-        feeds = self._input_feeds(frame, copies, host_feeds, feed_mode)
-        # (the frame's small buffers may move into a slab: the places below after it)
-        # state double-buffered where the frame allows it (runtime/state_swap.py): not
-        # the roots a sink of the loop reads where they were planned
-        sink_roots = {id(d.root) for _, d, _ in carries} | {
-            id(pb[1].root) for j, pb in zip(probe_idx, probe_bufs)
-            if pb is not None and j not in placed}
-        swaps, pinned, skip = state_swap.choose(self, frame, batch, pinned, sink_roots,
-                                                n - first)
-        step_fns, commit_actions, info, kept_actions, prologue = self.loop_plans.get(
-            frame, batch, pinned, skip)
-        feeds += probe_places.follows(frame, placed, {j: pb[0] for j, pb in
-                                                      zip(probe_idx, probe_bufs)
-                                                      if j in placed}, k)
-        if swaps:
-            feeds += swaps
-            commit_actions, kept_actions = _with_swaps(commit_actions, kept_actions, swaps)
-        sinks = [Copy(Rows(d.root.buf, d.boff), Rows(dst, 0), nbytes)
-                 for dst, d, nbytes in carries]
-        for j, pb in zip(probe_idx, probe_bufs):
-            if pb is None:
-                sinks.append(HostRow(fetch=_host_copy(frame.outputs[j]),
-                                     into=host_probes[j], every=k))
-            elif pb[1].nbytes and j not in placed:
-                buf, d, strided = pb
-                slots = Rows(buf, 0, d.nbytes, every=k)
-                sinks.append(Copy(Rows(d.root.buf, d.boff), slots, d.nbytes)
-                             if strided is None else Strided(strided[1], strided[0], slots))
-        if n_host:
-            kept_actions = commit_actions   # a host step may sync a resident's cell
-        inputs = self.cache.input_slots
-        # each step starts as a call does: host output cells cleared (a host thunk must
-        # not write into an array an earlier step handed on), fed inputs back in their
-        # staging arrays, and shared variables whose update the frame computes on the
-        # host (integer counters: host shape arithmetic) brought to the device
-        loop = Loop(frame, step_fns, 'run_steps', rc.dev, rc.queue, feeds=feeds, sinks=sinks,
-                    cells=staged, clear=prog.host_output_cells,
-                    restage=[(i, root, inputs[i]) for i, root in self.host_committed(frame)],
-                    commit=(commit_actions, kept_actions),
-                    checks=lambda t: self._checked(frame, t))
-        return loop, prologue, info, len(swaps)
-
-    @staticmethod
-    def _input_feeds(frame, copies, host_feeds, feed_mode):
-        """A loop's first feeds: each step's rows of a run's inputs (``copies``: device
-        arrays, a copy into the staging array or the kernels pointed at the row; then
-        ``host_feeds``: host arrays, a row into the cell)."""
-        feeds = []
-        for i, stage, big, nbytes, src0 in copies:
-            rows = Rows(big.base_data, src0, nbytes)
-            if feed_mode == 'rebind':
-                # the kernels follow the step's slice in place of a copy
-                feeds.append(Follow(frame.input_roots[i], frame.rebind_sites.get(i, ()), rows))
-            else:
-                feeds.append(Copy(rows, Rows(stage.base_data, stage.offset), nbytes))
-        return feeds + [HostRow(cell, arr) for cell, arr in host_feeds]
-
     def _steady_frame(self):
         """The last call's frame where its steady-state guard holds for the inputs now in
         the cells (the stale shared variables' values then uploaded, as a call would),
@@ -750,16 +663,3 @@ class Executor(object):
             sites = sum(len(frame.rebind_sites.get(i, ())) for i, _, _, _, _ in copies)
             return 'rebind' if ok and sites <= len(copies) else 'copy'
         return 'rebind'
-
-
-def _with_swaps(actions, kept, swaps):
-    """A loop's commit actions with its double-buffered variables' commit points
-    (runtime/state_swap.py): in the same journal as the step's other updates."""
-    marks = [sw.commit for sw in swaps]
-    return (lambda: actions() + marks), (lambda: kept() + marks)
-
-
-def _host_copy(fetch):
-    """A host output's value at a step, kept (the next step's thunk may reuse its array)."""
-    return lambda: np.array(fetch(), copy=True)
-
