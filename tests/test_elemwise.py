@@ -329,3 +329,48 @@ def test_kept_output_not_computed_in_place_into_a_strided_view(dtype):
                 assert_close(got, want)
         counts[name] = launches(f)
     assert counts['inplace'] == counts['not inplace'], counts
+
+
+# sizes around the CPU geometry's cases (runtime.plans.cpu_local): one group (<= 64), a
+# divisor of 64..4,096 or at most 4,096 (an exact range, no bounds test), larger primes
+# (no divisor: padded, tested)
+_SIZES = [1, 7, 64, 65, 4093, 4099, 12288, 256000, 256019, 2 * 8191]
+
+
+@pytest.mark.parametrize('n', _SIZES)
+def test_every_size_of_a_flat_range(n, monkeypatch):
+    """Flat ranges of every kind of size, elementwise functions PoCL vectorizes only
+    without a bounds test (exp, tanh) and an update computed in place: Theano C's values,
+    and on a CPU device ranges of exactly ``n`` work-items where ``n`` is at most 4,096
+    or has a divisor of 64..4,096 (else a multiple of 256). Merged launches (two of one size) as well."""
+    x = T.vector('x', dtype='float32')
+    y = T.vector('y', dtype='float32')
+    rng = np.random.RandomState(n % 1000)
+    xv, yv = rand((n,), 'float32', rng), rand((n,), 'float32', rng)
+    s = theano.shared(rand((n,), 'float32', rng), name='s')
+    want = s.get_value() * np.float32(0.5) + xv
+    f = assert_matches_c([x, y], [T.exp(x) * y, T.tanh(x - y)], [xv, yv], calls=1)
+    f_up = theano.function([x], [], updates=[(s, s * np.float32(0.5) + x)],
+                           mode=theano_ocl.OCLMode())
+    f_up(xv)
+    assert_close(s.get_value(), want)
+    dev = theano_ocl.stats(f)['device']
+    if dev.is_cpu:
+        divisor = n <= 4096 or any(n % g == 0 for g in range(64, 4097))
+        for _, _, gsize in theano_ocl.stats(f)['kernels']:
+            assert len(gsize) == 1
+            assert gsize[0] == n if divisor else (gsize[0] > n and gsize[0] % 256 == 0), \
+                (n, gsize)
+
+
+def test_cpu_groups_divide_their_range():
+    from theano_ocl.runtime.plans import CPU_MIN_LOCAL, cpu_local
+    for n in list(range(1, 600)) + [4096, 4097, 65536, 256000, 256019, 1 << 20, 999983]:
+        g = cpu_local(n, 4096, 2)
+        if g is None:
+            assert n > 4096 and not any(n % k == 0 for k in range(64, 4097))
+        else:
+            assert n % g == 0 and g <= 4096 and (g >= CPU_MIN_LOCAL or g == n), (n, g)
+            # every core gets groups where some divisor gives them
+            if any(n % k == 0 and n // k >= 8 for k in range(CPU_MIN_LOCAL, 4097)):
+                assert n // g >= 8, (n, g)

@@ -7,8 +7,18 @@
 ## A ``uniform`` input (every stride 0: broadcast over the launch) is read at its offset.
 ## ``check`` (integer // and % by a divisor that may be zero): one more argument, an int
 ## error flag, where an element whose body set th_err stores it (ops/elemwise.py checks it).
+## ``guard``: the 1-d range may hold more work-items than elements (``gi < n`` tested).
+## An operand's ``inner`` (nd > 1): its stride over the last dimension where that is 1 or
+## 0, written into the code (the argument is still passed), else None.
 <%
 any_strided = any(not o['contig'] for o in operands)
+
+def term(o, d):
+    # (the last dimension's stride written in where it is 1 or 0: a load through a
+    # runtime stride is a gather to PoCL's vectorizer)
+    if d == ndim - 1 and o.get('inner') is not None:
+        return ' + c%d' % d if o['inner'] == 1 else ''
+    return ' + c%d * %s_s%d' % (d, o['name'], d)
 %>
 ${support}
 
@@ -55,14 +65,19 @@ __kernel void ${name}(
 %   if o['contig']:
         const long ${o['name']}_i = ${o['name']}_off + gi;
 %   else:
-        const long ${o['name']}_i = ${o['name']}_off${''.join(' + c%d * %s_s%d' % (d, o['name'], d) for d in range(ndim))};
+        const long ${o['name']}_i = ${o['name']}_off${''.join(term(o, d) for d in range(ndim))};
 %   endif
 % endfor
 % else:
     /* one element per work-item: PoCL vectorizes across work-items, and a
-       grid-stride loop measured 5x slower there */
+       grid-stride loop measured 5x slower there; a range of exactly n work-items needs
+       no bounds test (around a call of exp or tanh, PoCL 3.1 does not vectorize one) */
     const long gi = get_global_id(0);
+%   if guard:
     if (gi < n) {
+%   else:
+    {
+%   endif
 % for o in operands:
 %   if o['contig']:
         const long ${o['name']}_i = ${o['name']}_off + gi;

@@ -39,8 +39,10 @@ __kernel void ${name}(
 )
 {
     const long gi = get_global_id(0);
+% if guard:
     if (gi >= n)
         return;
+% endif
 % for k, op in enumerate(ops):
 %   for o in op['operands']:
 %     if o['contig']:

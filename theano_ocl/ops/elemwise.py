@@ -29,7 +29,7 @@ from ..runtime.context import provide
 from ..runtime.invokers import set_long
 from ..runtime.memory import download_later, upload
 from ..runtime import planner
-from ..runtime.plans import Batch, launch_geometry, planes_local
+from ..runtime.plans import Batch, exact, launch_geometry, planes_local
 from .base import DeviceImpl
 from .registry import implemented_by, ocl_impl
 
@@ -43,25 +43,30 @@ def batch_key(support, body, outs, ins, ndim, contig):
 
 @kernels.memoize
 def kernel_source(support, body, out_dtypes, in_dtypes, ndim, contig, check=False, nd=1,
-                  uniform=()):
+                  uniform=(), guard=True, inner=()):
     """Render (memoized) the elementwise kernel; returns (source, kernel name). The
     sequence arguments are tuples (they are the memo's key); ``uniform``: per input, whether
     it is broadcast over the whole launch (``operand``).
 
     ``check``: the body sets ``th_err`` (``scalar.elemwise_code_checked``); the kernel then
     takes a trailing ``(int *err, offset)`` argument (named ``ewcheck_*`` in profiles).
-    ``nd`` > 1: launched over an nd-dimensional range (see ``launch_dims``)."""
+    ``nd`` > 1: launched over an nd-dimensional range (see ``launch_dims``); ``guard``
+    (a 1-d range): the range may be longer than the elements (``plans.exact``);
+    ``inner``: per operand, its stride over the last dimension where an nd range takes it
+    as a constant (1 or 0), else None."""
     operands = []
     for k, dt in enumerate(out_dtypes):
         operands.append(operand('o%d' % k, dt, True, contig[k]))
     for k, dt in enumerate(in_dtypes):
         operands.append(operand('i%d' % k, dt, False, contig[len(out_dtypes) + k],
                                 k < len(uniform) and uniform[k]))
+    for o, st in zip(operands, inner):
+        o['inner'] = st
     needs_fp64 = any(d in ('float64', 'complex128') for d in list(out_dtypes) + list(in_dtypes))
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if needs_fp64 and 'cl_khr_fp64' not in support else ''
     return kernels.render('elemwise.cl.mako', 'ewcheck' if check else 'elemwise',
                           support=pre + support, body=body, ndim=ndim, operands=operands,
-                          check=check, nd=nd)
+                          check=check, nd=nd, guard=guard)
 
 
 def operand(name, dtype, is_out, contig, uniform=False):
@@ -124,10 +129,21 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
     nd = launch_dims(ctx.dev, cshape, contig)
     uniform = tuple(not c and not any(st)
                     for c, st in zip(contig[len(outs):], cstrides[len(outs):]))
+    if nd > 1:
+        outer = 1
+        for s in cshape[:-2]:
+            outer *= s
+        gsize = (cshape[-1], cshape[-2]) + ((outer,) if nd == 3 else ())
+        lsize = planes_local(ctx.dev, gsize)
+    else:
+        gsize, lsize = launch_geometry(ctx.dev, n)
     src, name = kernel_source(support, body, tuple(o.dtype.name for o in outs),
                               tuple(i.dtype.name for i in ins), len(cshape), tuple(contig),
                               check=err is not None, nd=nd,
-                              uniform=uniform if any(uniform) else ())
+                              uniform=uniform if any(uniform) else (),
+                              guard=nd == 1 and not exact(gsize, n),
+                              inner=tuple(st[-1] if st[-1] in (0, 1) else None
+                                          for st in cstrides) if nd > 1 else ())
     prg = ctx.dev.build(src)
     args = [np.int64(n)] + [np.int64(s) for s in cshape]
     tails = []
@@ -144,14 +160,6 @@ def plan_elementwise(ctx, support, body, outs, ins, shape, err=None):
         batch = Batch('elemwise', batch_key(support, body, outs, ins, len(cshape), contig),
                       n, cshape, operands, tails, range(len(outs)),
                       pointwise=range(len(outs), len(operands)))
-    if nd > 1:
-        outer = 1
-        for s in cshape[:-2]:
-            outer *= s
-        gsize = (cshape[-1], cshape[-2]) + ((outer,) if nd == 3 else ())
-        lsize = planes_local(ctx.dev, gsize)
-    else:
-        gsize, lsize = launch_geometry(ctx.dev, n)
     ctx.launch(prg, name, gsize, lsize, args, batch=batch)
     return True
 

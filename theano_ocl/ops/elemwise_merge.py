@@ -24,12 +24,12 @@ from .. import kernels
 from ..darray import layout
 from ..errors import KernelBuildError
 from ..runtime.context import provide
-from ..runtime.plans import launch_geometry
+from ..runtime.plans import exact, launch_geometry
 from .elemwise import operand
 
 
 @kernels.memoize
-def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False):
+def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False, guard=True):
     """(source, kernel name) of the kernel running launches of the elementwise
     ``keys`` (``ops.elemwise.batch_key``) over one range, operand ``o`` of launch ``k``
     in pointer argument ``slots[k][o]``, ``views[j]`` its (dtype, whether only read);
@@ -37,8 +37,9 @@ def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False):
     at its offset, with no strides (``ops.elemwise.operand``); ``forward[k][o]``: None, or
     the (launch, output) of an earlier launch that computes input ``o`` of launch ``k``
     element for element, whose value it takes as a store and a load would give it
-    (through an ``opq`` argument where ``opaque``: :func:`_opaque`). None
-    where their support code differs (it could define a name twice)."""
+    (through an ``opq`` argument where ``opaque``: :func:`_opaque`); ``guard``: the range
+    may be longer than the elements (``runtime.plans.exact``). None where their support
+    code differs (it could define a name twice)."""
     supports = {k[0] for k in keys if k[0]}
     if len(supports) > 1:
         return None
@@ -62,7 +63,7 @@ def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False):
     pre = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' \
         if fp64 and 'cl_khr_fp64' not in support else ''
     return kernels.render('elemwise_merged.cl.mako', 'ewmerged', support=pre + support,
-                          ops=ops, views=views, opaque=opaque)
+                          ops=ops, views=views, opaque=opaque, guard=guard)
 
 
 def _opaque(keys, forward):
@@ -106,14 +107,16 @@ def merge_launches(ctx, launches):
     forward = _forwarded(launches)
     keys = tuple(p.batch.key for p in launches)
     opaque = _opaque(keys, forward)
+    n = launches[0].batch.n
+    gsize, lsize = launch_geometry(ctx.dev, n)
     rendered = merged_source(keys, tuple(slots),
                              tuple(tuple(v) for v in views),
                              uniform if any(any(u) for u in uniform) else None,
-                             forward if any(any(f) for f in forward) else None, opaque)
+                             forward if any(any(f) for f in forward) else None, opaque,
+                             not exact(gsize, n))
     if rendered is None:
         return None
     src, name = rendered
-    n = launches[0].batch.n
     args = [np.int64(n)]
     for p in launches:
         args.extend(np.int64(s) for s in p.batch.head)
@@ -137,7 +140,6 @@ def merge_launches(ctx, launches):
         warnings.warn('theano_ocl: a merged elementwise kernel did not build on %s; its %d '
                       'launches run apart:\n%s' % (ctx.dev, len(launches), e))
         return None
-    gsize, lsize = launch_geometry(ctx.dev, n)
     return ctx.launch(prg, name, gsize, lsize, args, reads=reads, writes=writes,
                       pointwise=pointwise)
 
