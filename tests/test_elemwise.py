@@ -338,11 +338,12 @@ _SIZES = [1, 7, 64, 65, 4093, 4099, 12288, 256000, 256019, 2 * 8191]
 
 
 @pytest.mark.parametrize('n', _SIZES)
-def test_every_size_of_a_flat_range(n, monkeypatch):
+def test_every_size_of_a_flat_range(n):
     """Flat ranges of every kind of size, elementwise functions PoCL vectorizes only
-    without a bounds test (exp, tanh) and an update computed in place: Theano C's values,
-    and on a CPU device ranges of exactly ``n`` work-items where ``n`` is at most 4,096
-    or has a divisor of 64..4,096 (else a multiple of 256). Merged launches (two of one size) as well."""
+    without a bounds test (exp, tanh) and an update: Theano C's values, and on a CPU
+    device ranges of exactly ``n`` work-items where ``n`` is at most 4,096 or has a
+    divisor of 64..4,096 (else a multiple of 256); the two outputs' launches, of one
+    size, may run as one merged launch (``ops/elemwise_merge.py``)."""
     x = T.vector('x', dtype='float32')
     y = T.vector('y', dtype='float32')
     rng = np.random.RandomState(n % 1000)

@@ -7,7 +7,7 @@ import theano.tensor as T
 import theano_ocl
 from theano_ocl.runtime import planner
 from theano_ocl.runtime.memory import download
-from theano_ocl.runtime.plans import Enqueue, HostStep
+from theano_ocl.runtime.plans import Enqueue, HostStep, whole_groups
 from helpers import assert_close, rand, setting
 
 
@@ -129,6 +129,32 @@ def test_half_integer_strided_and_larger_operations(cpu_group):
         [rng.randint(0, 255, 2 * n).astype('uint8') for n in sizes] + \
         [rand((n, 7), 'float32', rng) for n in sizes]
     _assert_same_results(hs + ins + us + ms, outs, vals)
+
+
+@pytest.mark.parametrize('cpu_group', [4, 64], indirect=True)
+def test_operations_of_whole_groups_merge(cpu_group):
+    # sizes with a common divisor near the work-group size: on CPU devices every
+    # operation is whole work-groups (runtime.plans.whole_groups), so the kernel tests no bounds
+    xs = [T.fvector('x%d' % k) for k in range(6)]
+    outs = [T.exp(x) * x - T.tanh(x) for x in xs]
+    sizes = [50, 100, 150, 300, 50, 1000]
+    vals = [rand((n,), 'float32', np.random.RandomState(n + k)) for k, n in enumerate(sizes)]
+    plan = _assert_same_results(xs, outs, vals)
+    assert plan.n_launches_after == 1
+    assert whole_groups(sizes, cpu_group)[1]
+
+
+def test_whole_groups_divide_every_size():
+    for sizes, L in [([50, 100, 150], 64), ([128, 256], 64), ([100], 64), ([3, 7], 64),
+                     ([64 * 7, 64 * 3], 64), ([96, 160], 64), ([50, 100], 4), ([1000], 64)]:
+        g, whole = whole_groups(sizes, L)
+        if whole:
+            assert all(n % g == 0 for n in sizes) and L // 2 <= g <= 2 * L, (sizes, g)
+        else:
+            assert g == L and not any(all(n % d == 0 for n in sizes)
+                                      for d in range(L // 2, 2 * L + 1)), (sizes, g)
+    assert whole_groups([128, 256], 64) == (64, True)
+    assert whole_groups([3, 7], 64) == (64, False)
 
 
 def test_schedule_respects_barriers_and_conflicts():

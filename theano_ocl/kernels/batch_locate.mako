@@ -4,18 +4,21 @@
 ##   group > 0 (CPU devices): record starts count work-groups of ``group`` elements, and a
 ##     map after the records gives each work-group its operation (uniform in the group, so
 ##     PoCL vectorizes the element loop); n_op: the C expression of the operation's size;
+##     ``whole``: every operation is whole groups (no work-item past its size to stop);
 ##   chunk > 1 (CPU devices, small operations): a work-item walks ``chunk`` consecutive
 ##     elements with one binary search;
 ##   else (GPUs): each element binary-searches the starts.
-<%def name="locate(K, rec, group, chunk, n_op)">\
+<%def name="locate(K, rec, group, chunk, n_op, whole=False)">\
 % if group:
     __global const long *gop = tab + ${K * rec};
     {
         const int op = (int)gop[get_group_id(0)];
         __global const long *r = tab + op * ${rec};
         const long li = (get_group_id(0) - r[0]) * ${group} + get_local_id(0);
+%   if not whole:
         if (li >= ${n_op})
             return;
+%   endif
 % else:
 %   if chunk > 1:
     const long ch_lo = get_global_id(0) * ${chunk};

@@ -26,7 +26,7 @@ __kernel void ${name}(
 % endif
 )
 {
-${locate(K, rec, group, chunk, ' * '.join('r[%d]' % (1 + d) for d in range(ndim)) or '1')}
+${locate(K, rec, group, chunk, ' * '.join('r[%d]' % (1 + d) for d in range(ndim)) or '1', whole)}
 % for o in operands:
 %   if slab:
         __global ${'const ' if not o['is_out'] else ''}${o['ctype']} *${o['name']}_p = ${o['name']}_s;

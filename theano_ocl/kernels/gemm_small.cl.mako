@@ -129,7 +129,7 @@ __kernel void ${name}(
 % endif
 )
 {
-${locate(K, rec, group, chunk, 'r[1] * r[2] * r[3]')}
+${locate(K, rec, group, chunk, 'r[1] * r[2] * r[3]', whole)}
         const long M = r[2], N = r[3], Kd = r[4];
         const long a_off = r[5], a_sb = r[6], a_sm = r[7], a_sk = r[8];
 % for q, (P, s, o) in enumerate(bops):

@@ -294,15 +294,16 @@ provide('elementwise_later', elementwise_later)
 # How this family's launches merge (runtime.planner): K launches of one source as one
 # launch of a kernel reading a table of per-launch offsets, sizes and strides.
 
-def _elemwise_batched(dev, key, K, slab, chunk, group):
-    src, name, rec = _elemwise_batched_source(key, K, slab, chunk, group)
+def _elemwise_batched(dev, key, K, slab, chunk, group, whole=False):
+    src, name, rec = _elemwise_batched_source(key, K, slab, chunk, group, whole)
     return dev.build(src), name, rec
 
 
 @kernels.memoize
-def _elemwise_batched_source(key, K, slab, chunk, group):
+def _elemwise_batched_source(key, K, slab, chunk, group, whole=False):
     """(source, kernel name, record length) of the kernel running K elementwise launches of
-    ``key`` (:func:`batch_key`)."""
+    ``key`` (:func:`batch_key`); ``whole``: every launch is whole work-groups of ``group``
+    (``runtime.planner.whole_groups``)."""
     support, body, out_dtypes, in_dtypes, ndim, contig = key
     operands = []
     pos = 1 + ndim
@@ -323,7 +324,7 @@ def _elemwise_batched_source(key, K, slab, chunk, group):
         if needs_fp64 and 'cl_khr_fp64' not in support else ''
     src, name = kernels.render('batched.cl.mako', 'batched', support=pre + support, body=body,
                                ndim=ndim, operands=operands, K=K, rec=pos, slab=slab,
-                               chunk=chunk, group=group)
+                               chunk=chunk, group=group, whole=whole)
     return src, name, pos
 
 

@@ -77,7 +77,7 @@ def acc_dtype(c_dtype):
 
 
 @kernels.memoize
-def _source(key, K=None, slab=False, chunk=1, group=0):
+def _source(key, K=None, slab=False, chunk=1, group=0, whole=False):
     """(source, kernel name) of the product kernel of ``key`` (``plan_small``), batched
     over K products when K is given."""
     a_dt, b_dt, c_dt, has_z, pre, epi = key
@@ -98,7 +98,7 @@ def _source(key, K=None, slab=False, chunk=1, group=0):
                           acc_t=oscalar.ctype(acc.name),
                           a=operand_traits(a_dt), b=operand_traits(b_dt), c=c,
                           has_z=has_z, batched=K is not None, K=K or 1,
-                          rec=record_len(key), slab=slab, chunk=chunk, group=group,
+                          rec=record_len(key), slab=slab, chunk=chunk, group=group, whole=whole,
                           fused=fused, bops=bops, pre_body=pre[1] if pre else '',
                           **epilogue_params(epi, c, operand_traits))
 
@@ -205,9 +205,10 @@ def max_batch(dev, key, cap=256):
     return max(1, min(cap, (limit - 64) // (8 * n_operands(key))))
 
 
-def batched_kernel(dev, key, K, slab, chunk, group=0):
-    """(program, kernel name, record length incl. start) of the K-product batched kernel."""
-    src, name = _source(key, K, slab, chunk, group)
+def batched_kernel(dev, key, K, slab, chunk, group=0, whole=False):
+    """(program, kernel name, record length incl. start) of the K-product batched kernel
+    (``whole``: every product's outputs are whole work-groups of ``group``)."""
+    src, name = _source(key, K, slab, chunk, group, whole)
     return dev.build(src), name, record_len(key)
 
 

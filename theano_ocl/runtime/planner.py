@@ -45,7 +45,7 @@ import numpy as np
 from .. import darray as da
 from .. import shared
 from . import early, plans, settings, steps
-from .plans import launch_geometry
+from .plans import launch_geometry, whole_groups
 from .context import PlanContext, family
 
 MAX_BATCH = 256
@@ -353,10 +353,13 @@ def _make_batch(dev, queue, group, holds, bound, slab=None, cpu_group=None):
     records = [o.record for o in group]
     K = len(group)
     L = group_for(dev, [o.n for o in group], cpu_group)
+    whole = False
+    if L:
+        L, whole = whole_groups([o.n for o in group], L)
     extra = []     # tables after the launch table
     family = _FAMILIES[key[0]]
     prg, name, rec = family.kernel(dev, key[1], K, slab is not None,
-                                   1 if L else chunk_for(dev), L)
+                                   1 if L else chunk_for(dev), L, whole)
     if family.coef_table is not None:
         extra.append(device_table(dev, queue, family.coef_table(key[1], [o.coef for o in group])))
     table = np.zeros((K, rec), np.int64)

@@ -33,6 +33,7 @@ What a call does after its steps is typed too, but not part of the step list:
 succeeded (a call), or after each step of a loop (``runtime/loop.py``).
 """
 import functools
+import math
 
 from ..darray import DArray
 
@@ -242,11 +243,11 @@ def launch_geometry(dev, n, local=256):
     vectorize across the work-items of a group: the range is ``n`` exactly in groups of
     :func:`cpu_local` work-items where ``n`` has such a divisor, else padded to a multiple
     of ``local`` in groups of ``local``. Left to PoCL, a range of a prime number of items
-    ran in groups of one (exp over 256,019 float32 on the 2-core Xeon: 1.07 ms by events,
-    against 0.2 ms padded, 2026-12-02). :func:`exact` says whether a launch so shaped
-    covers ``n`` without padding (its kernel then needs no bounds test: a kernel whose
-    work-items test ``gi < n`` around a call of ``exp`` or ``tanh`` is not vectorized by
-    PoCL 3.1, 2x slower).
+    ran in groups of one (exp over 256,019 float32 on the 2-core Xeon: 1.07 ms by events;
+    over 256,001, whose divisors PoCL used, 0.22 ms; 2026-12-02). :func:`exact` says
+    whether a launch so shaped covers ``n`` without padding (its kernel then needs no
+    bounds test: a kernel whose work-items test ``gi < n`` around a call of ``exp`` or
+    ``tanh`` is not vectorized by PoCL 3.1, 2x slower).
     """
     n = max(int(n), 1)
     if dev.is_cpu:
@@ -283,6 +284,24 @@ def cpu_local(n, most, units):
         if n % group == 0:
             return group
     return None
+
+
+def whole_groups(sizes, L):
+    """(work-group size, whether every operation is whole groups of it) for a batched
+    kernel of operations of ``sizes`` elements on a CPU device (``runtime.planner``),
+    about ``L`` (the ``cpu_group`` setting): the divisor of all the sizes within
+    ``L / 2 .. 2 L`` nearest to ``L`` where there is one (every work-item of a launch is
+    then an element: the kernel tests no bounds, which PoCL 3.1 does not vectorize a call
+    of ``exp`` behind), else ``L`` (an operation's last group tests its work-items'
+    bounds)."""
+    g = 0
+    for n in sizes:
+        g = math.gcd(g, int(n))
+    if g:
+        near = [d for d in range(max(1, L // 2), 2 * L + 1) if g % d == 0]
+        if near:
+            return min(near, key=lambda d: (abs(d - L), -d)), True
+    return L, False
 
 
 def exact(gsize, n):

@@ -18,7 +18,8 @@ argument           default (environment)   meaning
 ``conv``           THEANO_OCL_CONV         force a convolution algorithm: 'gemm',
                                            'direct' (default: chosen per device)
 ``cpu_group``      THEANO_OCL_CPU_GROUP=64 work-group size of batched kernels on CPU
-                                           devices (0: chunks of elements)
+                                           devices, about (``plans.whole_groups``;
+                                           0: chunks of elements)
 ``stats``          THEANO_OCL_STATS        a file each link appends its counts to (JSON)
 ``launch``         THEANO_OCL_LAUNCH       how a recorded launch is enqueued: 'native'
                    =auto                   (ctypes, no event: ``runtime.native``),
