@@ -375,3 +375,9 @@ def test_cpu_groups_divide_their_range():
             # every core gets groups where some divisor gives them
             if any(n % k == 0 and n // k >= 8 for k in range(CPU_MIN_LOCAL, 4097)):
                 assert n // g >= 8, (n, g)
+    # a device whose work-groups hold fewer than CPU_MIN_LOCAL work-items: never a group
+    # over its limit (None: the range is padded in groups of the limit)
+    for most in (1, 16, 48):
+        for n in list(range(1, 300)) + [4096, 256019]:
+            g = cpu_local(n, most, 2)
+            assert g is None or (g <= most and n % g == 0), (n, most, g)

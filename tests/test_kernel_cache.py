@@ -259,3 +259,47 @@ def test_cli_clears_the_cache(tmp_path):
     assert p.returncode == 0, p.stderr
     assert 'removed 3 program binaries' in p.stdout
     assert c.info()['files'] == 0
+
+
+# a kernel a C compiler warns about (a float literal converted to int changes its value:
+# clang's -Wliteral-conversion, on by default); the constant makes each build new to the
+# driver's own cache
+WARNED = '''__kernel void warned(__global int *a) {
+    int i = %s;
+    a[get_global_id(0)] = i;
+}'''
+
+
+def _build_warned(dev, capfd):
+    """Build a new program the compiler warns about through ``dev.build``: (pyopencl's
+    CompilerWarnings, what was written to the process's stderr)."""
+    import warnings
+    src = WARNED % ('%.6f' % (1.5 + np.random.rand()))
+    capfd.readouterr()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter('always')
+        dev.build(src)
+    return [w for w in seen if 'CompilerWarning' in type(w.message).__name__ or
+            'compiler' in str(w.message).lower()], capfd.readouterr().err
+
+
+def test_kernel_builds_print_no_compiler_warnings(capfd, monkeypatch, tmp_path):
+    """Generated kernels build quietly (``-w``): nothing on stderr, no CompilerWarning;
+    THEANO_OCL_KERNEL_WARNINGS=1 shows the driver's warnings again, where it has any."""
+    from theano_ocl.device import get_device
+    dev = get_device()
+    monkeypatch.setenv('THEANO_OCL_KERNEL_CACHE_DIR', str(tmp_path))
+    monkeypatch.delenv('THEANO_OCL_KERNEL_WARNINGS', raising=False)
+    kc.reset()
+    try:
+        seen, err = _build_warned(dev, capfd)
+        assert not seen and 'warning' not in err.lower(), (seen, err)
+        monkeypatch.setenv('THEANO_OCL_KERNEL_WARNINGS', '1')
+        kc.reset()
+        seen, err = _build_warned(dev, capfd)
+        # (PoCL's compiler warns here; a driver that says nothing of it has nothing to show)
+        if 'Portable Computing Language' in dev.platform.name:
+            assert seen or 'warning' in err.lower()
+    finally:
+        monkeypatch.undo()
+        kc.reset()

@@ -41,6 +41,7 @@ BAD = [
 BAD_OTHER = [
     ('THEANO_OCL_KERNEL_CACHE_MB', 'abc', 'a size in MiB, a number >= 0'),
     ('THEANO_OCL_KERNEL_CACHE', 'banana', '1, 0, true, false, yes, no, on or off'),
+    ('THEANO_OCL_KERNEL_WARNINGS', 'loud', '1, 0, true, false, yes, no, on or off'),
 ]
 
 

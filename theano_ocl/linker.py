@@ -591,6 +591,7 @@ class OCLLinker(gof_link.LocalLinker):
         # raises SettingError naming the variable (registration never reads them)
         s = settings.Settings.resolve(self.settings)
         kernel_cache.get_cache()
+        kernel_cache.quiet()
         dev = get_device(self.device)
         shared_mod.install_patches()
         with settings.active(s):

@@ -13,7 +13,14 @@ the build counters (``theano_ocl.kernel_cache_info()``).
   miss builds from source and nothing is read or written.
 * ``THEANO_OCL_KERNEL_CACHE_MB`` (default 256) bounds its size: past it, the least
   recently used files (by modification time; a hit touches its file) are removed.
-* Both variables are read when the first function is linked (``runtime.settings``: a
+* Programs build with ``-w`` (OpenCL's option that suppresses the compiler's warnings):
+  the kernels are generated, so a warning is nothing a user can act on, and PoCL's
+  compiler printed them straight to the process's standard error (on AVX2 hosts, one for
+  each 16-wide vector its builtins take: 23 lines for the four reductions of ``bench
+  --quick``, 2026-12-02). ``THEANO_OCL_KERNEL_WARNINGS=1`` builds without it, so the
+  driver's warnings show again (pyopencl's ``CompilerWarning``). A failed build's error
+  and log are unaffected (``errors.KernelBuildError``).
+* The variables are read when the first function is linked (``runtime.settings``: a
   value they do not take raises ``SettingError`` naming it there).
 * Key: sha256 of the source, the build options, the device's name and version, the
   driver version, the platform's name and version and the pyopencl version -- a driver
@@ -49,6 +56,9 @@ from . import settings
 ENV_SWITCH = 'THEANO_OCL_KERNEL_CACHE'
 ENV_DIR = 'THEANO_OCL_KERNEL_CACHE_DIR'
 ENV_MB = 'THEANO_OCL_KERNEL_CACHE_MB'
+ENV_WARNINGS = 'THEANO_OCL_KERNEL_WARNINGS'
+#: the build option that suppresses the compiler's warnings (OpenCL 1.0, 5.6.4.4)
+QUIET = '-w'
 DEFAULT_MB = 256
 SUBDIR = 'theano_ocl_kernels'
 
@@ -104,6 +114,11 @@ def build_seconds():
 def _switch(value):
     """The cache's switch: an empty value leaves it on, as an unset one does."""
     return settings.switch(value) if value.strip() else True
+
+
+def _shown(value):
+    """The warnings' switch: an empty value leaves them suppressed, as an unset one does."""
+    return settings.switch(value) if value.strip() else False
 
 
 def _mebibytes(value):
@@ -291,6 +306,7 @@ def _decode(data, key):
 
 _cache = None
 _cache_lock = threading.Lock()
+_quiet = None
 
 
 def get_cache():
@@ -310,16 +326,28 @@ def get_cache():
 
 def reset():
     """Forget the cache settings (tests; after changing the environment variables)."""
-    global _cache
+    global _cache, _quiet
     with _cache_lock:
-        _cache = None
+        _cache = _quiet = None
+
+
+def quiet():
+    """Whether programs build with :data:`QUIET` (unless ``THEANO_OCL_KERNEL_WARNINGS``
+    is on; read once, as the cache's variables are)."""
+    global _quiet
+    if _quiet is None:
+        _quiet = not settings.from_environment(ENV_WARNINGS, False, _shown)
+    return _quiet
 
 
 def build(cl, context, device, fingerprint, source, options):
     """A built ``pyopencl.Program``: from the disk cache when it holds a binary the
     driver accepts, else from source (then stored). A failed source build raises the
-    driver's error (``cl.RuntimeError``) as ``Program.build`` does."""
+    driver's error (``cl.RuntimeError``) as ``Program.build`` does. The compiler's
+    warnings are suppressed (:func:`quiet`)."""
     options = list(options)
+    if quiet() and QUIET not in options:
+        options.append(QUIET)
     cache = get_cache()
     key = None
     if cache is not None:

@@ -273,8 +273,9 @@ def cpu_local(n, most, units):
     (so that every core gets groups), and at least ``CPU_MIN_LOCAL``; where it has none,
     its least divisor above that and at most ``most`` (``n`` itself, one group, where
     ``n`` is at most ``most``); None where ``n`` has no divisor of ``CPU_MIN_LOCAL`` to
-    ``most`` (the range is then padded)."""
-    if n <= CPU_MIN_LOCAL:
+    ``most`` (the range is then padded; so is every range over ``most`` on a device whose
+    limit is below ``CPU_MIN_LOCAL``)."""
+    if n <= min(CPU_MIN_LOCAL, most):
         return n
     top = min(most, max(CPU_MIN_LOCAL, n // (CPU_GROUPS_PER_UNIT * max(units, 1))))
     for group in range(top, CPU_MIN_LOCAL - 1, -1):
