@@ -163,7 +163,7 @@ def test_entry_of_another_program_is_replaced_with_a_warning(cache_dir, entry):
     key = os.path.basename(path)[:-len(kc.SUFFIX)]
     other_src = (_SRC % src).replace('add_k', 'other_k')
     kc.build(dev.cl, dev.context, dev.device, dev.build_fingerprint, other_src, [])
-    other_key = kc.get_cache().key(dev.build_fingerprint, other_src, [])
+    other_key = kc.get_cache().key(dev.build_fingerprint, other_src, kc.build_options([]))
     other = open(kc.get_cache().path(other_key), 'rb').read()
     if entry == 'valid header':
         assert kc.get_cache().store(key, kc._decode(other, other_key))

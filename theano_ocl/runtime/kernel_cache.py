@@ -13,13 +13,14 @@ the build counters (``theano_ocl.kernel_cache_info()``).
   miss builds from source and nothing is read or written.
 * ``THEANO_OCL_KERNEL_CACHE_MB`` (default 256) bounds its size: past it, the least
   recently used files (by modification time; a hit touches its file) are removed.
-* Programs build with ``-w`` (OpenCL's option that suppresses the compiler's warnings):
-  the kernels are generated, so a warning is nothing a user can act on, and PoCL's
-  compiler printed them straight to the process's standard error (on AVX2 hosts, one for
-  each 16-wide vector its builtins take: 23 lines for the four reductions of ``bench
-  --quick``, 2026-12-02). ``THEANO_OCL_KERNEL_WARNINGS=1`` builds without it, so the
-  driver's warnings show again (pyopencl's ``CompilerWarning``). A failed build's error
-  and log are unaffected (``errors.KernelBuildError``).
+* Programs build quietly: the kernels are generated, so a compiler's warning is nothing
+  a user can act on. With OpenCL's ``-w`` (PoCL's compiler printed its warnings straight
+  to the process's standard error: on AVX2 hosts one for each 16-wide vector its builtins
+  take, 23 lines for the four reductions of ``bench --quick``, 2026-12-02), and without
+  pyopencl's ``CompilerWarning`` for a build whose log is not empty (NVIDIA's driver
+  logs in spite of ``-w``: some thousand of them in the test suite on the H200). A failed
+  build's error and log are unaffected (``errors.KernelBuildError``).
+  ``THEANO_OCL_KERNEL_WARNINGS=1`` shows them again.
 * The variables are read when the first function is linked (``runtime.settings``: a
   value they do not take raises ``SettingError`` naming it there).
 * Key: sha256 of the source, the build options, the device's name and version, the
@@ -307,6 +308,9 @@ def _decode(data, key):
 _cache = None
 _cache_lock = threading.Lock()
 _quiet = None
+# (builds that silence pyopencl's CompilerWarning change the process's warning filters:
+# one at a time, so that two never restore each other's)
+_build_lock = threading.Lock()
 
 
 def get_cache():
@@ -332,12 +336,31 @@ def reset():
 
 
 def quiet():
-    """Whether programs build with :data:`QUIET` (unless ``THEANO_OCL_KERNEL_WARNINGS``
-    is on; read once, as the cache's variables are)."""
+    """Whether programs build quietly (:func:`build_options`, :func:`_built`): unless
+    ``THEANO_OCL_KERNEL_WARNINGS`` is on; read once, as the cache's variables are."""
     global _quiet
     if _quiet is None:
         _quiet = not settings.from_environment(ENV_WARNINGS, False, _shown)
     return _quiet
+
+
+def build_options(options):
+    """The options a program with ``options`` builds with (those of its cache key):
+    :data:`QUIET` added where builds are quiet."""
+    options = list(options)
+    if quiet() and QUIET not in options:
+        options.append(QUIET)
+    return options
+
+
+def _built(cl, program, options):
+    """``program.build(options=options)``, without pyopencl's ``CompilerWarning`` for a
+    log that is not empty where builds are quiet."""
+    if not quiet():
+        return program.build(options=options)
+    with _build_lock, warnings.catch_warnings():
+        warnings.simplefilter('ignore', cl.CompilerWarning)
+        return program.build(options=options)
 
 
 def build(cl, context, device, fingerprint, source, options):
@@ -345,9 +368,7 @@ def build(cl, context, device, fingerprint, source, options):
     driver accepts, else from source (then stored). A failed source build raises the
     driver's error (``cl.RuntimeError``) as ``Program.build`` does. The compiler's
     warnings are suppressed (:func:`quiet`)."""
-    options = list(options)
-    if quiet() and QUIET not in options:
-        options.append(QUIET)
+    options = build_options(options)
     cache = get_cache()
     key = None
     if cache is not None:
@@ -356,7 +377,7 @@ def build(cl, context, device, fingerprint, source, options):
         binary = cache.load(key)
         if binary is not None:
             try:
-                prg = cl.Program(context, [device], [binary]).build(options=options)
+                prg = _built(cl, cl.Program(context, [device], [binary]), options)
             except Exception as e:
                 # a binary this driver refuses (a file from another build of the same
                 # driver version, a truncated write the header could not tell): rebuild
@@ -377,7 +398,7 @@ def build(cl, context, device, fingerprint, source, options):
                 counts.add('disk_seconds', time.perf_counter() - t0)
                 return prg
     t0 = time.perf_counter()
-    prg = cl.Program(context, source).build(options=options)
+    prg = _built(cl, cl.Program(context, source), options)
     counts.add('source_builds')
     counts.add('source_seconds', time.perf_counter() - t0)
     if cache is not None:
