@@ -1,8 +1,9 @@
-"""float32 log, log1p and expm1 by the own versions (``scalar/own_functions.py``, the
-``functions`` setting): against the correctly rounded value (numpy's float64 function,
-rounded) over random bit patterns of positive floats, wide and narrow ranges, and the special
-values (signed zeros, -1, infinities, NaN, subnormals, the largest float, arguments that
-overflow), within 1, 1.5 and 2.5 ulp; the special values exact. Then through Theano: a
+"""float32 log, log1p, expm1 and tanh, and float64 tanh, by the own versions
+(``scalar/own_functions.py``, the ``functions`` setting): against the correctly rounded value
+(numpy's float64 function, rounded; for float64, numpy's long double one) over random bit
+patterns of positive floats, wide and narrow ranges, and the special values (signed zeros,
+-1, infinities, NaN, subnormals, the largest float, arguments that overflow), within 1, 1.5,
+2.5 and 1.5 ulp; the special values exact. Then through Theano: a
 fused elementwise kernel with broadcast scalar operands (read once, ``ops/elemwise.py``)
 under each setting, against Theano C. The own versions run on any device (the setting
 'own'); 'auto' uses them on PoCL's CPU devices."""
@@ -14,8 +15,10 @@ import theano.tensor as T
 import theano_ocl
 from helpers import assert_close
 
-ULPS = {'log': 1.0, 'log1p': 1.5, 'expm1': 2.5}
-REF = {'log': np.log, 'log1p': np.log1p, 'expm1': np.expm1}
+ULPS = {'log': 1.0, 'log1p': 1.5, 'expm1': 2.5, 'tanh': 1.5}
+REF = {'log': np.log, 'log1p': np.log1p, 'expm1': np.expm1, 'tanh': np.tanh}
+#: OpenCL's full profile: what a builtin may be off by, in ulp
+BUILTIN_ULPS = {'log': 3, 'log1p': 2, 'expm1': 3, 'tanh': 5}
 SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 2.0, 0.5, np.inf, -np.inf, np.nan, 1e-45, -1e-45,
                      1.1754942e-38, 1.17549435e-38, 3.4028235e38, -3.4028235e38, 88.72, 89.0,
                      -88.0, -104.0, -200.0, 1e-7, -1e-7, 5.9604645e-08, -5.9604645e-08,
@@ -73,7 +76,7 @@ def test_float32_functions_against_the_correctly_rounded_value(name, setting):
     err = _ulps(got, want)
     worst = int(np.nanargmax(err))
     # (the builtins: OpenCL's full profile allows 3, 2 and 3 ulp)
-    limit = ULPS[name] if setting == 'own' else {'log': 3, 'log1p': 2, 'expm1': 3}[name]
+    limit = ULPS[name] if setting == 'own' else BUILTIN_ULPS[name]
     if setting == 'own' and name == 'expm1':
         # own expm1 is the device's exp corrected: its error is that exp's own plus at
         # most 2 ulp (u - 1, the log, the quotient and the product: half an ulp each).
@@ -92,10 +95,53 @@ def test_float32_functions_against_the_correctly_rounded_value(name, setting):
     assert ok.all(), [(x[-k:][i], got[-k:][i], want_s[i]) for i in np.flatnonzero(~ok)]
 
 
+@pytest.mark.parametrize('setting', ['own', 'builtin'])
+def test_float64_tanh_against_the_correctly_rounded_value(setting):
+    """float64 tanh (the own version: the odd Taylor series to x^37 below 0.55, exp
+    beyond) against numpy's long double tanh rounded, over random bit patterns of both
+    signs, small values, [-20, 20], the neighbourhood of 0.55, and the special values."""
+    dev = theano_ocl.get_device()
+    if not dev.has_fp64:
+        pytest.skip('%s has no float64' % dev)
+    if np.finfo(np.longdouble).nmant < 63:
+        pytest.skip('no extended long double for the reference on this machine')
+    rng = np.random.RandomState(9)
+    n = 1 << 16
+    bits = rng.randint(0, 0x7ff0000000000000, n, dtype=np.int64).view(np.float64)
+    if not dev.device.double_fp_config & dev.cl.device_fp_config.DENORM:
+        bits = bits[np.abs(bits) >= np.finfo(np.float64).tiny]
+    small = rng.uniform(-1, 1, n) * 10.0 ** rng.uniform(-10, 0, n)
+    edges = np.array([0.55, -0.55, np.nextafter(0.55, 0), 19.06, 20.0, 354.0])
+    # (exact: the signed zeros, saturated values, infinities, NaN, a tiny one; 5e-324 a
+    # device may flush)
+    specials = np.array([0.0, -0.0, 710.0, -1e308, np.inf, -np.inf, np.nan, 1e-300, 5e-324])
+    x = np.concatenate([bits, -bits, small, rng.uniform(-20, 20, n),
+                        rng.uniform(0.5, 0.6, n), edges, specials])
+    v = T.dvector('v')
+    f = theano.function([v], T.tanh(v),
+                        mode=theano_ocl.OCLMode(functions=setting, cost_model='off'))
+    got = f(x)
+    want = np.tanh(x.astype(np.longdouble))
+    w = want.astype(np.float64)
+    with np.errstate(invalid='ignore'):
+        err = (np.abs(got.astype(np.longdouble) - want) /
+               np.spacing(np.abs(w)).astype(np.longdouble)).astype(np.float64)
+    err[(got == w) | (np.isnan(got) & np.isnan(w))] = 0
+    worst = int(np.nanargmax(err))
+    limit = ULPS['tanh'] if setting == 'own' else BUILTIN_ULPS['tanh']
+    assert not np.isnan(err).any() and err.max() <= limit, \
+        'tanh(%r) = %r, correctly rounded %r: %.2f ulp' % (x[worst], got[worst], w[worst],
+                                                          err[worst])
+    k = len(specials)
+    same = (got[-k:] == w[-k:]) & (np.signbit(got[-k:]) == np.signbit(w[-k:]))
+    ok = same | (np.isnan(got[-k:]) & np.isnan(w[-k:])) | (specials == 5e-324)
+    assert ok.all(), [(specials[i], got[-k:][i], w[-k:][i]) for i in np.flatnonzero(~ok)]
+
+
 @pytest.mark.parametrize('setting', ['auto', 'own', 'builtin'])
 def test_a_fused_step_with_broadcast_constants_as_theano_c(setting):
     """A Nengo-like LIF update (expm1 and log1p under switches, scalar constants broadcast
-    over the launch, a strided input), float32, against Theano C."""
+    over the launch, a strided input) and a tanh, float32, against Theano C."""
     v, j, w = T.fmatrix('v'), T.fmatrix('j'), T.fmatrix('w')
     dt, tau = np.float32(0.001), np.float32(0.02)
     w1 = w - dt
@@ -104,7 +150,8 @@ def test_a_fused_step_with_broadcast_constants_as_theano_c(setting):
     spiked = v1 > np.float32(1)
     t = dt + tau * T.log1p(-(v1 - np.float32(1)) / (j - np.float32(1)))
     outs = [T.switch(spiked, np.float32(0), T.maximum(v1, np.float32(0))),
-            T.switch(spiked, np.float32(0.002) + t, w1), T.log(abs(v) + np.float32(1e-3))]
+            T.switch(spiked, np.float32(0.002) + t, w1), T.log(abs(v) + np.float32(1e-3)),
+            T.tanh(np.float32(3) * v - j)]
     f = theano.function([v, j, w], outs,
                         mode=theano_ocl.OCLMode(functions=setting, cost_model='off'))
     g = theano.function([v, j, w], outs, mode='FAST_RUN')

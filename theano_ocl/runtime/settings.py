@@ -50,10 +50,10 @@ argument           default (environment)   meaning
                                            its calls stay there where that beat the
                                            device's measured best case
                                            (``runtime/cost.py``); 'off': never
-``functions``      THEANO_OCL_FUNCTIONS    float32 log, log1p and expm1 in kernels:
+``functions``      THEANO_OCL_FUNCTIONS    float32 log, log1p, expm1, tanh, float64 tanh:
                    =auto                   'own' (``scalar/own_functions.py``: arithmetic
-                                           a CPU compiler vectorizes, at most 1, 1.5 and
-                                           2.5 ulp), 'builtin' (OpenCL's), 'auto': own on
+                                           a CPU compiler vectorizes, at most 1, 1.5,
+                                           2.5, 1.5 ulp), 'builtin' (OpenCL's), 'auto': own on
                                            PoCL's CPU devices (its builtins run one
                                            element at a time), builtin elsewhere
 ``host_math``      THEANO_OCL_HOST_MATH    how the host's VM computes elementwise tanh,

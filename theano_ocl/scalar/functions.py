@@ -48,10 +48,14 @@ def _function(name):
         if c.od not in FLOATS:
             raise NoDeviceImplementation("%s with output dtype %s: expected a float "
                                          "output" % (op, c.od))
+        # (the device's build picks the own or the builtin version: own_functions.py)
         if name in own_functions.NAMES and c.T == 'float':
-            # (the device's build picks the own or the builtin version: own_functions.py)
             c.gen.helper('th_float_functions', string.Template(own_functions.SOURCE))
             return c.set('%s(%s)' % (own_functions.NAMES[name], c.x(0)))
+        if name in own_functions.DOUBLE_NAMES and c.T == 'double':
+            c.gen.helper('th_double_functions', string.Template(own_functions.DOUBLE_SOURCE),
+                         'double')
+            return c.set('%s(%s)' % (own_functions.DOUBLE_NAMES[name], c.x(0)))
         return c.set('%s(%s)' % (name, c.x(0)))
     return code
 
