@@ -16,10 +16,10 @@ the build counters (``theano_ocl.kernel_cache_info()``).
 * Programs build quietly: the kernels are generated, so a compiler's warning is nothing
   a user can act on. With OpenCL's ``-w`` (PoCL's compiler printed its warnings straight
   to the process's standard error: on AVX2 hosts one for each 16-wide vector its builtins
-  take, 23 lines for the four reductions of ``bench --quick``, 2026-12-02), and without
-  pyopencl's ``CompilerWarning`` for a build whose log is not empty (NVIDIA's driver
-  logs in spite of ``-w``: some thousand of them in the test suite on the H200). A failed
-  build's error and log are unaffected (``errors.KernelBuildError``).
+  take, 2 to 23 a program for the four reductions of ``bench --quick``, 2026-12-02), and
+  without pyopencl's ``CompilerWarning`` for a build whose log is not empty (NVIDIA's
+  driver logs in spite of ``-w``: some thousand of them in the test suite on the H200).
+  A failed build's error and log are unaffected (``errors.KernelBuildError``).
   ``THEANO_OCL_KERNEL_WARNINGS=1`` shows them again.
 * The variables are read when the first function is linked (``runtime.settings``: a
   value they do not take raises ``SettingError`` naming it there).

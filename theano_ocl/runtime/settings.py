@@ -53,9 +53,9 @@ argument           default (environment)   meaning
 ``functions``      THEANO_OCL_FUNCTIONS    float32 log, log1p, expm1, tanh, float64 tanh:
                    =auto                   'own' (``scalar/own_functions.py``: arithmetic
                                            a CPU compiler vectorizes, at most 1, 1.5,
-                                           2.5, 1.5 ulp), 'builtin' (OpenCL's), 'auto': own on
-                                           PoCL's CPU devices (its builtins run one
-                                           element at a time), builtin elsewhere
+                                           2.5, 1.5 ulp), 'builtin' (OpenCL's), 'auto':
+                                           own on PoCL's CPU devices (its builtins run
+                                           one element at a time), builtin elsewhere
 ``host_math``      THEANO_OCL_HOST_MATH    how the host's VM computes elementwise tanh,
                    =auto                   exp, log ... over 1,024 elements or more:
                                            'numpy' (NumPy's vector functions, 4-30x
