@@ -38,12 +38,12 @@ def merged_source(keys, slots, views, uniform=None, forward=None, opaque=False, 
     the (launch, output) of an earlier launch that computes input ``o`` of launch ``k``
     element for element, whose value it takes as a store and a load would give it
     (through an ``opq`` argument where ``opaque``: :func:`_opaque`); ``guard``: the range
-    may be longer than the elements (``runtime.plans.exact``). None where their support
-    code differs (it could define a name twice)."""
-    supports = {k[0] for k in keys if k[0]}
-    if len(supports) > 1:
-        return None
-    support = supports.pop() if supports else ''
+    may be longer than the elements (``runtime.plans.exact``). Their support code is
+    each launch's distinct one in turn: every helper in it is guarded by its own macro
+    (``scalar.codegen``), so one that two define is defined once, first where it was
+    first needed (a float64 ``tanh`` launch's own-function helper beside launches with
+    none: apart from this, such launches did not merge)."""
+    support = '\n'.join(dict.fromkeys(k[0] for k in keys if k[0]))
     ops = []
     for q, ((_, body, out_dtypes, in_dtypes, ndim, contig), slot) in enumerate(zip(keys, slots)):
         nout = len(out_dtypes)
@@ -109,14 +109,11 @@ def merge_launches(ctx, launches):
     opaque = _opaque(keys, forward)
     n = launches[0].batch.n
     gsize, lsize = launch_geometry(ctx.dev, n)
-    rendered = merged_source(keys, tuple(slots),
-                             tuple(tuple(v) for v in views),
-                             uniform if any(any(u) for u in uniform) else None,
-                             forward if any(any(f) for f in forward) else None, opaque,
-                             not exact(gsize, n))
-    if rendered is None:
-        return None
-    src, name = rendered
+    src, name = merged_source(keys, tuple(slots),
+                              tuple(tuple(v) for v in views),
+                              uniform if any(any(u) for u in uniform) else None,
+                              forward if any(any(f) for f in forward) else None, opaque,
+                              not exact(gsize, n))
     args = [np.int64(n)]
     for p in launches:
         args.extend(np.int64(s) for s in p.batch.head)
