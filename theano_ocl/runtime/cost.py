@@ -569,11 +569,11 @@ def _measure_function(dev, name, dtype):
     ctype = 'float' if dtype == 'float32' else 'double'
     # (the functions as the kernels call them: float32 log, log1p, expm1, tanh and float64
     # tanh by the versions the device's build chooses, scalar/own_functions.py)
-    calls = own_functions.NAMES if ctype == 'float' else own_functions.DOUBLE_NAMES
+    _, source, calls = own_functions.BY_TYPE[ctype]
     kernel = '__kernel void k_%(f)s(__global const %(t)s *x, __global %(t)s *y) {\n' \
              '    const size_t i = get_global_id(0); y[i] = %(c)s(x[i]); }\n'
-    src = ('#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' + own_functions.DOUBLE_SOURCE
-           if ctype == 'double' else own_functions.SOURCE) + \
+    src = ('#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n' if ctype == 'double' else '') + \
+        source + \
         ''.join(kernel % dict(t=ctype, f=f, c=calls.get(f, f)) for f in builtin_names()) + \
         '__kernel void k_copy(__global const %(t)s *x, __global %(t)s *y) {\n' \
         '    const size_t i = get_global_id(0); y[i] = x[i]; }\n' % dict(t=ctype)

@@ -49,13 +49,10 @@ def _function(name):
             raise NoDeviceImplementation("%s with output dtype %s: expected a float "
                                          "output" % (op, c.od))
         # (the device's build picks the own or the builtin version: own_functions.py)
-        if name in own_functions.NAMES and c.T == 'float':
-            c.gen.helper('th_float_functions', string.Template(own_functions.SOURCE))
-            return c.set('%s(%s)' % (own_functions.NAMES[name], c.x(0)))
-        if name in own_functions.DOUBLE_NAMES and c.T == 'double':
-            c.gen.helper('th_double_functions', string.Template(own_functions.DOUBLE_SOURCE),
-                         'double')
-            return c.set('%s(%s)' % (own_functions.DOUBLE_NAMES[name], c.x(0)))
+        helper, source, calls = own_functions.BY_TYPE.get(c.T, (None, None, {}))
+        if name in calls:
+            c.gen.helper(helper, string.Template(source), c.T)
+            return c.set('%s(%s)' % (calls[name], c.x(0)))
         return c.set('%s(%s)' % (name, c.x(0)))
     return code
 

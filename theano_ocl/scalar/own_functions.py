@@ -133,6 +133,10 @@ static inline __attribute__((always_inline)) double th_tanh_d(double x)
 #endif
 '''
 
+#: C type -> (the kernel helper's name, its source, builtin name -> the function called)
+BY_TYPE = {'float': ('th_float_functions', SOURCE, NAMES),
+           'double': ('th_double_functions', DOUBLE_SOURCE, DOUBLE_NAMES)}
+
 
 def used(settings, dev):
     """Whether kernels built for ``dev`` under ``settings`` use the own versions."""
