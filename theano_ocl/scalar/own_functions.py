@@ -26,11 +26,15 @@ keeps the builtins on GPUs); OpenCL's full profile allows 3, 2 and 3.
   in float, ``x^37`` in double: the rest is below 1/16 ulp there), ``|x| + |x| z p(z)``,
   ``z = x^2``, the large term exact; beyond, ``1 - 2 / (exp(2|x|) + 1)`` (the quotient is
   at most half the result, so ``exp``'s error is not magnified; an overflowing ``exp``
-  gives 1); either with ``x``'s sign (so that -0 stays -0). PoCL 3.1 on an AVX2 host (``pthread-haswell``, the 2-core
-  EPYC, 2026-12-02) ran its builtin ``tanh`` one element at a time: 368,640 float32 in
-  3.8-4.5 ms, float64 5.2 ms, against 0.47 ms (float32) and 1.5 ms (float64) for ``exp``;
-  on AVX-512 hosts (``pthread-skylake-avx512``) its builtin was vectorized (256,000
-  float32 in 137 us by events on the 2-core Xeon, 2026-12-02).
+  gives 1); either with ``x``'s sign (so that -0 stays -0). Its error: within 1.43 ulp
+  (float32) and 1.44 (float64) with PoCL's exp, 1.62 and 1.52 with NVIDIA's (the H200);
+  above 0.55 at most 1.25 ulp plus 0.65 times the device's exp error.
+  PoCL's builtin ``tanh`` is slower everywhere it was measured (the same calls, one
+  process, 2026-12-02): on an AVX2 host (PoCL 3.1 ``pthread-haswell``, the 2-core EPYC)
+  it ran one element at a time, 368,640 float32 in 3.8-4.5 ms against the own 0.8-1.0 ms
+  (float64: 5.2 against 1.9-3.0 ms); on the H200's 16-core AVX-512 Xeon (PoCL 5.0) it is
+  vectorized, and a million float32 took 1.22 ms against the own 0.98 (float64 1.65
+  against 1.32; there the own log, log1p and expm1 were 2.4x, 1.7x and 1.1x faster too).
 
 The ``functions`` setting chooses: ``'own'``, ``'builtin'``, or ``'auto'`` (own on PoCL's
 CPU devices). A kernel's source carries both; the device's build defines ``MACRO`` where
