@@ -25,9 +25,11 @@ def ocl_mode():
     return theano_ocl.OCLMode()
 
 
-def compile_both(inputs, outputs, updates=None, excluding=(), **kwargs):
-    """(Theano C function, OCL function); ``excluding``: optimizations both leave out."""
-    mode_c, mode_o = theano.compile.mode.get_mode('FAST_RUN'), ocl_mode()
+def compile_both(inputs, outputs, updates=None, excluding=(), reference='FAST_RUN', **kwargs):
+    """(reference function, OCL function): the reference by Theano C, or by ``reference``
+    (a mode: ``Mode(linker='py')`` where Theano C's own code is wrong); ``excluding``:
+    optimizations both leave out."""
+    mode_c, mode_o = theano.compile.mode.get_mode(reference), ocl_mode()
     if excluding:
         mode_c, mode_o = mode_c.excluding(*excluding), mode_o.excluding(*excluding)
     f_c = theano.function(inputs, outputs, updates=updates, mode=mode_c, **kwargs)
@@ -49,14 +51,17 @@ def assert_close(got, want, dtype=None, rtol=None, atol=None, what='output'):
 
 
 def assert_matches_c(inputs, outputs, values, updates=None, rtol=None, atol=None,
-                   device_only=True, calls=2, excluding=(), names=None, **kwargs):
-    """Compile with Theano C and with OCL, call both ``calls`` times, compare every output.
+                   device_only=True, calls=2, excluding=(), names=None, reference='FAST_RUN',
+                   **kwargs):
+    """Compile with Theano C (or ``reference``: :func:`compile_both`) and with OCL, call
+    both ``calls`` times, compare every output.
 
     ``device_only``: also assert no node fell back to the host; ``names``: the outputs'
     names in failure messages (default 'output K').
     Returns the OCL function.
     """
-    f_c, f_o = compile_both(inputs, outputs, updates=updates, excluding=excluding, **kwargs)
+    f_c, f_o = compile_both(inputs, outputs, updates=updates, excluding=excluding,
+                            reference=reference, **kwargs)
     if device_only:
         fb = theano_ocl.fallback_nodes(f_o)
         assert not fb, 'nodes fell back to the host: %s' % [str(n) for n in fb]

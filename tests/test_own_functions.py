@@ -56,6 +56,17 @@ def _ulps(got, want):
     return err
 
 
+def _ulps64(got, want):
+    """|got - want| in units of the last place of long double ``want`` rounded to float64
+    (0 where ``got`` is that value or both are NaN)."""
+    w = want.astype(np.float64)
+    with np.errstate(invalid='ignore', over='ignore'):
+        err = (np.abs(got.astype(np.longdouble) - want) /
+               np.spacing(np.abs(w)).astype(np.longdouble)).astype(np.float64)
+    err[(got == w) | (np.isnan(got) & np.isnan(w))] = 0
+    return err
+
+
 def _exp_error(x, dtype='float32'):
     """The largest error in ulps of the device's exp over ``x`` (float32 against numpy's
     float64 exp, float64 against its long double one)."""
@@ -63,14 +74,9 @@ def _exp_error(x, dtype='float32'):
     f = theano.function([v], T.exp(v), mode=theano_ocl.OCLMode(cost_model='off'))
     x = x.astype(dtype)
     with np.errstate(all='ignore'):
-        got = f(x)
         if dtype == 'float32':
-            return float(_ulps(got, np.exp(x.astype(np.float64))).max())
-        want = np.exp(x.astype(np.longdouble))
-        w = want.astype(np.float64)
-        err = np.abs(got.astype(np.longdouble) - want) / np.spacing(np.abs(w)).astype(np.longdouble)
-    err[(got == w) | (np.isnan(got) & np.isnan(w))] = 0
-    return float(np.nanmax(err.astype(np.float64)))
+            return float(_ulps(f(x), np.exp(x.astype(np.float64))).max())
+        return float(np.nanmax(_ulps64(f(x), np.exp(x.astype(np.longdouble)))))
 
 
 def _own_tanh_limit(x, dtype):
@@ -147,10 +153,7 @@ def test_float64_tanh_against_the_correctly_rounded_value(setting):
     got = f(x)
     want = np.tanh(x.astype(np.longdouble))
     w = want.astype(np.float64)
-    with np.errstate(invalid='ignore'):
-        err = (np.abs(got.astype(np.longdouble) - want) /
-               np.spacing(np.abs(w)).astype(np.longdouble)).astype(np.float64)
-    err[(got == w) | (np.isnan(got) & np.isnan(w))] = 0
+    err = _ulps64(got, want)
     worst = int(np.nanargmax(err))
     limit = _own_tanh_limit(x, 'float64') if setting == 'own' else BUILTIN_ULPS['tanh']
     assert not np.isnan(err).any() and err.max() <= limit, \

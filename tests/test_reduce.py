@@ -304,21 +304,14 @@ def test_fast_ops(traits, dtype, shape_id):
     v = rand(shape, dtype, low=-2, high=2)
     if dtype.startswith('float'):
         v = (v * (np.abs(v) > 1.5) + np.sign(v)).astype(dtype)     # products stay finite
-    outs = _op_outputs(x, dtype)
-    if dtype == 'uint64':
-        # Theano C's min over uint64 is wrong: Theano computes it as (2^64 - 1) -
-        # max((2^64 - 1) - x), and its C code gives 2^64 - 1 for min over [0, 1, 2]
-        # (its Python implementation, NumPy's, 0); the reference is Theano's Python
-        # backend, against which every output is compared
-        py = theano.compile.Mode(linker='py', optimizer='fast_run')
-        want = theano.function([x], outs, mode=py)(v)
-        got = theano.function([x], outs, mode=theano_ocl.OCLMode())(v)
-        for k, (g, w) in enumerate(zip(got, want)):
-            assert_close(g, w, what='output %d' % k)
-    else:
-        assert_matches_c([x], outs, [v], device_only=False,
-                         rtol=1e-2 if dtype == 'float16' else 1e-5,
-                         atol=1e-2 if dtype == 'float16' else None)
+    # (uint64: Theano C's min is wrong -- Theano computes it as (2^64 - 1) - max((2^64 - 1)
+    # - x), and its C code gives 2^64 - 1 for min over [0, 1, 2] where its Python
+    # implementation, NumPy's, gives 0 -- so the reference is Theano's Python backend)
+    reference = theano.compile.Mode(linker='py', optimizer='fast_run') \
+        if dtype == 'uint64' else 'FAST_RUN'
+    assert_matches_c([x], _op_outputs(x, dtype), [v], device_only=False,
+                     rtol=1e-2 if dtype == 'float16' else 1e-5,
+                     atol=1e-2 if dtype == 'float16' else None, reference=reference)
     assert {'rows', 'cols'} <= {g.mode for g in planned}, planned
 
 
