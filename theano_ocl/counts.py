@@ -49,6 +49,13 @@ def stats(f):
                           the ``plain_runs`` left to Theano's ``Scan.execute`` (a
                           ``while`` condition, updated shared variables ...); None
                           before the host's VM is linked
+    ``host_in_place``     where Theano's VM runs calls on the host and nodes overwrite
+                          shared variables in place (``runtime/host_tail.py``): the calls
+                          that wrote them ``in_place``, those that ``copied`` them first
+                          (new shapes for the writing nodes), and ``why_not`` (None, or why
+                          every call copies: a node that can fail for its values, one that
+                          runs Python code ...); None where nothing is overwritten or
+                          before the host's VM is linked
     ``host_inputs``       {Apply node: input positions it reads as host values (sizes,
                           indices, shape checks)} for the device nodes that read any
     ``fused``             one ``(node, into, stored)`` per device node with no launch of
@@ -129,6 +136,7 @@ def stats(f):
     out['host_kept_bytes'] = fn.host_kept_bytes
     out['host_math'] = fn.host_math
     out['host_scan'] = fn.host_scan
+    out['host_in_place'] = fn.host_in_place
     last = fn.last_call
     out['last_call'] = None if last is None else dict(
         steady=last[0], uploads=last[1], upload_bytes=last[2], upload_transfers=last[3])

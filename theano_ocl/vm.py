@@ -436,6 +436,15 @@ class OCLFunction(object):
         scans, runs, plain = tier.scan_counts
         return dict(scans=scans, runs=runs, plain_runs=plain)
 
+    @property
+    def host_in_place(self):
+        """``theano_ocl.stats(f)['host_in_place']``."""
+        tier = self._host_tier
+        if tier is None or tier.tail is None:
+            return None
+        done, copied = tier.in_place_counts_now()
+        return dict(in_place=done, copied=copied, why_not=tier.in_place_why_not())
+
     def _tier(self):
         if self._host_tier is None:
             prog = self._rc.program

@@ -22,6 +22,7 @@ settings (``fuse``, ``epilogues``: ``runtime.settings``).
 from ..runtime import settings
 from ..runtime.dispatch import dispatch_s
 from ..runtime.context import provide
+from ..runtime.host_tail import alias_root
 from .elemwise import Deferred, ElemwiseImpl, Fused
 
 
@@ -46,19 +47,6 @@ def fusable(impl):
             and impl.out_dtypes[0] != 'float16'
             and not any(v.type.dtype.startswith('complex')
                         for v in impl.node.inputs + impl.node.outputs))
-
-
-def alias_root(var):
-    """The variable whose storage ``var`` views or was computed in place over."""
-    while var.owner is not None:
-        op = var.owner.op
-        k = var.owner.outputs.index(var)
-        src = (getattr(op, 'view_map', None) or {}).get(k) or \
-            (getattr(op, 'destroy_map', None) or {}).get(k)
-        if not src:
-            return var
-        var = var.owner.inputs[src[0]]
-    return var
 
 
 def destroyed_inputs(node):

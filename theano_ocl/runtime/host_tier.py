@@ -10,8 +10,9 @@ intermediate and the function's own input and output cells.
 Two things differ from Theano's own function, both for the all-or-nothing contract
 (runtime/commit.py): the VM applies no update itself (the new values are committed in one
 step after every node ran), and a shared variable a node would destroy in place is handed a
-private copy before each call, so that a call failing half-way (an IndexError, Ctrl-C)
-leaves every shared variable as it was.
+private copy, so that a call failing half-way (an IndexError, Ctrl-C) leaves every shared
+variable as it was -- unless the nodes that write in place run last and provably cannot
+fail or be interrupted part way (``runtime/host_tail.py``): then no copy is made.
 
 Which frames it may take is the ``host_tier`` setting. A device computes floats with its own
 rounding (fused multiply-adds, its own ``exp``), so a float function handed to Theano's VM at
@@ -28,7 +29,7 @@ import time
 
 import numpy as np
 
-from . import commit, faults, host_math, host_scan
+from . import commit, faults, host_math, host_scan, host_tail
 
 # scalar ops of an elementwise node that reproduce bits of their inputs (or round once,
 # as every IEEE implementation does: a cast), whichever side computes them
@@ -124,10 +125,7 @@ class HostTier(object):
         self.numpy_math = host_math.use(math)
         self.math_counts = [0, 0]
         self.scan_counts = [0, 0, 0]
-        destroyed = set()
-        for node in fgraph.apply_nodes:
-            for js in (getattr(node.op, 'destroy_map', None) or {}).values():
-                destroyed.update(node.inputs[j] for j in js)
+        destroyed = host_tail.destroyed_roots(fgraph)
         cells = []
         # (an input a node destroys, shared or given as mutable: a run that commits
         # nothing, the cost model's or a probe, must leave it as it was)
@@ -154,6 +152,11 @@ class HostTier(object):
         self.update_outputs = prog.update_outputs
         self.residents = list(prog.residents.values())
         self.calls = 0
+        privates = [var for var in fgraph.inputs if var in destroyed]
+        self.tail = host_tail.Tail(fgraph, privates) if privates and self.updates else None
+        self.in_place = None
+        self.in_place_counts = [0, 0]
+        self.last_why_not = None   # (of the VMs linked before: stats)
         self._link(keep=True)
 
     def _link(self, keep):
@@ -170,9 +173,25 @@ class HostTier(object):
         self.math_counts[0] = self.scan_counts[0] = 0     # (counted again)
         linker.tier = self
         linker = linker.accept(fgraph, no_recycling=self.fresh)
-        fn, _, _, thunks, order = linker.make_all(input_storage=self.cells,
-                                                  output_storage=self.output_cells,
-                                                  storage_map=storage_map)
+        if self.in_place is not None:
+            for k, n in enumerate(self.in_place.counts):
+                self.in_place_counts[k] += n
+        self.in_place = None
+        tail = self.tail if keep and self.tail is not None and self.tail.why_not is None \
+            else None
+        linker.in_place_tail = tail
+        if tail is not None:
+            fgraph.attach_feature(tail)      # (its orderings: the head first, then the tail)
+        try:
+            fn, _, _, thunks, order = linker.make_all(input_storage=self.cells,
+                                                      output_storage=self.output_cells,
+                                                      storage_map=storage_map)
+        finally:
+            if tail is not None:
+                fgraph.remove_feature(tail)
+        made = linker.in_place_made
+        if made is not None and type(fn).__name__ == 'CVM':
+            self.in_place = made        # (Theano's C loop: no Python between C thunks)
         self.fn = fn
         self.storage_map = storage_map
         self.order = order
@@ -210,8 +229,15 @@ class HostTier(object):
         upd_cells = tuple(cell for _, cell in self.updates)
         targets = tuple((self.prog.input_cells[i], self.prog.residents.get(i))
                         for i, _ in self.updates)
+        in_place = self.in_place
         new = [None]        # the values the journal's action writes: one call's, set first
-        journal = commit.Journal([_host_commit(targets, new)]) if upd_cells else None
+        # (the new values taken before any is written: an update may read another input's
+        # cell, as chained default updates do)
+        journal = commit.Journal([
+            host_tail.taker(upd_cells, new, in_place.marker if in_place else None),
+            _host_commit(targets, new)]) if upd_cells else None
+        if in_place is not None:
+            in_place.journal, in_place.new = journal, new
         pending = commit.pending
 
         tier, keeps = self, self.keeps
@@ -229,21 +255,38 @@ class HostTier(object):
             for res in residents:
                 if res.newer:              # (device_newer without the property: per call)
                     res.sync_to_host()
-            for cell, copy in private:
-                value = cell[0]
-                copy[0] = value.copy() if isinstance(value, np.ndarray) else value
+            if in_place is None:
+                for cell, copy in private:
+                    value = cell[0]
+                    copy[0] = value.copy() if isinstance(value, np.ndarray) else value
+                new[0] = None
+            else:
+                in_place.arm()              # (copies at the boundary, where it must)
             if faults.hook is not None:
                 faults.at('host tier run')
-            fn()
+            if in_place is None:
+                fn()
+            else:
+                try:
+                    if in_place.head_empty:
+                        in_place.guard()
+                    fn()
+                except BaseException:
+                    in_place.done(False)
+                    if in_place.passed:     # (published: the tail ran whole, or not at all)
+                        journal.run()
+                        commit.forget(journal)
+                    raise
+                in_place.done(True)
             outputs = [None if is_update else cell[0] for cell, is_update in out_spec]
             if journal is not None:
-                # (the new values taken before any is written: an update may read another
-                # input's cell, as chained default updates do)
-                new[0] = [cell[0] for cell in upd_cells]
-                if faults.hook is not None:
+                if in_place is None or not in_place.passed:
+                    if faults.hook is not None:
+                        faults.at('host tier commit')
+                    journal.done = 0
+                    pending.append(journal)          # the commit point (runtime/commit.py)
+                elif faults.hook is not None:
                     faults.at('host tier commit')
-                journal.done = 0
-                pending.append(journal)          # the commit point (runtime/commit.py)
                 journal.run()
                 commit.forget(journal)
             return outputs
@@ -283,6 +326,9 @@ class HostTier(object):
         return times
 
     def _prepare(self, where):
+        if self.in_place is not None:
+            self.in_place.armed = False
+            self.in_place.known = None   # (the tail may run here over other shapes)
         for res in self.residents:
             if res.device_newer:
                 res.sync_to_host()
@@ -298,6 +344,23 @@ class HostTier(object):
         outputs = [None if j in self.update_outputs else cell[0]
                    for j, cell in enumerate(self.output_cells)]
         return outputs, [(i, cell[0]) for i, cell in self.updates]
+
+    def in_place_counts_now(self):
+        """[calls whose tail wrote the shared values in place, calls that copied them]."""
+        counts = list(self.in_place_counts)
+        if self.in_place is not None:
+            counts = [a + b for a, b in zip(counts, self.in_place.counts)]
+        return counts
+
+    def in_place_why_not(self):
+        """None where the tail writes in place; else why every call copies."""
+        if self.in_place is not None:
+            return None
+        if self.tail.why_not is not None:
+            return self.tail.why_not
+        if not self.keeps:
+            return 'intermediates are freed after use'
+        return self.last_why_not or "Theano's VM is not its C loop"
 
     def error_task(self):
         """The index in ``prog.tasks`` of the node at which the VM's last run failed, or
@@ -322,6 +385,8 @@ def _host_linker(base):
         #: the ``HostTier`` linking (set on each instance): whether NumPy computes
         #: (``numpy_math``), and its ``math_counts``, ``scan_counts`` (``stats(f)``)
         tier = None
+        #: the tail to run in place (``runtime/host_tail.py``), and the path made for it
+        in_place_tail = in_place_made = None
 
         def make_vm(self, nodes, thunks, input_storage, output_storage, storage_map,
                     post_thunk_clear, computed, compute_map, updated_vars):
@@ -338,6 +403,14 @@ def _host_linker(base):
                 if scan is not None:
                     thunks[k] = scan.make_thunk(node, storage_map, compute_map,
                                                 self.no_recycling)
+            tail = self.in_place_tail
+            why = tail and tail.check_thunks(nodes, thunks, set(tier.fresh))
+            tier.last_why_not = why
+            if tail is not None and why is None:
+                made = self.in_place_made = host_tail.InPlace(tail, storage_map, tier.private)
+                if tail.boundary is not None:
+                    k = nodes.index(tail.boundary)
+                    thunks[k] = host_tail.wrap_boundary(thunks[k], made.guard)
             return super(Linker, self).make_vm(
                 nodes, thunks, input_storage, output_storage, storage_map,
                 post_thunk_clear, computed, compute_map, updated_vars)
@@ -373,6 +446,8 @@ def _host_commit(targets, new):
     in the order of ``targets``) into the shared variables' cells (their device copies are
     then stale). Writing them twice writes the same."""
     def action():
+        if new[0] is None:              # (the tail never ran: nothing to commit)
+            return
         for (cell, res), value in zip(targets, new[0]):
             cell[0] = value
             if res is not None:
