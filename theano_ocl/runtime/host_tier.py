@@ -403,10 +403,10 @@ def _host_linker(base):
                 if scan is not None:
                     thunks[k] = scan.make_thunk(node, storage_map, compute_map,
                                                 self.no_recycling)
-            tail = self.in_place_tail
-            why = tail and tail.check_thunks(nodes, thunks, set(tier.fresh))
-            tier.last_why_not = why
-            if tail is not None and why is None:
+            tail = self.in_place_tail           # (None for a Scan's inner function)
+            if tail is not None:
+                tier.last_why_not = tail.check_thunks(nodes, thunks, set(tier.fresh))
+            if tail is not None and tier.last_why_not is None:
                 made = self.in_place_made = host_tail.InPlace(tail, storage_map, tier.private)
                 if tail.boundary is not None:
                     k = nodes.index(tail.boundary)
