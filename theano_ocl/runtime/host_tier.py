@@ -280,13 +280,11 @@ class HostTier(object):
                 in_place.done(True)
             outputs = [None if is_update else cell[0] for cell, is_update in out_spec]
             if journal is not None:
-                if in_place is None or not in_place.passed:
-                    if faults.hook is not None:
-                        faults.at('host tier commit')
+                if faults.hook is not None:
+                    faults.at('host tier commit')
+                if in_place is None or not in_place.passed:   # (else published at the guard)
                     journal.done = 0
                     pending.append(journal)          # the commit point (runtime/commit.py)
-                elif faults.hook is not None:
-                    faults.at('host tier commit')
                 journal.run()
                 commit.forget(journal)
             return outputs
