@@ -38,11 +38,17 @@ def stats(f):
                           where they run, or under ``host_tier='any'``); None: never
                           (``host_tier='off'``, a collective, an input destroyed in place)
     ``host_math``         where Theano's VM runs calls on the host (the cost model's choice,
-                          the host tier), its elementwise nodes that NumPy's vector
-                          functions compute over 1,024 elements or more (``host_math``
+                          the host tier), its elementwise nodes that vector functions
+                          (NumPy's or glibc's libmvec) compute over 1,024 elements or more (``host_math``
                           setting, ``runtime/host_math.py``; Scans' inner functions
-                          included): ``nodes``, and ``runs`` of them so far; None before
-                          the host's VM is linked or where NumPy does not compute
+                          included): ``nodes``, ``runs`` of them so far, and the
+                          ``backend`` ('numpy' or 'libmvec'); None before the host's VM is
+                          linked or where Theano C's code computes them
+    ``host_thunks``       where Theano's VM runs calls on the host, its nodes given a
+                          faster thunk by an op family, per op name: ``Gemm``, ``Dot22``,
+                          ``Dot22Scalar`` calling NumPy's BLAS in Theano's C code
+                          (``ops/host_blas.py``; not under ``host_math='c'``); None
+                          before the host's VM is linked
     ``host_scan``         where Theano's VM runs calls on the host, its Scan nodes
                           (inner functions' included) given theano_ocl's loop
                           (``runtime/host_scan.py``): ``scans``, the loops it ``runs``,
@@ -136,6 +142,7 @@ def stats(f):
     out['host_kept_bytes'] = fn.host_kept_bytes
     out['host_math'] = fn.host_math
     out['host_scan'] = fn.host_scan
+    out['host_thunks'] = fn.host_thunks
     out['host_in_place'] = fn.host_in_place
     last = fn.last_call
     out['last_call'] = None if last is None else dict(

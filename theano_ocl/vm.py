@@ -423,9 +423,16 @@ class OCLFunction(object):
     def host_math(self):
         """``theano_ocl.stats(f)['host_math']``."""
         tier = self._host_tier
-        if tier is None or not tier.numpy_math:
+        if tier is None or not tier.math_backend:
             return None
-        return dict(nodes=tier.math_counts[0], runs=tier.math_counts[1])
+        return dict(nodes=tier.math_counts[0], runs=tier.math_counts[1],
+                    backend=tier.math_backend)
+
+    @property
+    def host_thunks(self):
+        """``theano_ocl.stats(f)['host_thunks']``."""
+        tier = self._host_tier
+        return None if tier is None else dict(tier.thunk_counts)
 
     @property
     def host_scan(self):

@@ -18,3 +18,4 @@ from . import bn  # noqa: F401
 from . import scan  # noqa: F401
 from . import gemm_search  # noqa: F401  (the tuner gemm_tune runs at first use)
 from . import collective  # noqa: F401
+from . import host_blas  # noqa: F401  (the host VM's Gemm / Dot22 on NumPy's BLAS)

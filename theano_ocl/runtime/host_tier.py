@@ -122,8 +122,12 @@ class HostTier(object):
     def __init__(self, prog, no_recycling=(), math='c'):
         fgraph = prog.fgraph
         self.prog = prog
-        self.numpy_math = host_math.use(math)
+        self.math_backend = host_math.backend(math)       # None: Theano C's code
+        self.math_loops = host_math.vector_loops(self.math_backend)
+        self.math_fast = host_math.fast_names(self.math_loops)
         self.math_counts = [0, 0]
+        self.thunk_counts = {}           # (op name -> nodes given a registered thunk)
+        self.c_bits = math == 'c'        # (Theano C's code for every node: its bits)
         self.scan_counts = [0, 0, 0]
         destroyed = host_tail.destroyed_roots(fgraph)
         cells = []
@@ -171,6 +175,7 @@ class HostTier(object):
         linker = _host_linker(type(base))(allow_gc=not keep, use_cloop=base.use_cloop,
                                           lazy=base.lazy)
         self.math_counts[0] = self.scan_counts[0] = 0     # (counted again)
+        self.thunk_counts.clear()
         linker.tier = self
         linker = linker.accept(fgraph, no_recycling=self.fresh)
         if self.in_place is not None:
@@ -373,15 +378,35 @@ class HostTier(object):
         return -1
 
 
+#: op class name -> makers of a faster thunk for the host's VM, registered by op families
+#: (``ops/host_blas.py``): ``maker(node, storage_map, compute_map, no_recycling)`` returns
+#: a thunk over the same storage cells, or None (Theano's own thunk stays)
+_THUNK_MAKERS = {}
+
+
+def register_thunk_maker(op_names, maker):
+    """Have the host's VM run the nodes of ops named ``op_names`` by ``maker``'s thunks."""
+    for name in op_names:
+        _THUNK_MAKERS.setdefault(name, []).append(maker)
+
+
+def _registered_thunk(node, storage_map, compute_map, no_recycling):
+    for maker in _THUNK_MAKERS.get(type(node.op).__name__, ()):
+        made = maker(node, storage_map, compute_map, no_recycling)
+        if made is not None:
+            return made
+    return None
+
+
 @functools.lru_cache(maxsize=None)
 def _host_linker(base):
-    """Theano's VM linker ``base`` for the host's VM: with ``numpy_math`` its elementwise
-    nodes computing a vector function of NumPy's run NumPy's program over enough elements
-    (``runtime/host_math.py``); its Scan nodes run a copy of their op whose inner function
+    """Theano's VM linker ``base`` for the host's VM: with a ``math_backend`` its
+    elementwise nodes computing one of its vector functions run its program over enough
+    elements (``runtime/host_math.py``); its Scan nodes run a copy of their op whose inner function
     this linker links and whose loop is ``runtime/host_scan.py``'s."""
     class Linker(base):
-        #: the ``HostTier`` linking (set on each instance): whether NumPy computes
-        #: (``numpy_math``), and its ``math_counts``, ``scan_counts`` (``stats(f)``)
+        #: the ``HostTier`` linking (set on each instance): which vector functions compute
+        #: (``math_backend``), and its ``math_counts``, ``scan_counts`` (``stats(f)``)
         tier = None
         #: the tail to run in place (``runtime/host_tail.py``), and the path made for it
         in_place_tail = in_place_made = None
@@ -391,10 +416,18 @@ def _host_linker(base):
             tier = self.tier
             counts = tier.math_counts
             for k, node in enumerate(nodes):
-                program = host_math.plan(node) if tier.numpy_math else None
+                made = None if tier.c_bits else _registered_thunk(
+                    node, storage_map, compute_map, self.no_recycling)
+                if made is not None:
+                    thunks[k] = made
+                    tier.thunk_counts[type(node.op).__name__] = \
+                        tier.thunk_counts.get(type(node.op).__name__, 0) + 1
+                    continue
+                program = (host_math.plan(node, tier.math_fast) if tier.math_backend
+                           else None)
                 if program is not None:
                     thunks[k] = host_math.thunk(node, storage_map, compute_map, thunks[k],
-                                                program, counts)
+                                                program, counts, tier.math_loops)
                     counts[0] += 1
                     continue
                 scan = _host_scan(node.op, self)

@@ -60,10 +60,12 @@ argument           default (environment)   meaning
                    =auto                   exp, log ... over 1,024 elements or more:
                                            'numpy' (NumPy's vector functions, 4-30x
                                            faster than C's; results within a few ulp
-                                           of Theano C's), 'c' (Theano C's code: its
+                                           of Theano C's), 'libmvec' (glibc's vector
+                                           math in loops built for this CPU: 2-12x,
+                                           within a few ulp), 'c' (Theano C's code: its
                                            bits), 'auto': numpy where NumPy has them
-                                           (AVX-512), c elsewhere
-                                           (``runtime/host_math.py``)
+                                           (AVX-512), else libmvec where it builds, else
+                                           c (``runtime/host_math.py``)
 ``pinned``         THEANO_OCL_PINNED=gpu   host outputs of 64 KiB or more are downloaded
                                            into page-locked memory (``runtime/pinned.py``):
                                            'gpu' on GPUs, 'always', 'off'
@@ -205,8 +207,8 @@ SPECS = collections.OrderedDict([
                                                               bools=('on', 'off')))),
     ('functions', Spec('THEANO_OCL_FUNCTIONS', 'auto', choice('auto', 'own', 'builtin',
                                                               empty='auto'))),
-    ('host_math', Spec('THEANO_OCL_HOST_MATH', 'auto', choice('auto', 'numpy', 'c',
-                                                              empty='auto'))),
+    ('host_math', Spec('THEANO_OCL_HOST_MATH', 'auto', choice('auto', 'numpy', 'libmvec',
+                                                              'c', empty='auto'))),
     ('pinned', Spec('THEANO_OCL_PINNED', 'gpu', choice('gpu', 'always', 'off'))),
     ('stage_inputs', Spec('THEANO_OCL_STAGE_INPUTS', 'gpu', choice('gpu', 'always', 'off'))),
     ('tune', Spec('THEANO_OCL_TUNE', 'auto', choice('auto', 'cached', 'off', empty='auto'))),
