@@ -9,8 +9,9 @@ Checked through the public API and ``theano_ocl.stats(f)['host_math']`` against 
 results within a few units in the last place over float32 and float64, broadcast, strided,
 reversed and transposed inputs, the sigmoid's limits, infinities and NaN; single-op nodes
 equal to Theano's own Python implementation (the same NumPy functions) to the bit under
-NumPy's backend, libmvec's within 4 ulp of the exact result; the same errors as Theano C for mismatched shapes; below 1,024 elements, and under ``host_math='c'``,
-Theano C's bits; a Scan's inner function the same way."""
+NumPy's backend, every libmvec function within 8 ulp of the exact result (specials as
+Theano C's); the same errors as Theano C for mismatched shapes; below 1,024 elements, and
+under ``host_math='c'``, Theano C's bits; a Scan's inner function the same way."""
 import numpy as np
 import pytest
 import theano

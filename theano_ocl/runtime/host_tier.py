@@ -400,10 +400,12 @@ def _registered_thunk(node, storage_map, compute_map, no_recycling):
 
 @functools.lru_cache(maxsize=None)
 def _host_linker(base):
-    """Theano's VM linker ``base`` for the host's VM: with a ``math_backend`` its
-    elementwise nodes computing one of its vector functions run its program over enough
-    elements (``runtime/host_math.py``); its Scan nodes run a copy of their op whose inner function
-    this linker links and whose loop is ``runtime/host_scan.py``'s."""
+    """Theano's VM linker ``base`` for the host's VM: nodes of an op an op family
+    registered a thunk maker for run its thunk (not under ``host_math='c'``); with a
+    ``math_backend`` its elementwise nodes computing one of its vector functions run its
+    program over enough elements (``runtime/host_math.py``); its Scan nodes run a copy of
+    their op whose inner function this linker links and whose loop is
+    ``runtime/host_scan.py``'s."""
     class Linker(base):
         #: the ``HostTier`` linking (set on each instance): which vector functions compute
         #: (``math_backend``), and its ``math_counts``, ``scan_counts`` (``stats(f)``)
