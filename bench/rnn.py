@@ -7,7 +7,9 @@ Default size: 16 inputs, 64 hidden, 4 outputs, 20 steps, batch 32, float64 (smal
 where a device Scan's per-step cost shows). Both backends start from the same parameters;
 their losses over the first timed steps must agree (relative 1e-9 in float64, 1e-4 in
 float32). ``--runs`` rounds of ``--iters`` training steps, the backends taking turns.
-``--profile`` prints theano_ocl's host time per scan step (cProfile of one round).
+``--profile`` prints theano_ocl's host time per scan step (cProfile of one round);
+``--variants SETTING=VALUE ...`` times theano_ocl with other settings beside it (e.g.
+``host_math=c``: Theano C's code and ops on the host's VM, its bits).
 Exit status 1 only when the losses disagree.
 """
 import argparse
@@ -58,6 +60,9 @@ def main():
     ap.add_argument('--pause', type=float, default=0.2)
     ap.add_argument('--busy', type=float, default=0.05)
     ap.add_argument('--profile', action='store_true')
+    ap.add_argument('--variants', nargs='*', default=[], metavar='SETTING=VALUE',
+                    help="theano_ocl with other settings beside it (host_math=c: Theano C's "
+                         "code and ops on the host's VM)")
     ap.add_argument('--json', default=None, help='write the run to this file')
     args = ap.parse_args()
     dev = theano_ocl.get_device(args.device)
@@ -68,8 +73,11 @@ def main():
     print('# %s | device: %s / %s (%d CUs)' % (datetime.date.today().isoformat(),
                                                dev.platform_name, dev.name, dev.compute_units))
     fns = {}
-    for name, mode in (('Theano C', 'FAST_RUN'),
-                       ('theano_ocl', theano_ocl.OCLMode(device=args.device))):
+    modes = [('Theano C', 'FAST_RUN'), ('theano_ocl', theano_ocl.OCLMode(device=args.device))]
+    for v in args.variants:
+        k, val = v.split('=')
+        modes.append(('theano_ocl ' + v, theano_ocl.OCLMode(device=args.device, **{k: val})))
+    for name, mode in modes:
         t0 = time.perf_counter()
         fns[name] = build_rnn(mode, args.inputs, args.hidden, args.outputs, args.dtype)
         print('# %s: compiled in %.1f s' % (name, time.perf_counter() - t0))
@@ -81,12 +89,16 @@ def main():
     y = rng.uniform(-1, 1, (args.batch, args.outputs)).astype(args.dtype)
     losses = {name: np.array([float(f(X, y)) for _ in range(3)]) for name, f in fns.items()}
     c = losses['Theano C']
-    rel = float(np.max(np.abs(losses['theano_ocl'] - c) / np.maximum(np.abs(c), 1e-12)))
+    rel = max(float(np.max(np.abs(v - c) / np.maximum(np.abs(c), 1e-12)))
+              for name, v in losses.items() if name != 'Theano C')
     tol = 1e-9 if args.dtype == 'float64' else 1e-4
     if args.profile:
         common.profile_scan_steps(f_ocl, (X, y), args.iters, 2 * args.steps)
     rounds = common.alternate_rounds(fns, args.runs, args.iters, args.pause, lambda k: (X, y))
     step, ratio = common.report_rounds(rounds, args.busy, 1.5)     # (issue 37's target)
+    for name in fns:
+        if name not in ('Theano C', 'theano_ocl'):
+            print('%s: %.2fx Theano C' % (name, step['Theano C'] / step[name]))
     ok = rel < tol
     print('losses over 3 steps agree within %.1e: %s' % (rel, 'OK' if ok else 'MISMATCH'))
     if args.json:
