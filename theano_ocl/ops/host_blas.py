@@ -144,7 +144,7 @@ _INIT = r'''
     Py_DECREF(tocl_ptrs);
 }
 '''
-_VERSION = (3,)
+_VERSION = (4,)
 
 
 class _NumpyBlas(object):
@@ -168,6 +168,14 @@ class _NumpyBlas(object):
 
     def c_init_code(self):
         return [_INIT]
+
+    #: the names Theano's gemm code gives the op's inputs, in order
+    c_input_names = ()
+
+    def c_code(self, node, name, inp, out, sub):
+        # (Theano's Dot22 / Dot22Scalar refuse C code without blas.ldflags)
+        names = dict(zip(self.c_input_names, inp), _zout=out[0])
+        return self.build_gemm_call() % dict(names, **sub)
 
     def c_code_cache_version(self):
         return _VERSION + (self.build_gemm_version(),)
@@ -207,49 +215,41 @@ class _NumpyBlas(object):
 
 
 class HostGemm(_NumpyBlas, tblas.Gemm):
+    c_input_names = ('_z', '_a', '_x', '_y', '_b')
     old_factor = ('((PyArray_DESCR(%(_b)s)->type_num == NPY_FLOAT) ? '
                   '(double)((float*)PyArray_DATA(%(_b)s))[0] : '
                   '((double*)PyArray_DATA(%(_b)s))[0])')
 
 
 class HostDot22(_NumpyBlas, tblas.Dot22):
-    def c_code(self, node, name, inp, out, sub):
-        _x, _y = inp
-        _zout, = out
-        return self.build_gemm_call() % dict(_x=_x, _y=_y, _zout=_zout, **sub)
+    c_input_names = ('_x', '_y')
 
 
 class HostDot22Scalar(_NumpyBlas, tblas.Dot22Scalar):
-    def c_code(self, node, name, inp, out, sub):
-        _x, _y, _a = inp
-        _zout, = out
-        return self.build_gemm_call() % dict(_x=_x, _y=_y, _a=_a, _zout=_zout, **sub)
+    c_input_names = ('_x', '_y', '_a')
 
 
-def _host_op(op):
-    name = type(op).__name__
-    if type(op) is tblas.Gemm:
-        return HostGemm(inplace=op.inplace)
-    if name == 'Dot22' and type(op) is tblas.Dot22:
-        return HostDot22()
-    if name == 'Dot22Scalar' and type(op) is tblas.Dot22Scalar:
-        return HostDot22Scalar()
-    return None
+# Theano's op type (exactly: not a subclass someone else made) -> the host's op
+_HOST_OPS = {tblas.Gemm: lambda op: HostGemm(inplace=op.inplace),
+             tblas.Dot22: lambda op: HostDot22(),
+             tblas.Dot22Scalar: lambda op: HostDot22Scalar()}
 
 
 def make_thunk(node, storage_map, compute_map, no_recycling):
     """The thunk of ``node`` (a real-valued ``Gemm``, ``Dot22`` or ``Dot22Scalar``) as its
     ``Host`` op compiles it, over the same storage cells; None where NumPy's BLAS is not
     found, the dtype is complex, or the build fails (the caller keeps Theano's thunk)."""
-    op = _host_op(node.op)
-    if op is None or pointers() is None:
+    make = _HOST_OPS.get(type(node.op))
+    if make is None or pointers() is None:
         return None
     if any(getattr(v.type, 'dtype', '') not in ('float32', 'float64')
            for v in node.inputs[:1] + node.outputs):
         return None
+    op = make(node.op)
     twin = Apply(op, list(node.inputs), [v.type() for v in node.outputs])
-    storage = dict(storage_map)
-    computed = dict(compute_map)
+    # (the node's own cells: the twin's outputs are the node's)
+    storage = {v: storage_map[v] for v in node.inputs}
+    computed = {v: compute_map[v] for v in node.inputs}
     for old, new in zip(node.outputs, twin.outputs):
         storage[new] = storage_map[old]
         computed[new] = compute_map[old]

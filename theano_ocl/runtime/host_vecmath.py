@@ -28,6 +28,8 @@ import tempfile
 import threading
 import warnings
 
+from . import kernel_cache
+
 #: NumPy's name of a function -> the C library's (float: with the suffix ``f``)
 C_NAMES = {'tanh': 'tanh', 'exp': 'exp', 'log': 'log', 'log1p': 'log1p', 'expm1': 'expm1',
            'exp2': 'exp2', 'log2': 'log2', 'log10': 'log10', 'sin': 'sin', 'cos': 'cos',
@@ -168,16 +170,7 @@ def _directory():
 
 def _build(path, src, cxx):
     """Compile ``src`` into ``path`` (atomically: a temporary file, then renamed)."""
-    directory = os.path.dirname(path)
-    for attempt in (0, 1):
-        os.makedirs(directory, exist_ok=True)
-        try:
-            work = tempfile.mkdtemp(prefix='tmp_build_', dir=directory)
-            break
-        except FileNotFoundError:
-            # Theano's ModuleCache.refresh removes empty directories of compiledir
-            if attempt:
-                raise
+    work = kernel_cache.temp_in(os.path.dirname(path), tempfile.mkdtemp, prefix='tmp_build_')
     try:
         c_file = os.path.join(work, 'vecmath.c')
         so_file = os.path.join(work, 'vecmath.so')

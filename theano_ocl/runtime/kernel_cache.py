@@ -132,6 +132,20 @@ def _mebibytes(value):
     return mb
 
 
+def temp_in(directory, make, **kw):
+    """``make(dir=directory, **kw)`` (``tempfile.mkstemp``, ``mkdtemp``) in a directory of
+    Theano's compiledir, created first, and again if it vanished: Theano's
+    ``ModuleCache.refresh`` removes empty directories of compiledir (between the makedirs
+    and the make)."""
+    for attempt in (0, 1):
+        os.makedirs(directory, exist_ok=True)
+        try:
+            return make(dir=directory, **kw)
+        except FileNotFoundError:
+            if attempt:
+                raise
+
+
 def default_directory():
     d = os.environ.get(ENV_DIR)
     if d:
@@ -193,16 +207,7 @@ class KernelCache(object):
         data = _encode(key, binary)
         tmp = None
         try:
-            for attempt in (0, 1):
-                os.makedirs(self.directory, exist_ok=True)
-                try:
-                    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX, dir=self.directory)
-                    break
-                except FileNotFoundError:
-                    # Theano's ModuleCache.refresh removes empty directories of compiledir
-                    # (between makedirs and mkstemp)
-                    if attempt:
-                        raise
+            fd, tmp = temp_in(self.directory, tempfile.mkstemp, prefix=_TMP_PREFIX)
             with os.fdopen(fd, 'wb') as f:
                 f.write(data)
             os.replace(tmp, self.path(key))
