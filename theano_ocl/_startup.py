@@ -225,13 +225,22 @@ _hook = None
 #: OpenBLAS worker threads spin this long (2^N cycles) before sleeping. OpenBLAS's default
 #: keeps them busy-waiting long after each call, which on a CPU OpenCL device takes the
 #: cores from PoCL's threads: the MLP 784-1000-1000-10 step on 2 cores went from 22.0 to
-#: 18.5-19.1 ms with 4 (Theano C: 22.2 -> 23.1 ms). Read when an OpenBLAS loads, so it is
-#: set before Theano imports scipy.linalg, and only when the user has not set it.
+#: 18.5-19.1 ms with 4 (Theano C: 22.2 -> 23.1 ms). Read when an OpenBLAS loads: set before
+#: Theano imports scipy.linalg, and applied to those loaded already (NumPy's, in a script
+#: importing numpy first: ``_openblas.py``); only when the user has not set it.
 OPENBLAS_THREAD_TIMEOUT = '4'
 
 
 def _quiet_openblas_threads():
-    os.environ.setdefault('OPENBLAS_THREAD_TIMEOUT', OPENBLAS_THREAD_TIMEOUT)
+    if 'OPENBLAS_THREAD_TIMEOUT' in os.environ:
+        return              # the user's value, or set here already (and applied then)
+    os.environ['OPENBLAS_THREAD_TIMEOUT'] = OPENBLAS_THREAD_TIMEOUT
+    try:
+        m = _sibling('_openblas')
+        if m is not None:
+            m.quiet_loaded()
+    except Exception:       # (never breaks an import: OpenBLAS keeps its default)
+        pass
 
 
 def install_hook():
@@ -440,6 +449,7 @@ def apply_theano_patches():
         if cp is not None:
             _wrap_add_config_var(cp)
         return False
+    _quiet_openblas_threads()
     _patch_live_config(theano)
     install_scan_hook()
     compat = theano_compat()
@@ -452,7 +462,7 @@ def apply_theano_patches():
 # the modules this one loads by file
 
 #: stdlib-only modules that run during Theano's import, next to this file
-SIBLINGS = ('_device_flags', '_theano_compat')
+SIBLINGS = ('_device_flags', '_theano_compat', '_openblas')
 
 
 def _sibling(name):
