@@ -195,6 +195,23 @@ def test_conv2d_and_grads(case, algorithm):
     assert all(word in i for i in impls), impls
 
 
+@pytest.mark.parametrize('kw', [
+    dict(border_mode='valid'),
+    dict(border_mode='half', subsample=(2, 3), filter_dilation=(1, 2)),
+    dict(border_mode=(0, 5), subsample=(1, 2)),
+    dict(border_mode='full', filter_dilation=(1, 3), num_groups=3),
+], ids=['valid', 'half-strided-dilated', 'padded-strided', 'full-dilated-groups'])
+def test_input_gradient_of_wide_rows(kw, monkeypatch):
+    """Rows wider than one of the CPU's col2im tiles (70 columns: tiles of 32, the last
+    partial), with strides, dilation and padding moving taps across the tiles' edges."""
+    setting(monkeypatch, 'conv', 'gemm')
+    G = kw.get('num_groups', 1)
+    x, w = T.ftensor4('x'), T.ftensor4('w')
+    gx = theano.grad((conv2d(x, w, **kw) ** 2).sum(), x)
+    assert_matches_c([x, w], [gx], [rand((2, 3, 5, 70), 'float32'),
+                                    rand((6, 3 // G, 3, 4), 'float32')], **TOL['float32'])
+
+
 def test_conv2d_non_contiguous_image(algorithm):
     """The image is a transposed, stepped view; the kernel a slice."""
     x, w = T.ftensor4('x'), T.ftensor4('w')

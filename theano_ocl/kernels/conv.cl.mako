@@ -12,7 +12,8 @@
 ##   'gradI'   bottom[n, c, h, w]    = sum over f, kh, kw of top * weights
 ##   'im2col'  col[(c, kh, kw), (n, oh, ow)] = bottom at that tap (0 in the padding)
 ##   'col2im'  bottom[n, c, h, w]    = sum over kh, kw of col at the taps reading (h, w)
-## (the last two bracket a GEMM: ops/conv.py)
+##   'col2im_rows' the same, one work-item per WT consecutive elements of a row (CPUs)
+## (the last three bracket a GEMM: ops/conv.py)
 ${support}
 #define G ${G}L
 #define KH ${kH}L
@@ -64,7 +65,7 @@ __kernel void ${name}(const long total, const long N, const long C, const long H
 % endif
                       , __global ${t} *out_p, const long out_off)
 {
-% if kind in ('im2col', 'col2im'):
+% if kind in ('im2col', 'col2im', 'col2im_rows'):
     /* a 3-d range: (column, row, the rest) -- one division per work-item */
     const long x0 = get_global_id(0), x1 = get_global_id(1), x2 = get_global_id(2);
 % else:
@@ -118,6 +119,33 @@ __kernel void ${name}(const long total, const long N, const long C, const long H
     if (h >= 0 && h < H && w >= 0 && w < W)
         acc = ${at('b', 'n', 'c', 'h', 'w')};
     out_p[out_off + (x2 * OH + oh) * OW + ow] = acc;
+% elif kind == 'col2im_rows':
+    /* x0: a tile of WT columns, x1: h, x2: c + C * n. Each tap (kh, kw) adds a run of
+       consecutive col elements (the row's ow) into the tile's partial sums; an output
+       element sums its taps in the order 'col2im' does, kh then kw */
+    const long w0 = x0 * ${WT}L, h = x1, c = x2 % C, n = x2 / C;
+    const long NP = N * OH * OW, wn = min(${WT}L, W - w0);
+    ${t} part[${WT}];
+    for (long j = 0; j < ${WT}L; j++)
+        part[j] = 0;
+    for (long kh = 0; kh < KH; kh++) {
+        const long th = h + PT - kh * DILH;
+        if (th < 0 || th % DH) continue;
+        const long oh = th / DH;
+        if (oh >= OH) continue;
+        __global const ${t} *row = col_p + col_off + (c * KH + kh) * KW * NP + (n * OH + oh) * OW;
+        for (long kw = 0; kw < KW; kw++, row += NP) {
+            /* the ow with w0 <= ow * DW - PL + kw * DILW < w0 + wn */
+            const long lo = w0 + PL - kw * DILW, hi = lo + wn - 1;
+            const long olo = lo <= 0 ? 0 : (lo + DW - 1) / DW;
+            const long ohi = hi < 0 ? 0 : min(OW, hi / DW + 1);
+            for (long ow = olo; ow < ohi; ow++)
+                part[ow * DW - lo] += row[ow];
+        }
+    }
+    __global ${t} *dst = out_p + out_off + (x2 * H + h) * W + w0;
+    for (long j = 0; j < wn; j++)
+        dst[j] = part[j];
 % else:
     /* x0: w, x1: h, x2: c + C * n */
     const long w = x0, h = x1, c = x2 % C, n = x2 / C;
@@ -125,7 +153,7 @@ __kernel void ${name}(const long total, const long N, const long C, const long H
     ${gradi_taps('acc += col_p[col_off + ((c * KH + kh) * KW + kw) * NP + (n * OH + oh) * OW + ow];')}
     out_p[out_off + (x2 * H + h) * W + w] = acc;
 % endif
-% if kind not in ('im2col', 'col2im'):
+% if kind not in ('im2col', 'col2im', 'col2im_rows'):
     out_p[out_off + gi] = acc;
 % endif
 }
