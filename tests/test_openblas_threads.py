@@ -32,7 +32,7 @@ rng = np.random.RandomState(0)
 a, b = rng.rand(300, 200), rng.rand(200, 250)
 before = timeouts()
 first = a.dot(b)                    # (NumPy's threads started with its own setting)
-import theano                       # the start-up hook runs here
+import theano_ocl, theano           # the start-up hook runs here (the .pth's, or theano_ocl's)
 import scipy.linalg.blas            # (a library loaded after it)
 after = timeouts()
 again = a.dot(b)                    # (its threads started again)
