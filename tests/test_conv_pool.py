@@ -212,6 +212,24 @@ def test_input_gradient_of_wide_rows(kw, monkeypatch):
                                     rand((6, 3 // G, 3, 4), 'float32')], **TOL['float32'])
 
 
+@pytest.mark.parametrize('view', ['swapped', 'stepped', 'reversed-rows'])
+def test_gradients_of_a_strided_top(view, algorithm):
+    """The top (the output gradient) as a view: batch and channel axes swapped (its rows
+    still contiguous), every other column, or its rows reversed."""
+    from theano.tensor.nnet import corr as tcorr
+    b, w = T.ftensor4('b'), T.ftensor4('w')
+    t = T.ftensor4('t')
+    top = {'swapped': t.dimshuffle(1, 0, 2, 3), 'stepped': t[:, :, :, ::2],
+           'reversed-rows': t[:, :, ::-1, :]}[view]
+    tshape = {'swapped': (4, 3, 5, 6), 'stepped': (3, 4, 5, 12),
+              'reversed-rows': (3, 4, 5, 6)}[view]
+    gw = tcorr.CorrMM_gradWeights()(b, top, shape=(3, 2))
+    gi = tcorr.CorrMM_gradInputs()(w, top, shape=(7, 7))
+    assert_matches_c([b, w, t], [gw, gi], [rand((3, 2, 7, 7), 'float32'),
+                                           rand((4, 2, 3, 2), 'float32'),
+                                           rand(tshape, 'float32')], **TOL['float32'])
+
+
 def test_conv2d_non_contiguous_image(algorithm):
     """The image is a transposed, stepped view; the kernel a slice."""
     x, w = T.ftensor4('x'), T.ftensor4('w')

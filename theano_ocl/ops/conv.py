@@ -217,6 +217,28 @@ def plan_conv(ctx, kind, geo, op, operands, out):
     ctx.launch(ctx.dev.build(src), name, gsize, lsize, args)
 
 
+def _copy_rows(ctx, dst, src):
+    """``dst[...] = src`` for (A, B, P) views of one dtype. On a CPU device, where runs of
+    P elements are contiguous in both, a work-item per run (``kernels/copy_rows.cl.mako``):
+    the elementwise copy computes every element's place from its index, 3-7x slower there
+    (LeNet's (128, 20, 576) float32 into (20, 128, 576): 2.1 ms against 0.45, the 2-core
+    EPYC's PoCL 3.1, 2026-12-02). Elsewhere ``ctx.copy``."""
+    isz = dst.itemsize
+    if not ctx.dev.is_cpu or dst.dtype != src.dtype or dst.size == 0 or \
+            dst.strides[2] != isz or src.strides[2] != isz:
+        ctx.copy(dst, src)
+        return
+    A, B, P = dst.shape
+    support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dst.dtype == np.float64 else ''
+    code, name = kernels.render('copy_rows.cl.mako', 'copy_rows', support=support,
+                                t=oscalar.ctype(dst.dtype))
+    args = [np.int64(A), np.int64(B), np.int64(P)]
+    for d in (src, dst):
+        args += [d, np.int64(d.strides[0] // isz), np.int64(d.strides[1] // isz)]
+    ctx.launch(ctx.dev.build(code), name, (B, A), planes_local(ctx.dev, (B, A), ROWS_GROUP),
+               args)
+
+
 def _fnp(d, geo):
     """A (N, F, OH, OW) C-contiguous array seen as (F, N, OH * OW)."""
     isz = d.itemsize
@@ -243,7 +265,14 @@ def _top_fnp(ctx, geo, top):
     """The top (gradient) as a C-contiguous (F, N * OH * OW) matrix (a transposing copy)."""
     t = ctx.alloc((geo.F, geo.N, geo.OH, geo.OW), top.dtype)
     s = top.strides
-    ctx.copy(t, top.view(t.shape, (s[1], s[0], s[2], s[3])))
+    src = top.view(t.shape, (s[1], s[0], s[2], s[3]))
+    P = geo.OH * geo.OW
+    if s[3] == top.itemsize and (s[2] == geo.OW * top.itemsize or geo.OH == 1):
+        _copy_rows(ctx, t.view((geo.F, geo.N, P), (geo.N * P * t.itemsize, P * t.itemsize,
+                                                   t.itemsize)),
+                   src.view((geo.F, geo.N, P), (s[1], s[0], s[3])))
+    else:
+        ctx.copy(t, src)
     return t
 
 
@@ -287,9 +316,10 @@ class CorrImpl(DeviceImpl):
         NP = geo.N * geo.OH * geo.OW
         plan_gemm(ctx, self.blas, _grouped(w, G, geo.F // G, K), _grouped(col, G, K, NP),
                   _grouped(tmp, G, geo.F // G, NP))
-        ctx.copy(_fnp(top, geo), tmp.view((geo.F, geo.N, geo.OH * geo.OW),
-                                          (NP * tmp.itemsize, geo.OH * geo.OW * tmp.itemsize,
-                                           tmp.itemsize)))
+        _copy_rows(ctx, _fnp(top, geo), tmp.view((geo.F, geo.N, geo.OH * geo.OW),
+                                                 (NP * tmp.itemsize,
+                                                  geo.OH * geo.OW * tmp.itemsize,
+                                                  tmp.itemsize)))
         return [top]
 
     def grad_inputs(self, ctx, op, weights, top, height=None, width=None):
