@@ -185,6 +185,10 @@ ROWS_TILES = (8, 16, 32)
 ROWS_GROUP = 64
 
 
+def _support(dtype):
+    return '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dtype == np.float64 else ''
+
+
 def plan_conv(ctx, kind, geo, op, operands, out):
     """Record one launch of ``kind`` (see the template) writing C-contiguous ``out``;
     ``operands``: the strided inputs of ``kind`` in template order (``col`` for col2im:
@@ -196,8 +200,7 @@ def plan_conv(ctx, kind, geo, op, operands, out):
     if kind == 'col2im' and ctx.dev.is_cpu:
         kind = 'col2im_rows'
         extra['WT'] = next((t for t in ROWS_TILES if t >= geo.W), ROWS_TILES[-1])
-    support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dtype == np.float64 else ''
-    src, name = kernels.render('conv.cl.mako', 'conv_' + kind, support=support, kind=kind,
+    src, name = kernels.render('conv.cl.mako', 'conv_' + kind, support=_support(dtype), kind=kind,
                                t=oscalar.ctype(dtype), **dict(geo.params(op), **extra))
     args = [np.int64(out.size)] + geo.sizes()
     for d in operands:
@@ -229,8 +232,7 @@ def _copy_rows(ctx, dst, src):
         ctx.copy(dst, src)
         return
     A, B, P = dst.shape
-    support = '#pragma OPENCL EXTENSION cl_khr_fp64 : enable' if dst.dtype == np.float64 else ''
-    code, name = kernels.render('copy_rows.cl.mako', 'copy_rows', support=support,
+    code, name = kernels.render('copy_rows.cl.mako', 'copy_rows', support=_support(dst.dtype),
                                 t=oscalar.ctype(dst.dtype))
     args = [np.int64(A), np.int64(B), np.int64(P)]
     for d in (src, dst):
