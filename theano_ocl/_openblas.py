@@ -26,16 +26,21 @@ import os
 _PTHREADS = 1
 
 
-def loaded_libraries():
-    """Paths of the OpenBLAS libraries mapped into this process (Linux; [] elsewhere)."""
+def mapped_libraries(word):
+    """Paths of the shared libraries mapped into this process whose file name contains
+    ``word`` (lower case; Linux's ``/proc/self/maps``; [] elsewhere)."""
     try:
         with open('/proc/self/maps') as f:
             paths = {parts[5].strip() for parts in (line.split(None, 5) for line in f)
                      if len(parts) == 6}
     except OSError:
         return []
-    return sorted(p for p in paths
-                  if 'openblas' in os.path.basename(p).lower() and '.so' in p)
+    return sorted(p for p in paths if word in os.path.basename(p).lower() and '.so' in p)
+
+
+def loaded_libraries():
+    """Paths of the OpenBLAS libraries mapped into this process."""
+    return mapped_libraries('openblas')
 
 
 def _parallel(lib):

@@ -34,13 +34,8 @@ _found = {}
 
 def _candidates():
     """Libraries loaded in this process that may be NumPy's BLAS, NumPy's own first."""
-    try:
-        with open('/proc/self/maps') as f:
-            paths = {line.split(None, 5)[5].strip() for line in f
-                     if len(line.split(None, 5)) == 6}
-    except OSError:
-        return []
-    blas = [p for p in paths if 'blas' in os.path.basename(p).lower() and '.so' in p]
+    from .._openblas import mapped_libraries
+    blas = mapped_libraries('blas')
     np_dir = os.path.dirname(os.path.dirname(np.__file__))
     return sorted(blas, key=lambda p: (not p.startswith(np_dir), 'scipy' in p, p))
 
